@@ -1,0 +1,408 @@
+use oprofile_stream::*;
+
+fn header() -> Header {
+    let mut h = Header {
+        nr_cpus: 4,
+        backtrace_depth: 8,
+        start_time: 1_000,
+        ..Header::default()
+    };
+    h.set_event_name("cpu-clock");
+    h
+}
+
+fn all_records() -> Vec<Record> {
+    vec![
+        Record::Tracing(Tracing {
+            cpu: 0,
+            on: true,
+            time: 1_000,
+        }),
+        Record::Comm(Comm::new(1, 1_100, 42, 40, "worker-thread-name")),
+        Record::Sample(Sample {
+            cpu: 1,
+            kernel: false,
+            time: 1_200,
+            pc: 0x401000,
+            pid: 42,
+            tgid: 40,
+            callchain: vec![],
+        }),
+        Record::Sample(Sample {
+            cpu: 1,
+            kernel: true,
+            time: 1_300,
+            pc: 0xffff_ffff_8100_1234,
+            pid: 42,
+            tgid: 40,
+            callchain: vec![
+                0xffff_ffff_8100_2000,
+                0xffff_ffff_8100_3000,
+                0xffff_ffff_8100_4000,
+            ],
+        }),
+        Record::Lost(Lost {
+            cpu: 3,
+            time: 1_400,
+            count: 17,
+        }),
+        Record::Tracing(Tracing {
+            cpu: 2,
+            on: false,
+            time: 1_500,
+        }),
+    ]
+}
+
+fn stream(endian: Endian) -> Vec<u8> {
+    let mut h = header();
+    h.endian = endian;
+    let mut e = Encoder::new(&h);
+    for r in all_records() {
+        e.record(&r);
+    }
+    e.finish()
+}
+
+#[test]
+fn round_trip_every_record_type_both_endians() {
+    for endian in [Endian::Little, Endian::Big] {
+        let data = stream(endian);
+        let d = decode(&data).unwrap();
+        assert_eq!(d.header.endian, endian);
+        assert_eq!(d.header.nr_cpus, 4);
+        assert_eq!(d.header.event_name(), "cpu-clock");
+        assert_eq!(d.records, all_records());
+        assert!(d.error.is_none());
+        assert!(d.warnings.is_empty());
+        assert_eq!(d.valid_len, data.len() as u64);
+    }
+}
+
+#[test]
+fn exact_byte_layout_little_endian() {
+    let mut e = Encoder::new(&header());
+    e.record(&Record::Sample(Sample {
+        cpu: 2,
+        kernel: true,
+        time: 5,
+        pc: 0x1122,
+        pid: 7,
+        tgid: 6,
+        callchain: vec![0xabc],
+    }));
+    let b = e.finish();
+    assert_eq!(&b[0..8], b"OPRFRS\0\n");
+    assert_eq!(&b[8..14], &[1, 0, 64, 0, 8, 1]);
+    let r = &b[64..];
+    assert_eq!(r.len(), 40);
+    assert_eq!(&r[0..8], &[1, 0, 40, 0, 2, 0, 1, 1]);
+    assert_eq!(u64::from_le_bytes(r[8..16].try_into().unwrap()), 5);
+    assert_eq!(u64::from_le_bytes(r[16..24].try_into().unwrap()), 0x1122);
+    assert_eq!(u32::from_le_bytes(r[24..28].try_into().unwrap()), 7);
+    assert_eq!(u32::from_le_bytes(r[28..32].try_into().unwrap()), 6);
+    assert_eq!(u64::from_le_bytes(r[32..40].try_into().unwrap()), 0xabc);
+}
+
+#[test]
+fn comm_name_is_truncated_to_16_and_nul_stripped() {
+    let c = Comm::new(0, 0, 1, 1, "abcdefghijklmnopqrstuvwxyz");
+    assert_eq!(c.name(), "abcdefghijklmnop");
+    assert_eq!(Comm::new(0, 0, 1, 1, "sh").name(), "sh");
+}
+
+#[test]
+fn empty_stream_is_header_only() {
+    let data = Encoder::new(&header()).finish();
+    assert_eq!(data.len(), 64);
+    let d = decode(&data).unwrap();
+    assert!(d.records.is_empty());
+    assert!(d.error.is_none());
+}
+
+#[test]
+fn truncated_header() {
+    let data = Encoder::new(&header()).finish();
+    for n in [1usize, 7, 8, 13, 14, 40, 63] {
+        let e = decode(&data[..n]).unwrap_err();
+        assert!(
+            matches!(e.kind, ErrorKind::TruncatedHeader { len } if len == n),
+            "{n}: {e}"
+        );
+        assert!(e.to_string().contains("truncated stream header"), "{e}");
+    }
+}
+
+#[test]
+fn empty_input_is_truncated_header() {
+    let e = decode(&[]).unwrap_err();
+    assert!(matches!(e.kind, ErrorKind::TruncatedHeader { len: 0 }));
+}
+
+#[test]
+fn wrong_magic() {
+    let mut data = stream(Endian::Little);
+    data[3] = b'X';
+    let e = decode(&data).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::BadMagic);
+    assert!(e.to_string().contains("bad magic"));
+    assert_eq!(decode(b"hello").unwrap_err().kind, ErrorKind::BadMagic);
+}
+
+#[test]
+fn unknown_version() {
+    let mut data = stream(Endian::Little);
+    data[8] = 2;
+    let e = decode(&data).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::UnsupportedVersion(2));
+    assert_eq!(
+        e.to_string(),
+        "unsupported stream version 2 at offset 8 (this tool reads version 1)"
+    );
+}
+
+#[test]
+fn bad_word_size_and_endianness() {
+    let mut data = stream(Endian::Little);
+    data[12] = 4;
+    assert_eq!(
+        decode(&data).unwrap_err().kind,
+        ErrorKind::UnsupportedWordSize(4)
+    );
+    let mut data = stream(Endian::Little);
+    data[13] = 3;
+    assert_eq!(decode(&data).unwrap_err().kind, ErrorKind::BadEndianness(3));
+}
+
+#[test]
+fn longer_header_is_skipped_with_warning() {
+    let mut h = header();
+    h.header_size = 80;
+    let mut e = Encoder::new(&h);
+    e.record(&Record::Lost(Lost {
+        cpu: 0,
+        time: 9,
+        count: 3,
+    }));
+    let data = e.finish();
+    assert_eq!(data.len(), 80 + 24);
+    let d = decode(&data).unwrap();
+    assert_eq!(
+        d.records,
+        vec![Record::Lost(Lost {
+            cpu: 0,
+            time: 9,
+            count: 3
+        })]
+    );
+    assert_eq!(d.warnings, vec![Warning::LongHeader { header_size: 80 }]);
+}
+
+#[test]
+fn header_size_smaller_than_64_is_corrupt() {
+    let mut data = stream(Endian::Little);
+    data[10] = 32;
+    assert_eq!(
+        decode(&data).unwrap_err().kind,
+        ErrorKind::BadHeaderSize(32)
+    );
+}
+
+#[test]
+fn truncated_final_record_keeps_everything_before() {
+    let full = stream(Endian::Little);
+    let all = all_records();
+    // Cut inside every record (and inside the 8-byte record header).
+    let mut offset = 64usize;
+    for (i, r) in all.iter().enumerate() {
+        let size = r.encoded_size();
+        for cut in [1usize, 4, 7, 8, size - 1] {
+            let d = decode(&full[..offset + cut]).unwrap();
+            assert_eq!(d.records, all[..i].to_vec());
+            let e = d.error.unwrap();
+            assert!(e.is_truncation());
+            assert_eq!(e.offset, offset as u64);
+            assert_eq!(e.to_string(), format!("truncated at offset {offset}"));
+            assert_eq!(d.valid_len, offset as u64);
+        }
+        offset += size;
+    }
+}
+
+#[test]
+fn size_zero_and_odd_sizes_are_corruption() {
+    for bad in [0u16, 4, 7, 12, 33] {
+        let mut e = Encoder::new(&header());
+        e.record(&Record::Lost(Lost {
+            cpu: 0,
+            time: 1,
+            count: 1,
+        }));
+        e.raw(TYPE_LOST, 0, 0, 0, &[0; 16], Some(bad));
+        e.record(&Record::Lost(Lost {
+            cpu: 0,
+            time: 2,
+            count: 2,
+        }));
+        let d = decode(&e.finish()).unwrap();
+        assert_eq!(d.records.len(), 1, "size {bad}");
+        let err = d.error.unwrap();
+        assert_eq!(err.offset, 64 + 24);
+        assert_eq!(
+            err.kind,
+            ErrorKind::BadRecordSize {
+                rtype: TYPE_LOST,
+                size: bad
+            }
+        );
+        assert!(err.to_string().contains("offset 88"), "{err}");
+        assert!(!err.is_truncation());
+    }
+}
+
+#[test]
+fn size_past_end_is_truncation() {
+    let mut e = Encoder::new(&header());
+    e.raw(TYPE_LOST, 0, 0, 0, &[0; 16], Some(64));
+    let d = decode(&e.finish()).unwrap();
+    assert!(d.error.unwrap().is_truncation());
+}
+
+#[test]
+fn known_record_too_small_is_corruption() {
+    // SAMPLE with depth 3 but size 32.
+    let mut e = Encoder::new(&header());
+    e.raw(TYPE_SAMPLE, 0, 1, 3, &[0; 24], None);
+    let d = decode(&e.finish()).unwrap();
+    assert_eq!(
+        d.error.unwrap().kind,
+        ErrorKind::RecordTooSmall {
+            rtype: TYPE_SAMPLE,
+            size: 32,
+            needed: 56
+        }
+    );
+    let mut e = Encoder::new(&header());
+    e.raw(TYPE_COMM, 0, 0, 0, &[0; 8], None);
+    let d = decode(&e.finish()).unwrap();
+    assert!(matches!(
+        d.error.unwrap().kind,
+        ErrorKind::RecordTooSmall {
+            rtype: TYPE_COMM,
+            ..
+        }
+    ));
+}
+
+#[test]
+fn unknown_type_is_skipped_with_one_warning_per_type() {
+    let mut e = Encoder::new(&header());
+    e.raw(99, 0, 0, 0, &[0xff; 40], None);
+    e.record(&Record::Lost(Lost {
+        cpu: 1,
+        time: 3,
+        count: 4,
+    }));
+    e.raw(99, 1, 0, 0, &[], None);
+    e.raw(7, 1, 0, 0, &[1; 8], None);
+    e.record(&Record::Tracing(Tracing {
+        cpu: 0,
+        on: true,
+        time: 5,
+    }));
+    let d = decode(&e.finish()).unwrap();
+    assert!(d.error.is_none());
+    assert_eq!(
+        d.records,
+        vec![
+            Record::Lost(Lost {
+                cpu: 1,
+                time: 3,
+                count: 4
+            }),
+            Record::Tracing(Tracing {
+                cpu: 0,
+                on: true,
+                time: 5
+            })
+        ]
+    );
+    assert_eq!(
+        d.warnings,
+        vec![
+            Warning::UnknownType {
+                rtype: 99,
+                first_offset: 64
+            },
+            Warning::UnknownType {
+                rtype: 7,
+                first_offset: 64 + 48 + 24 + 8
+            }
+        ]
+    );
+    assert!(d.warnings[0].to_string().contains("unknown type 99"));
+}
+
+#[test]
+fn oversized_known_record_is_accepted_with_warning() {
+    // A LOST record with 8 extra bytes (a future extension).
+    let mut payload = Vec::new();
+    payload.extend_from_slice(&7u64.to_le_bytes());
+    payload.extend_from_slice(&11u64.to_le_bytes());
+    payload.extend_from_slice(&[0xee; 8]);
+    let mut e = Encoder::new(&Header {
+        endian: Endian::Little,
+        ..header()
+    });
+    e.raw(TYPE_LOST, 2, 0, 0, &payload, None);
+    e.record(&Record::Lost(Lost {
+        cpu: 2,
+        time: 8,
+        count: 1,
+    }));
+    let d = decode(&e.finish()).unwrap();
+    assert_eq!(
+        d.records[0],
+        Record::Lost(Lost {
+            cpu: 2,
+            time: 7,
+            count: 11
+        })
+    );
+    assert_eq!(d.records.len(), 2);
+    assert_eq!(
+        d.warnings,
+        vec![Warning::OversizedRecord {
+            rtype: TYPE_LOST,
+            first_offset: 64
+        }]
+    );
+}
+
+#[test]
+fn decoder_iterator_stops_after_error() {
+    let mut e = Encoder::new(&header());
+    e.raw(TYPE_LOST, 0, 0, 0, &[0; 16], Some(3));
+    e.record(&Record::Lost(Lost {
+        cpu: 0,
+        time: 2,
+        count: 2,
+    }));
+    let data = e.finish();
+    let mut dec = Decoder::new(&data).unwrap();
+    assert!(dec.next().unwrap().is_err());
+    assert!(dec.next().is_none());
+}
+
+#[test]
+fn decode_record_standalone() {
+    let r = Record::Comm(Comm::new(3, 4, 5, 6, "bash"));
+    let b = encode_record(&r, Endian::Little);
+    assert_eq!(
+        decode_record(&b, Endian::Little, 0).unwrap(),
+        Decoded1::Record(r, 40)
+    );
+    assert!(decode_record(&b[..39], Endian::Little, 100)
+        .unwrap_err()
+        .is_truncation());
+}

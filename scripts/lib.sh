@@ -1,0 +1,52 @@
+# shellcheck shell=bash
+# Common settings for oprofile-rs scripts. Source it; do not run it.
+#
+# Everything downloaded or built lives outside the repository, under
+# $OPROFILE_RS_CACHE (default ~/.cache/oprofile-rs):
+#   tools/      bindgen (cargo install --root), libclang venv
+#   apt/        private apt state used to fetch Debian's linux-source-7.3
+#   src/        the unpacked kernel source tree
+#   kernel/     one build directory per variant, keyed by kernel version,
+#               config fragment and rustc version
+
+set -euo pipefail
+shopt -s nullglob
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+CACHE=${OPROFILE_RS_CACHE:-$HOME/.cache/oprofile-rs}
+TOOLS=$CACHE/tools
+BINDGEN_VERSION=0.73.2
+LIBCLANG_VERSION=18.1.1
+KERNEL_PACKAGE=linux-source-7.3
+JOBS=${JOBS:-$(nproc)}
+
+export PATH=$TOOLS/bin:$HOME/.cargo/bin:$PATH
+export LIBCLANG_PATH=$TOOLS/venv/lib/python3.11/site-packages/clang/native
+
+log() { printf '\033[1m[oprofile-rs]\033[0m %s\n' "$*" >&2; }
+die() { printf '\033[1;31m[oprofile-rs] error:\033[0m %s\n' "$*" >&2; exit 1; }
+
+# The unpacked kernel source directory (set up by scripts/setup).
+kernel_src() {
+    local d
+    d=$(cat "$CACHE/src/CURRENT" 2>/dev/null) || die "kernel source missing: run scripts/setup"
+    [ -f "$d/Makefile" ] || die "kernel source $d is incomplete: rm -rf $CACHE/src and run scripts/setup"
+    echo "$d"
+}
+
+# Build directory for a kernel variant ("normal" or "debug"): a hash of
+# everything that changes the result, so a change to any of them builds anew
+# and an unchanged set rebuilds nothing.
+kernel_build_dir() {
+    local variant=$1 src key
+    src=$(kernel_src)
+    key=$( {
+        basename "$src"; head -5 "$src/Makefile"
+        cat "$REPO/scripts/kernel/base.config"
+        [ "$variant" = debug ] && cat "$REPO/scripts/kernel/debug.config"
+        rustc --version
+        gcc --version | head -1
+        echo "$BINDGEN_VERSION"
+    } | sha256sum | cut -c1-12)
+    echo "$CACHE/kernel/$variant-$(basename "$src")-$key"
+}

@@ -1,0 +1,85 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! oprofile_rs: a modern oprofile driver in Rust.
+//!
+//! Loading the module creates `/dev/oprofile/buffer` (the sample stream) and
+//! `/sys/kernel/debug/oprofile/` (controls and statistics). See
+//! `Documentation/design.md` for the architecture.
+
+use kernel::{miscdevice::MiscDeviceRegistration, prelude::*};
+
+mod control;
+mod device;
+mod params;
+
+module! {
+    type: OprofileModule,
+    name: "oprofile_rs",
+    authors: ["oprofile-rs developers"],
+    description: "oprofile-style sampling profiler with per-CPU lock-free ring buffers",
+    license: "GPL",
+    params: {
+        cpu_buffer_size: u64 {
+            default: 65536,
+            description: "Bytes per per-CPU ring buffer (power of two, 4096..64 MiB)",
+        },
+        buffer_size: u64 {
+            default: 1048576,
+            description: "Bytes of the event buffer read through /dev/oprofile/buffer (64 KiB..256 MiB)",
+        },
+        buffer_watershed: u64 {
+            default: 0,
+            description: "Wake readers when this many bytes wait (0: buffer_size/4)",
+        },
+        sample_period: u64 {
+            default: 1000000,
+            description: "Sample period: ns for cpu-clock (10000..1000000000)",
+        },
+        backtrace_depth: u64 {
+            default: 0,
+            description: "Kernel callchain entries recorded per sample (0..64)",
+        },
+    },
+}
+
+#[pin_data(PinnedDrop)]
+struct OprofileModule {
+    config: params::Config,
+    #[pin]
+    device: MiscDeviceRegistration<device::BufferReader>,
+    #[pin]
+    control: control::ControlFiles,
+}
+
+impl kernel::InPlaceModule for OprofileModule {
+    fn init(_module: &'static ThisModule) -> impl PinInit<Self, Error> {
+        let raw = params::Raw {
+            cpu_buffer_size: module_parameters::cpu_buffer_size.value(),
+            buffer_size: module_parameters::buffer_size.value(),
+            buffer_watershed: module_parameters::buffer_watershed.value(),
+            sample_period: module_parameters::sample_period.value(),
+            backtrace_depth: module_parameters::backtrace_depth.value(),
+        };
+        try_pin_init!(Self {
+            config: params::Config::validate(raw)?,
+            device <- device::register(),
+            control <- control::ControlFiles::new(),
+        }? Error)
+        .pin_chain(|this| {
+            pr_info!(
+                "loaded: cpu_buffer_size={} buffer_size={} sample_period={}\n",
+                this.config.cpu_buffer_size,
+                this.config.buffer_size,
+                this.config.sample_period
+            );
+            Ok(())
+        })
+    }
+}
+
+#[pinned_drop]
+impl PinnedDrop for OprofileModule {
+    fn drop(self: Pin<&mut Self>) {
+        pr_info!("unloaded\n");
+    }
+}

@@ -1,0 +1,341 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Reader side: consume, peek, iterate.
+//!
+//! One reader at a time (a try-lock inside the buffer; a second concurrent
+//! reader gets [`ReadError::Busy`]). The reader copies a record out of the
+//! buffer and then validates it: when consuming, by the compare-and-swap that
+//! advances `tail`; when peeking/iterating, by re-reading `tail` after an
+//! acquire fence. In overwrite mode a writer advances `tail` past a record
+//! (and issues a release fence) before overwriting it, so a copy that may have
+//! seen overwritten words always fails validation and is retried.
+
+use core::ops::Deref;
+
+use super::atomics::{bump, fence, AtomicBool, AtomicU64, Ordering};
+use super::header::{parse_record, Record};
+use super::{load_word, CpuBuffer};
+
+/// Give up after this many failed validations (writer lapping the reader).
+const MAX_RETRIES: u32 = 1000;
+
+/// Metadata of a record returned by the reader.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecordInfo {
+    /// Absolute time stamp, exactly as passed to `reserve`.
+    pub ts: u64,
+    /// Payload length in bytes.
+    pub len: usize,
+    /// Records lost (dropped full, commit overrun, overrun) since the previous
+    /// read, reported before this record.
+    pub lost: u64,
+}
+
+/// Why a read failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReadError {
+    /// No committed record.
+    Empty,
+    /// Another reader (or a control operation) is using the buffer.
+    Busy,
+    /// The caller's buffer is too small; nothing was consumed.
+    BufferTooSmall {
+        /// Payload length of the next record.
+        needed: usize,
+    },
+    /// The writer kept overwriting the record being read; try again.
+    Contended,
+    /// The buffer content is inconsistent (a bug or misuse, e.g. writers on
+    /// several CPUs at once).
+    Corrupt,
+}
+
+/// Holds the reader lock.
+pub(crate) struct ReaderGuard<'a> {
+    lock: &'a AtomicBool,
+}
+
+impl Drop for ReaderGuard<'_> {
+    fn drop(&mut self) {
+        self.lock.store(false, Ordering::Release);
+    }
+}
+
+/// Position and time base of a non-destructive read.
+#[derive(Clone, Copy)]
+struct Cursor {
+    pos: u64,
+    ts: Option<u64>,
+}
+
+/// Copies the payload of `rec` (at most `out.len()` bytes). Returns the count.
+fn copy_payload(words: &[AtomicU64], mask: u64, rec: &Record, out: &mut [u8]) -> usize {
+    let len = usize::try_from(rec.header.len).unwrap_or(usize::MAX);
+    let n = core::cmp::min(len, out.len());
+    let Some(dst) = out.get_mut(..n) else {
+        return 0;
+    };
+    let mut pos = rec.data_pos.wrapping_add(1);
+    for chunk in dst.chunks_mut(8) {
+        let v = load_word(words, mask, pos).unwrap_or(0);
+        for (d, s) in chunk.iter_mut().zip(v.to_le_bytes()) {
+            *d = s;
+        }
+        pos = pos.wrapping_add(1);
+    }
+    n
+}
+
+impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
+    pub(crate) fn lock_reader(&self) -> Option<ReaderGuard<'_>> {
+        self.reader_lock
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .ok()
+            .map(|_| ReaderGuard {
+                lock: &self.reader_lock,
+            })
+    }
+
+    /// Time of the record before `tail`, if the reader knows it.
+    #[inline(always)]
+    fn base_for(&self, tail: u64) -> Option<u64> {
+        (self.read_pos.load(Ordering::Relaxed) == tail)
+            .then(|| self.read_ts.load(Ordering::Relaxed))
+    }
+
+    /// Lost records not yet reported (optionally marking them reported).
+    fn take_lost(&self, mark: bool) -> u64 {
+        let total = self.stats.lost_total();
+        let lost = total.saturating_sub(self.stats.lost_reported.load(Ordering::Relaxed));
+        if mark {
+            self.stats.lost_reported.store(total, Ordering::Relaxed);
+        }
+        lost
+    }
+
+    /// Consumes the oldest record, copying its payload into `out`.
+    ///
+    /// Padding and records whose time cannot be reconstructed (after the
+    /// writer lapped the reader, up to the next time-stamp sync record) are
+    /// skipped; the latter count as overrun.
+    pub fn consume(&self, out: &mut [u8]) -> Result<RecordInfo, ReadError> {
+        let _guard = self.lock_reader().ok_or(ReadError::Busy)?;
+        let words = self.words();
+        let mut retries = 0u32;
+        loop {
+            let mask = self.mask.load(Ordering::Relaxed);
+            let tail = self.tail.load(Ordering::Acquire);
+            // Acquire: pairs with the release store of the outermost writer.
+            let commit = self.commit.load(Ordering::Acquire);
+            let avail = commit.wrapping_sub(tail);
+            if avail == 0 {
+                return Err(ReadError::Empty);
+            }
+            if avail > mask.wrapping_add(1) {
+                // Tail moved (overwrite) between our two loads: reload.
+                retries = retries.wrapping_add(1);
+                if retries > MAX_RETRIES {
+                    return Err(ReadError::Contended);
+                }
+                continue;
+            }
+            let parsed = parse_record(words, mask, tail, avail, self.base_for(tail));
+            let outcome = parsed.map(|rec| {
+                let len = usize::try_from(rec.header.len).unwrap_or(usize::MAX);
+                let deliver = rec.header.is_data && rec.ts.is_some();
+                if deliver && out.len() < len {
+                    return (rec, Err(len));
+                }
+                if deliver {
+                    copy_payload(words, mask, &rec, out);
+                }
+                (rec, Ok(deliver))
+            });
+            // Validate what we read: a writer that overwrote any of it moved
+            // tail first (then fence(Release), then the stores).
+            fence(Ordering::Acquire);
+            let (rec, deliver) = match outcome {
+                Some((rec, Ok(deliver))) => (rec, deliver),
+                Some((_, Err(needed))) => {
+                    if self.tail.load(Ordering::Relaxed) == tail {
+                        return Err(ReadError::BufferTooSmall { needed });
+                    }
+                    retries = retries.wrapping_add(1);
+                    if retries > MAX_RETRIES {
+                        return Err(ReadError::Contended);
+                    }
+                    continue;
+                }
+                None => {
+                    if self.tail.load(Ordering::Relaxed) == tail {
+                        return Err(ReadError::Corrupt);
+                    }
+                    retries = retries.wrapping_add(1);
+                    if retries > MAX_RETRIES {
+                        return Err(ReadError::Contended);
+                    }
+                    continue;
+                }
+            };
+            let next = tail.wrapping_add(rec.total);
+            // Release: our copy is done before a writer may reuse the space.
+            if self
+                .tail
+                .compare_exchange(tail, next, Ordering::AcqRel, Ordering::Relaxed)
+                .is_err()
+            {
+                retries = retries.wrapping_add(1);
+                if retries > MAX_RETRIES {
+                    return Err(ReadError::Contended);
+                }
+                continue;
+            }
+            if let Some(ts) = rec.ts {
+                self.read_pos.store(next, Ordering::Relaxed);
+                self.read_ts.store(ts, Ordering::Relaxed);
+            }
+            if !deliver {
+                if rec.header.is_data {
+                    bump(&self.stats.skipped, 1);
+                    bump(&self.stats.skipped_bytes, rec.header.len);
+                }
+                continue;
+            }
+            bump(&self.stats.read, 1);
+            bump(&self.stats.read_bytes, rec.header.len);
+            return Ok(RecordInfo {
+                ts: rec.ts.unwrap_or(0),
+                len: usize::try_from(rec.header.len).unwrap_or(usize::MAX),
+                lost: self.take_lost(true),
+            });
+        }
+    }
+
+    /// Reads the next deliverable record at or after `cur`, below `limit`,
+    /// without consuming. Copies at most `out.len()` payload bytes.
+    fn read_at(
+        &self,
+        cur: &mut Cursor,
+        limit: u64,
+        out: &mut [u8],
+    ) -> Result<Option<RecordInfo>, ReadError> {
+        let words = self.words();
+        let mut retries = 0u32;
+        loop {
+            let mask = self.mask.load(Ordering::Relaxed);
+            let tail = self.tail.load(Ordering::Acquire);
+            if cur.pos.wrapping_sub(tail) > mask {
+                // The writer lapped the cursor: restart at tail.
+                cur.pos = tail;
+                cur.ts = self.base_for(tail);
+            }
+            let avail = limit.wrapping_sub(cur.pos);
+            if avail == 0 || avail > mask.wrapping_add(1) {
+                return Ok(None);
+            }
+            let parsed = parse_record(words, mask, cur.pos, avail, cur.ts);
+            let copied = parsed.map(|rec| {
+                let deliver = rec.header.is_data && rec.ts.is_some();
+                if deliver {
+                    copy_payload(words, mask, &rec, out);
+                }
+                (rec, deliver)
+            });
+            fence(Ordering::Acquire);
+            let t2 = self.tail.load(Ordering::Relaxed);
+            if cur.pos.wrapping_sub(t2) > mask {
+                // Overwritten while we read it.
+                retries = retries.wrapping_add(1);
+                if retries > MAX_RETRIES {
+                    return Err(ReadError::Contended);
+                }
+                continue;
+            }
+            let Some((rec, deliver)) = copied else {
+                return Err(ReadError::Corrupt);
+            };
+            cur.pos = cur.pos.wrapping_add(rec.total);
+            if rec.ts.is_some() {
+                cur.ts = rec.ts;
+            }
+            if deliver {
+                return Ok(Some(RecordInfo {
+                    ts: rec.ts.unwrap_or(0),
+                    len: usize::try_from(rec.header.len).unwrap_or(usize::MAX),
+                    lost: 0,
+                }));
+            }
+        }
+    }
+
+    /// Looks at the oldest record without consuming it. Copies at most
+    /// `out.len()` bytes of its payload (`len` is the full length). `lost` is
+    /// what the next `consume` would report before it, as far as known now.
+    pub fn peek(&self, out: &mut [u8]) -> Result<RecordInfo, ReadError> {
+        let _guard = self.lock_reader().ok_or(ReadError::Busy)?;
+        let tail = self.tail.load(Ordering::Acquire);
+        let mut cur = Cursor {
+            pos: tail,
+            ts: self.base_for(tail),
+        };
+        let limit = self.commit.load(Ordering::Acquire);
+        match self.read_at(&mut cur, limit, out)? {
+            Some(mut info) => {
+                info.lost = self.take_lost(false);
+                Ok(info)
+            }
+            None => Err(ReadError::Empty),
+        }
+    }
+
+    /// Non-destructive iterator over the records committed now.
+    ///
+    /// Holds the reader lock until dropped.
+    pub fn iter(&self) -> Result<Iter<'_, 's, S>, ReadError> {
+        let guard = self.lock_reader().ok_or(ReadError::Busy)?;
+        let tail = self.tail.load(Ordering::Acquire);
+        let cur = Cursor {
+            pos: tail,
+            ts: self.base_for(tail),
+        };
+        Ok(Iter {
+            buf: self,
+            _guard: guard,
+            cur,
+            limit: self.commit.load(Ordering::Acquire),
+            lost_seen: self.stats.lost_reported.load(Ordering::Relaxed),
+        })
+    }
+}
+
+/// Non-destructive iterator, see [`CpuBuffer::iter`].
+///
+/// As an [`Iterator`] it yields metadata only; use [`Iter::next_into`] to
+/// also copy payloads.
+pub struct Iter<'b, 's, S: Deref<Target = [AtomicU64]>> {
+    buf: &'b CpuBuffer<'s, S>,
+    _guard: ReaderGuard<'b>,
+    cur: Cursor,
+    limit: u64,
+    lost_seen: u64,
+}
+
+impl<S: Deref<Target = [AtomicU64]>> Iter<'_, '_, S> {
+    /// Next record, copying at most `out.len()` bytes of its payload. `lost`
+    /// counts records lost since the previous one (or the last consume).
+    pub fn next_into(&mut self, out: &mut [u8]) -> Option<RecordInfo> {
+        let mut info = self.buf.read_at(&mut self.cur, self.limit, out).ok()??;
+        let total = self.buf.stats.lost_total();
+        info.lost = total.saturating_sub(self.lost_seen);
+        self.lost_seen = total;
+        Some(info)
+    }
+}
+
+impl<S: Deref<Target = [AtomicU64]>> Iterator for Iter<'_, '_, S> {
+    type Item = RecordInfo;
+
+    fn next(&mut self) -> Option<RecordInfo> {
+        self.next_into(&mut [])
+    }
+}

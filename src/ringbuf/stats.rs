@@ -1,0 +1,197 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Per-CPU-buffer statistics.
+//!
+//! Hot-path counters (commits, discards, overruns by writers) are kept per
+//! nesting level: on one CPU only one writer runs at a given level at any
+//! time, so they are updated with plain loads and stores (no locked
+//! instruction). Rare events (drops) use atomic read-modify-write. Reader
+//! counters are only written by the (single, locked) reader.
+
+use super::atomics::{AtomicU64, Ordering};
+use super::MAX_NESTING;
+
+/// Counters of one nesting level.
+pub(crate) struct Level {
+    pub(crate) committed: AtomicU64,
+    pub(crate) committed_bytes: AtomicU64,
+    pub(crate) discarded: AtomicU64,
+    pub(crate) overrun: AtomicU64,
+    pub(crate) overrun_bytes: AtomicU64,
+}
+
+impl Level {
+    fn new() -> Self {
+        Level {
+            committed: AtomicU64::new(0),
+            committed_bytes: AtomicU64::new(0),
+            discarded: AtomicU64::new(0),
+            overrun: AtomicU64::new(0),
+            overrun_bytes: AtomicU64::new(0),
+        }
+    }
+
+    fn fields(&self) -> [&AtomicU64; 5] {
+        [
+            &self.committed,
+            &self.committed_bytes,
+            &self.discarded,
+            &self.overrun,
+            &self.overrun_bytes,
+        ]
+    }
+}
+
+/// All counters of one CPU buffer.
+pub(crate) struct Counters {
+    /// Per nesting level (index = depth - 1).
+    pub(crate) levels: [Level; MAX_NESTING],
+    pub(crate) dropped_full: AtomicU64,
+    pub(crate) dropped_disabled: AtomicU64,
+    pub(crate) commit_overrun: AtomicU64,
+    /// Records consumed by the reader.
+    pub(crate) read: AtomicU64,
+    pub(crate) read_bytes: AtomicU64,
+    /// Records skipped by the reader or dropped by a resize (counted as overrun).
+    pub(crate) skipped: AtomicU64,
+    pub(crate) skipped_bytes: AtomicU64,
+    /// Lost records already reported to the reader.
+    pub(crate) lost_reported: AtomicU64,
+}
+
+/// Snapshot of the statistics of one CPU buffer.
+///
+/// Accounting invariants (exact once writers and reader are quiescent):
+///
+/// * `committed == read + entries + overrun`
+/// * every `reserve` attempt is exactly one of `committed`, `discarded`,
+///   `dropped_full`, `dropped_disabled`, `commit_overrun`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Records currently in the buffer (committed, not yet read or overrun).
+    pub entries: u64,
+    /// Payload bytes currently in the buffer.
+    pub bytes: u64,
+    /// Records overwritten in overwrite mode (plus records the reader had to
+    /// skip to resynchronise, and records dropped by a shrinking resize).
+    pub overrun: u64,
+    /// Reserves that failed because the buffer was full in producer/consumer
+    /// mode, or because the record can never fit (`TooLarge`).
+    pub dropped_full: u64,
+    /// Reserves that failed because recording was off.
+    pub dropped_disabled: u64,
+    /// Reserves that failed because nesting was too deep, or because in
+    /// overwrite mode the only space left was held by uncommitted records.
+    pub commit_overrun: u64,
+    /// Records consumed by the reader.
+    pub read: u64,
+    /// Payload bytes consumed by the reader.
+    pub read_bytes: u64,
+    /// Records committed.
+    pub committed: u64,
+    /// Reservations discarded (or dropped without commit).
+    pub discarded: u64,
+}
+
+impl Stats {
+    /// Records lost for the reader: `dropped_full + commit_overrun + overrun`.
+    pub fn lost(&self) -> u64 {
+        self.dropped_full
+            .wrapping_add(self.commit_overrun)
+            .wrapping_add(self.overrun)
+    }
+}
+
+impl Counters {
+    pub(crate) fn new() -> Self {
+        Counters {
+            levels: core::array::from_fn(|_| Level::new()),
+            dropped_full: AtomicU64::new(0),
+            dropped_disabled: AtomicU64::new(0),
+            commit_overrun: AtomicU64::new(0),
+            read: AtomicU64::new(0),
+            read_bytes: AtomicU64::new(0),
+            skipped: AtomicU64::new(0),
+            skipped_bytes: AtomicU64::new(0),
+            lost_reported: AtomicU64::new(0),
+        }
+    }
+
+    /// The counters of nesting level `depth` (1-based).
+    #[inline(always)]
+    pub(crate) fn level(&self, depth: u64) -> Option<&Level> {
+        self.levels.get(usize::try_from(depth.wrapping_sub(1)).ok()?)
+    }
+
+    fn sum(&self, f: impl Fn(&Level) -> &AtomicU64) -> u64 {
+        self.levels
+            .iter()
+            .fold(0u64, |acc, l| acc.wrapping_add(f(l).load(Ordering::Relaxed)))
+    }
+
+    /// Total overrun (writer overwrites plus reader skips).
+    pub(crate) fn overrun(&self) -> u64 {
+        self.sum(|l| &l.overrun)
+            .wrapping_add(self.skipped.load(Ordering::Relaxed))
+    }
+
+    /// Total number of records lost so far.
+    pub(crate) fn lost_total(&self) -> u64 {
+        self.dropped_full
+            .load(Ordering::Relaxed)
+            .wrapping_add(self.commit_overrun.load(Ordering::Relaxed))
+            .wrapping_add(self.overrun())
+    }
+
+    pub(crate) fn snapshot(&self) -> Stats {
+        let committed = self.sum(|l| &l.committed);
+        let committed_bytes = self.sum(|l| &l.committed_bytes);
+        let overrun = self.overrun();
+        let overrun_bytes = self
+            .sum(|l| &l.overrun_bytes)
+            .wrapping_add(self.skipped_bytes.load(Ordering::Relaxed));
+        let read = self.read.load(Ordering::Relaxed);
+        let read_bytes = self.read_bytes.load(Ordering::Relaxed);
+        Stats {
+            entries: committed.saturating_sub(read.saturating_add(overrun)),
+            bytes: committed_bytes.saturating_sub(read_bytes.saturating_add(overrun_bytes)),
+            overrun,
+            dropped_full: self.dropped_full.load(Ordering::Relaxed),
+            dropped_disabled: self.dropped_disabled.load(Ordering::Relaxed),
+            commit_overrun: self.commit_overrun.load(Ordering::Relaxed),
+            read,
+            read_bytes,
+            committed,
+            discarded: self.sum(|l| &l.discarded),
+        }
+    }
+
+    fn all(&self) -> impl Iterator<Item = &AtomicU64> {
+        self.levels.iter().flat_map(|l| l.fields()).chain([
+            &self.dropped_full,
+            &self.dropped_disabled,
+            &self.commit_overrun,
+            &self.read,
+            &self.read_bytes,
+            &self.skipped,
+            &self.skipped_bytes,
+            &self.lost_reported,
+        ])
+    }
+
+    /// Exchanges all counters. Only called with both buffers quiesced.
+    pub(crate) fn swap(&self, other: &Counters) {
+        for (a, b) in self.all().zip(other.all()) {
+            let va = a.load(Ordering::Relaxed);
+            a.store(b.load(Ordering::Relaxed), Ordering::Relaxed);
+            b.store(va, Ordering::Relaxed);
+        }
+    }
+
+    /// Clears all counters. Only called with the buffer quiesced.
+    pub(crate) fn clear(&self) {
+        for c in self.all() {
+            c.store(0, Ordering::Relaxed);
+        }
+    }
+}

@@ -1,0 +1,25 @@
+#!/bin/sh
+# Load and unload 20 times: the device and debugfs files come and go, and
+# nothing leaks (kmemleak on the debug kernel).
+. /tmp/lib.sh
+i=0
+while [ $i -lt 20 ]; do
+    insmod /oprofile_rs.ko || fail "insmod #$i"
+    [ -c $DEV ] || fail "no $DEV after insmod #$i"
+    [ -f $DBG/tracing_on ] || fail "no $DBG/tracing_on after insmod #$i"
+    cat $DEV >/dev/null || fail "read $DEV #$i"
+    rmmod oprofile_rs || fail "rmmod #$i"
+    [ -e $DEV ] && fail "$DEV still there after rmmod #$i"
+    [ -e $DBG ] && fail "$DBG still there after rmmod #$i"
+    i=$((i + 1))
+done
+expect_eq "20 load/unload cycles" "$i" 20
+if [ -f /sys/kernel/debug/kmemleak ]; then
+    echo scan >/sys/kernel/debug/kmemleak; echo scan >/sys/kernel/debug/kmemleak
+    leaks=$(grep -c 'unreferenced object' /sys/kernel/debug/kmemleak)
+    grep -A12 'unreferenced object' /sys/kernel/debug/kmemleak | head -40
+    expect_eq "kmemleak finds no leak" "$leaks" 0
+else
+    echo "(kmemleak not in this kernel; leak check runs on --debug)"
+fi
+finish

@@ -1,0 +1,12 @@
+//! oprofile-rs user-space tool: record `/dev/oprofile/buffer` and analyse the
+//! recording (report, script, folded stacks, flame graphs, pprof).
+//! The binary is a thin clap front-end over these modules.
+
+pub mod folded;
+pub mod pprof;
+pub mod profile;
+pub mod record;
+pub mod report;
+pub mod script;
+pub mod sidecar;
+pub mod symbols;

@@ -1,0 +1,294 @@
+use std::fs::File;
+use std::io::{BufWriter, IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use clap::{Args, Parser, Subcommand};
+
+use oprofile_tool::profile::{LoadOptions, Profile};
+use oprofile_tool::record::{self, RecordOptions, StopReason};
+use oprofile_tool::report::{self, ReportOptions, SortKey};
+use oprofile_tool::script::{self, ScriptOptions};
+use oprofile_tool::{folded, pprof};
+
+/// Record and analyse profiles from the oprofile-rs kernel module.
+#[derive(Parser)]
+#[command(name = "oprofile-rs", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Record /dev/oprofile/buffer to FILE (and the FILE.meta side-car).
+    Record(RecordArgs),
+    /// Flat profile: samples per symbol (or process, or CPU).
+    Report(ReportArgs),
+    /// One line per sample, in time order.
+    Script(ScriptArgs),
+    /// Folded stacks (input for flamegraph tools).
+    Folded(OutArgs),
+    /// Flame graph SVG.
+    Flamegraph(FlameArgs),
+    /// Gzipped pprof profile (perftools.profiles.Profile).
+    Pprof(PprofArgs),
+}
+
+#[derive(Args)]
+struct RecordArgs {
+    /// Output stream file; the side-car goes to FILE.meta/.
+    #[arg(short, long, value_name = "FILE", default_value = "oprofile.data")]
+    output: PathBuf,
+    /// Stop after this many seconds.
+    #[arg(short, long, value_name = "SECS")]
+    duration: Option<f64>,
+    /// Stream device.
+    #[arg(long, default_value = "/dev/oprofile/buffer")]
+    device: PathBuf,
+    /// oprofile debugfs directory (its `flush` is written on stop).
+    #[arg(long, default_value = "/sys/kernel/debug/oprofile")]
+    debugfs: PathBuf,
+    /// procfs root used for kallsyms, modules and maps (for testing).
+    #[arg(long, default_value = "/proc", hide = true)]
+    proc_root: PathBuf,
+    /// Read buffer size in bytes (grown automatically on EINVAL).
+    #[arg(long, default_value_t = 1 << 20)]
+    buffer_size: usize,
+    /// Never show the progress line.
+    #[arg(short, long)]
+    quiet: bool,
+    /// Command to run while recording; recording stops when it exits.
+    #[arg(last = true, value_name = "COMMAND")]
+    command: Vec<String>,
+}
+
+#[derive(Args)]
+struct Input {
+    /// Recorded stream.
+    #[arg(short, long, value_name = "FILE", default_value = "oprofile.data")]
+    input: PathBuf,
+    /// Side-car directory (default: FILE.meta).
+    #[arg(long, value_name = "DIR")]
+    sidecar: Option<PathBuf>,
+    /// Look binaries up under this root directory.
+    #[arg(long, value_name = "DIR")]
+    symfs: Option<PathBuf>,
+    /// On corruption, analyse the records before it instead of failing.
+    #[arg(long)]
+    allow_corrupt: bool,
+    /// Do not print warnings.
+    #[arg(short, long)]
+    quiet: bool,
+}
+
+impl Input {
+    fn load(&self) -> Result<Profile> {
+        let p = Profile::load(
+            &self.input,
+            &LoadOptions {
+                symfs: self.symfs.clone(),
+                sidecar: self.sidecar.clone(),
+                allow_corrupt: self.allow_corrupt,
+            },
+        )?;
+        if !self.quiet {
+            for w in &p.warnings {
+                eprintln!("oprofile-rs: warning: {w}");
+            }
+        }
+        Ok(p)
+    }
+}
+
+#[derive(Args)]
+struct ReportArgs {
+    #[command(flatten)]
+    input: Input,
+    /// Group rows by symbol, process or CPU.
+    #[arg(short, long, value_enum, default_value_t = SortKey::Symbol)]
+    sort: SortKey,
+    /// Split rows per CPU.
+    #[arg(long)]
+    per_cpu: bool,
+    /// Split rows per process.
+    #[arg(long)]
+    per_process: bool,
+    /// Show the first N rows only (0 = all).
+    #[arg(short = 'n', long, default_value_t = 0)]
+    top: usize,
+}
+
+#[derive(Args)]
+struct ScriptArgs {
+    #[command(flatten)]
+    input: Input,
+    /// Print each sample's callchain below it.
+    #[arg(short = 'g', long)]
+    callchain: bool,
+    /// Also print LOST and TRACING events.
+    #[arg(long)]
+    events: bool,
+}
+
+#[derive(Args)]
+struct OutArgs {
+    #[command(flatten)]
+    input: Input,
+    /// Output file (default: stdout).
+    #[arg(short, long)]
+    output: Option<PathBuf>,
+}
+
+#[derive(Args)]
+struct FlameArgs {
+    #[command(flatten)]
+    input: Input,
+    /// Output SVG.
+    #[arg(short, long, default_value = "flamegraph.svg")]
+    output: PathBuf,
+    /// Title of the graph.
+    #[arg(long, default_value = "oprofile-rs")]
+    title: String,
+}
+
+#[derive(Args)]
+struct PprofArgs {
+    #[command(flatten)]
+    input: Input,
+    /// Output file (gzipped protobuf).
+    #[arg(short, long, default_value = "profile.pb.gz")]
+    output: PathBuf,
+}
+
+fn create(path: &PathBuf) -> Result<BufWriter<File>> {
+    Ok(BufWriter::new(File::create(path).with_context(|| {
+        format!("cannot create {}", path.display())
+    })?))
+}
+
+fn stdout_or(path: &Option<PathBuf>) -> Result<Box<dyn Write>> {
+    Ok(match path {
+        Some(p) => Box::new(create(p)?),
+        None => Box::new(BufWriter::new(std::io::stdout().lock())),
+    })
+}
+
+fn run(cli: Cli) -> Result<ExitCode> {
+    match cli.cmd {
+        Cmd::Record(a) => {
+            let stop = Arc::new(AtomicBool::new(false));
+            let s = stop.clone();
+            ctrlc::set_handler(move || s.store(true, Ordering::SeqCst))
+                .context("cannot install the SIGINT handler")?;
+            let mut o = RecordOptions::new(a.output.clone());
+            o.device = a.device;
+            o.debugfs = a.debugfs;
+            o.proc_root = a.proc_root;
+            o.duration = match a.duration {
+                Some(d) if d.is_finite() && d >= 0.0 => Some(Duration::from_secs_f64(d)),
+                Some(d) => anyhow::bail!("invalid --duration {d}"),
+                None => None,
+            };
+            o.command = a.command;
+            o.buffer_size = a.buffer_size;
+            o.progress = !a.quiet && std::io::stderr().is_terminal();
+            let sum = record::record(&o, stop)?;
+            for w in &sum.warnings {
+                eprintln!("oprofile-rs: warning: {w}");
+            }
+            for (t, why) in &sum.maps_missing {
+                eprintln!("oprofile-rs: warning: maps of pid {t} not captured: {why}");
+            }
+            eprintln!("oprofile-rs: {}", sum.line(&a.output));
+            if sum.stop == StopReason::CommandExited {
+                if let Some(st) = sum.command_status {
+                    if !st.success() {
+                        eprintln!("oprofile-rs: command exited with {st}");
+                    }
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Report(a) => {
+            let p = a.input.load()?;
+            let o = ReportOptions {
+                sort: a.sort,
+                per_cpu: a.per_cpu,
+                per_process: a.per_process,
+                top: a.top,
+            };
+            let mut out = BufWriter::new(std::io::stdout().lock());
+            report::write(&p, &o, &mut out)?;
+            out.flush()?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Script(a) => {
+            let p = a.input.load()?;
+            let mut out = BufWriter::new(std::io::stdout().lock());
+            script::write(
+                &p,
+                &ScriptOptions {
+                    callchain: a.callchain,
+                    events: a.events,
+                },
+                &mut out,
+            )?;
+            out.flush()?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Folded(a) => {
+            let p = a.input.load()?;
+            let mut out = stdout_or(&a.output)?;
+            folded::write_folded(&p, &mut out)?;
+            out.flush()?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Flamegraph(a) => {
+            let p = a.input.load()?;
+            let mut out = create(&a.output)?;
+            folded::write_flamegraph(&p, &a.title, &mut out)?;
+            out.flush()?;
+            eprintln!(
+                "oprofile-rs: wrote {} ({} samples)",
+                a.output.display(),
+                p.total_samples()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Pprof(a) => {
+            let p = a.input.load()?;
+            let mut out = create(&a.output)?;
+            pprof::write(&p, &mut out)?;
+            out.flush()?;
+            eprintln!(
+                "oprofile-rs: wrote {} ({} samples)",
+                a.output.display(),
+                p.total_samples()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(c) => c,
+        Err(e) => {
+            // `oprofile-rs script | head` is not an error.
+            if e.chain().any(|c| {
+                c.downcast_ref::<std::io::Error>()
+                    .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            }) {
+                return ExitCode::SUCCESS;
+            }
+            eprintln!("oprofile-rs: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,327 @@
+//! `pprof`: a gzipped `perftools.profiles.Profile` (profile.proto), written
+//! with hand-made prost structs (field numbers exactly as profile.proto).
+
+use std::collections::HashMap;
+use std::io::Write;
+
+use anyhow::Result;
+use prost::Message;
+
+use crate::profile::Profile as Prof;
+use crate::symbols::Frame;
+
+#[derive(Clone, PartialEq, Message)]
+pub struct Profile {
+    #[prost(message, repeated, tag = "1")]
+    pub sample_type: Vec<ValueType>,
+    #[prost(message, repeated, tag = "2")]
+    pub sample: Vec<Sample>,
+    #[prost(message, repeated, tag = "3")]
+    pub mapping: Vec<Mapping>,
+    #[prost(message, repeated, tag = "4")]
+    pub location: Vec<Location>,
+    #[prost(message, repeated, tag = "5")]
+    pub function: Vec<Function>,
+    #[prost(string, repeated, tag = "6")]
+    pub string_table: Vec<String>,
+    #[prost(int64, tag = "7")]
+    pub drop_frames: i64,
+    #[prost(int64, tag = "8")]
+    pub keep_frames: i64,
+    #[prost(int64, tag = "9")]
+    pub time_nanos: i64,
+    #[prost(int64, tag = "10")]
+    pub duration_nanos: i64,
+    #[prost(message, optional, tag = "11")]
+    pub period_type: Option<ValueType>,
+    #[prost(int64, tag = "12")]
+    pub period: i64,
+    #[prost(int64, repeated, tag = "13")]
+    pub comment: Vec<i64>,
+    #[prost(int64, tag = "14")]
+    pub default_sample_type: i64,
+    #[prost(string, tag = "15")]
+    pub doc_url: String,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub struct ValueType {
+    #[prost(int64, tag = "1")]
+    pub r#type: i64,
+    #[prost(int64, tag = "2")]
+    pub unit: i64,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub struct Sample {
+    #[prost(uint64, repeated, tag = "1")]
+    pub location_id: Vec<u64>,
+    #[prost(int64, repeated, tag = "2")]
+    pub value: Vec<i64>,
+    #[prost(message, repeated, tag = "3")]
+    pub label: Vec<Label>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub struct Label {
+    #[prost(int64, tag = "1")]
+    pub key: i64,
+    #[prost(int64, tag = "2")]
+    pub str: i64,
+    #[prost(int64, tag = "3")]
+    pub num: i64,
+    #[prost(int64, tag = "4")]
+    pub num_unit: i64,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub struct Mapping {
+    #[prost(uint64, tag = "1")]
+    pub id: u64,
+    #[prost(uint64, tag = "2")]
+    pub memory_start: u64,
+    #[prost(uint64, tag = "3")]
+    pub memory_limit: u64,
+    #[prost(uint64, tag = "4")]
+    pub file_offset: u64,
+    #[prost(int64, tag = "5")]
+    pub filename: i64,
+    #[prost(int64, tag = "6")]
+    pub build_id: i64,
+    #[prost(bool, tag = "7")]
+    pub has_functions: bool,
+    #[prost(bool, tag = "8")]
+    pub has_filenames: bool,
+    #[prost(bool, tag = "9")]
+    pub has_line_numbers: bool,
+    #[prost(bool, tag = "10")]
+    pub has_inline_frames: bool,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub struct Location {
+    #[prost(uint64, tag = "1")]
+    pub id: u64,
+    #[prost(uint64, tag = "2")]
+    pub mapping_id: u64,
+    #[prost(uint64, tag = "3")]
+    pub address: u64,
+    #[prost(message, repeated, tag = "4")]
+    pub line: Vec<Line>,
+    #[prost(bool, tag = "5")]
+    pub is_folded: bool,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub struct Line {
+    #[prost(uint64, tag = "1")]
+    pub function_id: u64,
+    #[prost(int64, tag = "2")]
+    pub line: i64,
+    #[prost(int64, tag = "3")]
+    pub column: i64,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub struct Function {
+    #[prost(uint64, tag = "1")]
+    pub id: u64,
+    #[prost(int64, tag = "2")]
+    pub name: i64,
+    #[prost(int64, tag = "3")]
+    pub system_name: i64,
+    #[prost(int64, tag = "4")]
+    pub filename: i64,
+    #[prost(int64, tag = "5")]
+    pub start_line: i64,
+}
+
+#[derive(Default)]
+struct Builder {
+    p: Profile,
+    strings: HashMap<String, i64>,
+    mappings: HashMap<String, u64>,
+    functions: HashMap<(String, String), u64>,
+    locations: HashMap<(bool, u64, String, Option<String>), u64>,
+}
+
+impl Builder {
+    fn s(&mut self, v: &str) -> i64 {
+        if let Some(&i) = self.strings.get(v) {
+            return i;
+        }
+        let i = self.p.string_table.len() as i64;
+        self.p.string_table.push(v.to_string());
+        self.strings.insert(v.to_string(), i);
+        i
+    }
+
+    fn mapping(&mut self, f: &Frame) -> u64 {
+        let key = f.path.clone().unwrap_or_else(|| f.dso.clone());
+        if let Some(&id) = self.mappings.get(&key) {
+            let m = &mut self.p.mapping[id as usize - 1];
+            if !f.kernel {
+                m.memory_start = m.memory_start.min(f.addr);
+                m.memory_limit = m.memory_limit.max(f.addr.saturating_add(1));
+            }
+            return id;
+        }
+        let id = self.p.mapping.len() as u64 + 1;
+        let filename = self.s(&key);
+        let (start, limit) = if f.kernel {
+            (0, 0)
+        } else {
+            (f.addr, f.addr.saturating_add(1))
+        };
+        self.p.mapping.push(Mapping {
+            id,
+            memory_start: start,
+            memory_limit: limit,
+            filename,
+            has_functions: true,
+            ..Default::default()
+        });
+        self.mappings.insert(key, id);
+        id
+    }
+
+    fn location(&mut self, f: &Frame) -> u64 {
+        let name = f.name();
+        let key = (f.kernel, f.addr, name.clone(), f.path.clone());
+        if let Some(&id) = self.locations.get(&key) {
+            return id;
+        }
+        let mapping_id = self.mapping(f);
+        let fkey = (name.clone(), f.dso.clone());
+        let function_id = match self.functions.get(&fkey) {
+            Some(&id) => id,
+            None => {
+                let id = self.p.function.len() as u64 + 1;
+                let n = self.s(&name);
+                let file = self.s(&f.dso);
+                self.p.function.push(Function {
+                    id,
+                    name: n,
+                    system_name: n,
+                    filename: file,
+                    start_line: 0,
+                });
+                self.functions.insert(fkey, id);
+                id
+            }
+        };
+        let id = self.p.location.len() as u64 + 1;
+        self.p.location.push(Location {
+            id,
+            mapping_id,
+            address: f.addr,
+            line: vec![Line {
+                function_id,
+                line: 0,
+                column: 0,
+            }],
+            is_folded: false,
+        });
+        self.locations.insert(key, id);
+        id
+    }
+}
+
+/// Builds the Profile message: one sample per distinct (stack, process,
+/// thread, cpu), value = sample count; labels `pid`, `tid`, `cpu`, `comm`.
+pub fn build(prof: &Prof) -> Profile {
+    let mut b = Builder::default();
+    b.s(""); // string_table[0] must be ""
+    let samples = b.s("samples");
+    let count = b.s("count");
+    b.p.sample_type.push(ValueType {
+        r#type: samples,
+        unit: count,
+    });
+    let h = &prof.header;
+    let (pt, pu) = if h.sample_source == 2 {
+        (b.s("cpu"), b.s("nanoseconds"))
+    } else {
+        (b.s(&h.event_name()), b.s("count"))
+    };
+    b.p.period_type = Some(ValueType {
+        r#type: pt,
+        unit: pu,
+    });
+    b.p.period = h.sample_period as i64;
+    let (k_pid, k_tid, k_cpu, k_comm) = (b.s("pid"), b.s("tid"), b.s("cpu"), b.s("comm"));
+    let c = b.s(&format!("oprofile-rs: event {}", h.event_name()));
+    b.p.comment.push(c);
+
+    let mut agg: HashMap<(Vec<u64>, u32, u32, u16, i64), i64> = HashMap::new();
+    let mut order = Vec::new();
+    for s in &prof.samples {
+        // location_id[0] is the leaf.
+        let mut locs = vec![b.location(&s.pc)];
+        for f in &s.callchain {
+            locs.push(b.location(f));
+        }
+        let comm = b.s(&s.comm);
+        let key = (locs, s.tgid, s.pid, s.cpu, comm);
+        let e = agg.entry(key.clone()).or_insert_with(|| {
+            order.push(key);
+            0
+        });
+        *e += 1;
+    }
+    for key in order {
+        let n = agg[&key];
+        let (locs, tgid, pid, cpu, comm) = key;
+        b.p.sample.push(Sample {
+            location_id: locs,
+            value: vec![n],
+            label: vec![
+                Label {
+                    key: k_pid,
+                    num: tgid as i64,
+                    ..Default::default()
+                },
+                Label {
+                    key: k_tid,
+                    num: pid as i64,
+                    ..Default::default()
+                },
+                Label {
+                    key: k_cpu,
+                    num: cpu as i64,
+                    ..Default::default()
+                },
+                Label {
+                    key: k_comm,
+                    str: comm,
+                    ..Default::default()
+                },
+            ],
+        });
+    }
+    let first = prof.samples.iter().map(|s| s.time).min().unwrap_or(0);
+    let last = prof.samples.iter().map(|s| s.time).max().unwrap_or(0);
+    b.p.duration_nanos = (last - first) as i64;
+    b.p
+}
+
+/// Writes the gzipped profile.
+pub fn write(prof: &Prof, out: &mut dyn Write) -> Result<()> {
+    let p = build(prof);
+    let mut gz = flate2::write::GzEncoder::new(out, flate2::Compression::default());
+    gz.write_all(&p.encode_to_vec())?;
+    gz.finish()?;
+    Ok(())
+}
+
+/// Reads a (gzipped or plain) profile back, for tests and tooling.
+pub fn read(data: &[u8]) -> Result<Profile> {
+    let raw = if data.starts_with(&[0x1f, 0x8b]) {
+        let mut v = Vec::new();
+        std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(data), &mut v)?;
+        v
+    } else {
+        data.to_vec()
+    };
+    Ok(Profile::decode(raw.as_slice())?)
+}

@@ -1,0 +1,199 @@
+//! A recorded stream, decoded and symbolised: what every analysis command uses.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+use anyhow::{bail, Context, Result};
+use oprofile_stream::{decode, DecodeError, Header, Record};
+
+use crate::sidecar::{sidecar_dir, Sidecar};
+use crate::symbols::{Frame, Resolver};
+
+/// Addresses at or above this are perf context markers (`PERF_CONTEXT_*`),
+/// not code: they are dropped from callchains.
+pub const PERF_CONTEXT_MAX: u64 = (-4095i64) as u64;
+
+#[derive(Debug, Clone, Default)]
+pub struct LoadOptions {
+    /// Prefix for binaries' paths (like perf's `--symfs`).
+    pub symfs: Option<PathBuf>,
+    /// Side-car directory (default: `FILE.meta`).
+    pub sidecar: Option<PathBuf>,
+    /// Use the records before a corruption instead of failing.
+    pub allow_corrupt: bool,
+}
+
+/// One symbolised sample.
+#[derive(Debug, Clone)]
+pub struct ResolvedSample {
+    pub time: u64,
+    pub cpu: u16,
+    pub pid: u32,
+    pub tgid: u32,
+    pub comm: Rc<str>,
+    pub kernel: bool,
+    pub pc: Rc<Frame>,
+    /// Callers, innermost first.
+    pub callchain: Vec<Rc<Frame>>,
+}
+
+impl ResolvedSample {
+    /// Frames from the outermost caller to the sampled pc.
+    pub fn stack_root_first(&self) -> impl Iterator<Item = &Rc<Frame>> {
+        self.callchain.iter().rev().chain(std::iter::once(&self.pc))
+    }
+}
+
+/// Non-sample events, kept for `script`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    Lost { time: u64, cpu: u16, count: u64 },
+    Tracing { time: u64, cpu: u16, on: bool },
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CpuStats {
+    pub samples: u64,
+    pub lost: u64,
+}
+
+pub struct Profile {
+    pub header: Header,
+    pub samples: Vec<ResolvedSample>,
+    pub events: Vec<Event>,
+    pub per_cpu: BTreeMap<u16, CpuStats>,
+    /// Warnings for the user (decoder, missing side-car data, truncation).
+    pub warnings: Vec<String>,
+    /// The error that stopped decoding (truncation, or corruption with
+    /// `allow_corrupt`).
+    pub error: Option<DecodeError>,
+}
+
+impl Profile {
+    pub fn total_samples(&self) -> u64 {
+        self.samples.len() as u64
+    }
+    pub fn total_lost(&self) -> u64 {
+        self.per_cpu.values().map(|c| c.lost).sum()
+    }
+
+    /// Loads `file` and its side-car.
+    pub fn load(file: &Path, opts: &LoadOptions) -> Result<Profile> {
+        let data =
+            std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
+        let dir = opts.sidecar.clone().unwrap_or_else(|| sidecar_dir(file));
+        let sc = Sidecar::load(&dir)
+            .with_context(|| format!("cannot read side-car {}", dir.display()))?;
+        let mut p =
+            Profile::from_bytes(&data, &sc, opts).with_context(|| format!("{}", file.display()))?;
+        if !dir.is_dir() {
+            p.warnings.insert(
+                0,
+                format!(
+                    "no side-car {}: addresses will not be symbolised",
+                    dir.display()
+                ),
+            );
+        }
+        Ok(p)
+    }
+
+    /// Decodes and symbolises a stream with the given side-car.
+    pub fn from_bytes(data: &[u8], sc: &Sidecar, opts: &LoadOptions) -> Result<Profile> {
+        let decoded = decode(data)?;
+        let mut warnings: Vec<String> = decoded.warnings.iter().map(|w| w.to_string()).collect();
+        if let Some(e) = &decoded.error {
+            if e.is_truncation() {
+                warnings.push(format!(
+                    "{e}: the last record is incomplete and was ignored"
+                ));
+            } else if opts.allow_corrupt {
+                warnings.push(format!(
+                    "{e}: using the {} records before it",
+                    decoded.records.len()
+                ));
+            } else {
+                bail!(
+                    "{e} (use --allow-corrupt to analyse the {} records before it)",
+                    decoded.records.len()
+                );
+            }
+        }
+        let kallsyms = sc.kallsyms();
+        match &kallsyms {
+            None => warnings.push("no kallsyms captured: kernel addresses are [unknown]".into()),
+            Some(k) if k.is_empty() => warnings.push(
+                "captured kallsyms has no addresses (kptr_restrict? record as root): kernel addresses are [unknown]".into(),
+            ),
+            _ => {}
+        }
+        let resolver = Resolver::new(kallsyms, sc.parsed_maps(), opts.symfs.clone());
+        let mut comms: HashMap<u32, Rc<str>> = HashMap::new();
+        let mut samples = Vec::new();
+        let mut events = Vec::new();
+        let mut per_cpu: BTreeMap<u16, CpuStats> = BTreeMap::new();
+        for r in decoded.records {
+            match r {
+                Record::Comm(c) => {
+                    comms.insert(c.pid, Rc::from(c.name().as_str()));
+                }
+                Record::Lost(l) => {
+                    per_cpu.entry(l.cpu).or_default().lost += l.count;
+                    events.push(Event::Lost {
+                        time: l.time,
+                        cpu: l.cpu,
+                        count: l.count,
+                    });
+                }
+                Record::Tracing(t) => events.push(Event::Tracing {
+                    time: t.time,
+                    cpu: t.cpu,
+                    on: t.on,
+                }),
+                Record::Sample(s) => {
+                    per_cpu.entry(s.cpu).or_default().samples += 1;
+                    let comm = comms
+                        .get(&s.pid)
+                        .or_else(|| comms.get(&s.tgid))
+                        .cloned()
+                        .unwrap_or_else(|| {
+                            let c: Rc<str> = if s.pid == 0 {
+                                Rc::from("swapper")
+                            } else {
+                                Rc::from(format!(":{}", s.pid).as_str())
+                            };
+                            comms.insert(s.pid, c.clone());
+                            c
+                        });
+                    let pc = resolver.resolve(s.kernel, s.tgid, s.pc);
+                    let callchain = s
+                        .callchain
+                        .iter()
+                        .filter(|&&a| a < PERF_CONTEXT_MAX && a != 0)
+                        .map(|&a| resolver.resolve(true, s.tgid, a))
+                        .collect();
+                    samples.push(ResolvedSample {
+                        time: s.time,
+                        cpu: s.cpu,
+                        pid: s.pid,
+                        tgid: s.tgid,
+                        comm,
+                        kernel: s.kernel,
+                        pc,
+                        callchain,
+                    });
+                }
+            }
+        }
+        warnings.extend(resolver.take_warnings());
+        Ok(Profile {
+            header: decoded.header,
+            samples,
+            events,
+            per_cpu,
+            warnings,
+            error: decoded.error,
+        })
+    }
+}

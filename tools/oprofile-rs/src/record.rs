@@ -1,0 +1,494 @@
+//! `record`: copy `/dev/oprofile/buffer` to a file and capture the side-car.
+
+use std::collections::{HashMap, HashSet};
+use std::fs::{File, OpenOptions};
+use std::io::{ErrorKind as IoKind, Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use oprofile_stream::{decode_record, Decoded1, ErrorKind, Header, Record};
+
+use crate::sidecar::{sidecar_dir, Sidecar, SIDECAR_VERSION};
+
+#[derive(Debug, Clone)]
+pub struct RecordOptions {
+    pub output: PathBuf,
+    pub device: PathBuf,
+    pub debugfs: PathBuf,
+    /// Where `kallsyms`, `modules` and `<pid>/maps` are read (`/proc`).
+    pub proc_root: PathBuf,
+    pub duration: Option<Duration>,
+    /// Command to start (and stop recording when it exits).
+    pub command: Vec<String>,
+    /// Initial read buffer size (grown on EINVAL).
+    pub buffer_size: usize,
+    /// Show a progress line on stderr.
+    pub progress: bool,
+    /// How often the maps of seen processes are re-read.
+    pub maps_interval: Duration,
+}
+
+impl RecordOptions {
+    pub fn new(output: PathBuf) -> RecordOptions {
+        RecordOptions {
+            output,
+            device: PathBuf::from("/dev/oprofile/buffer"),
+            debugfs: PathBuf::from("/sys/kernel/debug/oprofile"),
+            proc_root: PathBuf::from("/proc"),
+            duration: None,
+            command: Vec::new(),
+            buffer_size: 1 << 20,
+            progress: false,
+            maps_interval: Duration::from_millis(500),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopReason {
+    Signal,
+    Duration,
+    CommandExited,
+}
+
+#[derive(Debug, Clone)]
+pub struct RecordSummary {
+    pub bytes: u64,
+    pub samples: u64,
+    pub lost: u64,
+    pub processes: usize,
+    pub maps_captured: usize,
+    /// tgid → why its maps could not be captured.
+    pub maps_missing: Vec<(u32, String)>,
+    pub elapsed: Duration,
+    pub stop: StopReason,
+    pub command_status: Option<std::process::ExitStatus>,
+    pub warnings: Vec<String>,
+}
+
+impl RecordSummary {
+    pub fn line(&self, output: &Path) -> String {
+        let mut s = format!(
+            "recorded {} bytes in {:.1}s to {}: {} samples, {} lost, {} processes ({} maps captured",
+            self.bytes,
+            self.elapsed.as_secs_f64(),
+            output.display(),
+            self.samples,
+            self.lost,
+            self.processes,
+            self.maps_captured
+        );
+        if !self.maps_missing.is_empty() {
+            s += &format!(", {} missing", self.maps_missing.len());
+        }
+        s += ")";
+        s
+    }
+}
+
+/// Incremental stream scanner: counts records as bytes arrive.
+#[derive(Default)]
+pub struct Scanner {
+    pending: Vec<u8>,
+    header: Option<Header>,
+    offset: u64,
+    pub samples: u64,
+    pub lost: u64,
+    seen: HashSet<u32>,
+    new_tgids: Vec<u32>,
+    /// First decoding problem; scanning stops there (the bytes are still saved).
+    pub error: Option<String>,
+}
+
+impl Scanner {
+    pub fn feed(&mut self, data: &[u8]) -> Result<()> {
+        if self.error.is_some() {
+            return Ok(());
+        }
+        self.pending.extend_from_slice(data);
+        let mut pos = 0usize;
+        if self.header.is_none() {
+            match Header::parse(&self.pending) {
+                Ok(h) => {
+                    pos = h.header_size as usize;
+                    self.header = Some(h);
+                }
+                Err(e) if matches!(e.kind, ErrorKind::TruncatedHeader { .. }) => return Ok(()),
+                Err(e) => bail!("the device does not produce an oprofile-rs stream: {e}"),
+            }
+        }
+        let endian = self
+            .header
+            .as_ref()
+            .map(|h| h.endian)
+            .unwrap_or(oprofile_stream::Endian::native());
+        while pos < self.pending.len() {
+            match decode_record(&self.pending[pos..], endian, self.offset + pos as u64) {
+                Ok(Decoded1::Record(r, n)) | Ok(Decoded1::Oversized(r, n)) => {
+                    match r {
+                        Record::Sample(s) => {
+                            self.samples += 1;
+                            if s.tgid != 0 && self.seen.insert(s.tgid) {
+                                self.new_tgids.push(s.tgid);
+                            }
+                        }
+                        Record::Lost(l) => self.lost += l.count,
+                        _ => {}
+                    }
+                    pos += n;
+                }
+                Ok(Decoded1::Unknown { size, .. }) => pos += size,
+                Err(e) if e.is_truncation() => break,
+                Err(e) => {
+                    self.error = Some(e.to_string());
+                    self.pending.clear();
+                    return Ok(());
+                }
+            }
+        }
+        self.pending.drain(..pos);
+        self.offset += pos as u64;
+        Ok(())
+    }
+
+    /// Process ids seen for the first time since the last call.
+    pub fn take_new_tgids(&mut self) -> Vec<u32> {
+        std::mem::take(&mut self.new_tgids)
+    }
+
+    pub fn processes(&self) -> usize {
+        self.seen.len()
+    }
+}
+
+/// Keeps the latest non-empty `/proc/<tgid>/maps` of every tracked process.
+pub struct MapsTracker {
+    proc_root: PathBuf,
+    pub maps: HashMap<u32, String>,
+    alive: HashSet<u32>,
+    errors: HashMap<u32, String>,
+    last_refresh: Instant,
+    interval: Duration,
+}
+
+impl MapsTracker {
+    pub fn new(proc_root: PathBuf, interval: Duration) -> MapsTracker {
+        MapsTracker {
+            proc_root,
+            maps: HashMap::new(),
+            alive: HashSet::new(),
+            errors: HashMap::new(),
+            last_refresh: Instant::now(),
+            interval,
+        }
+    }
+
+    fn read(&mut self, tgid: u32) {
+        match std::fs::read_to_string(self.proc_root.join(tgid.to_string()).join("maps")) {
+            Ok(text) => {
+                // A zombie's maps are empty: never replace a real snapshot with that.
+                if !text.is_empty() || !self.maps.contains_key(&tgid) {
+                    self.maps.insert(tgid, text);
+                }
+                self.errors.remove(&tgid);
+            }
+            Err(e) => {
+                self.alive.remove(&tgid);
+                if !self.maps.contains_key(&tgid) {
+                    let why = if e.kind() == IoKind::NotFound {
+                        "process exited before its maps could be read".into()
+                    } else {
+                        e.to_string()
+                    };
+                    self.errors.insert(tgid, why);
+                }
+            }
+        }
+    }
+
+    /// Starts tracking `tgid` (read at once).
+    pub fn track(&mut self, tgid: u32) {
+        if self.alive.insert(tgid) || !self.maps.contains_key(&tgid) {
+            self.read(tgid);
+        }
+    }
+
+    /// Re-reads the maps of live processes if the interval has passed.
+    pub fn refresh(&mut self, force: bool) {
+        if !force && self.last_refresh.elapsed() < self.interval {
+            return;
+        }
+        self.last_refresh = Instant::now();
+        let live: Vec<u32> = self.alive.iter().copied().collect();
+        for t in live {
+            self.read(t);
+        }
+    }
+
+    pub fn missing(&self) -> Vec<(u32, String)> {
+        let mut v: Vec<_> = self.errors.iter().map(|(t, e)| (*t, e.clone())).collect();
+        v.sort();
+        v
+    }
+}
+
+fn read_proc_text(path: &Path) -> Result<String, String> {
+    std::fs::read(path)
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .map_err(|e| e.to_string())
+}
+
+fn kallsyms_usable(text: &str) -> bool {
+    text.lines().any(|l| {
+        l.split_whitespace()
+            .next()
+            .is_some_and(|a| a.chars().any(|c| c != '0'))
+    })
+}
+
+/// Writes `1` to `<debugfs>/flush`.
+fn flush(debugfs: &Path) -> Result<(), String> {
+    let p = debugfs.join("flush");
+    OpenOptions::new()
+        .write(true)
+        .open(&p)
+        .and_then(|mut f| f.write_all(b"1\n"))
+        .map_err(|e| format!("cannot write 1 to {}: {e}", p.display()))
+}
+
+enum ReadOutcome {
+    Data(usize),
+    Empty,
+}
+
+fn read_some(dev: &mut File, buf: &mut Vec<u8>) -> Result<ReadOutcome> {
+    loop {
+        match dev.read(buf) {
+            Ok(0) => return Ok(ReadOutcome::Empty),
+            Ok(n) => return Ok(ReadOutcome::Data(n)),
+            Err(e) if e.kind() == IoKind::WouldBlock => return Ok(ReadOutcome::Empty),
+            Err(e) if e.kind() == IoKind::Interrupted => continue,
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) && buf.len() < (64 << 20) => {
+                // The next record does not fit: grow the buffer.
+                let n = buf.len() * 2;
+                buf.resize(n, 0);
+            }
+            Err(e) => return Err(e).context("read from the device failed"),
+        }
+    }
+}
+
+fn stop_child(child: &mut Child) -> Option<std::process::ExitStatus> {
+    if let Ok(Some(st)) = child.try_wait() {
+        return Some(st);
+    }
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+    }
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_secs(2) {
+        if let Ok(Some(st)) = child.try_wait() {
+            return Some(st);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    child.wait().ok()
+}
+
+/// Records until `stop` is set, the duration elapses or the command exits.
+pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSummary> {
+    let start = Instant::now();
+    let mut warnings = Vec::new();
+    let sc_dir = sidecar_dir(&opts.output);
+    let mut info = vec![
+        format!("sidecar-version: {SIDECAR_VERSION}"),
+        format!("tool: oprofile-rs {}", env!("CARGO_PKG_VERSION")),
+        format!("device: {}", opts.device.display()),
+    ];
+    if let Ok(r) = std::fs::read_to_string(opts.proc_root.join("sys/kernel/osrelease")) {
+        info.push(format!("kernel-release: {}", r.trim()));
+    }
+
+    let mut dev = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(&opts.device)
+        .with_context(|| {
+            format!(
+                "cannot open {} (is the oprofile-rs module loaded? are you root?)",
+                opts.device.display()
+            )
+        })?;
+    let mut out = std::io::BufWriter::with_capacity(
+        1 << 20,
+        File::create(&opts.output)
+            .with_context(|| format!("cannot create {}", opts.output.display()))?,
+    );
+    // Side-car: kernel symbols first, while everything is loaded.
+    if sc_dir.exists() {
+        std::fs::remove_dir_all(&sc_dir)
+            .with_context(|| format!("cannot replace {}", sc_dir.display()))?;
+    }
+    let mut sc = Sidecar::default();
+    match read_proc_text(&opts.proc_root.join("kallsyms")) {
+        Ok(k) => {
+            if kallsyms_usable(&k) {
+                info.push("kallsyms: captured".into());
+            } else {
+                let w = "kallsyms: captured but every address is 0 (kernel.kptr_restrict; record as root): kernel symbols unavailable";
+                info.push(w.into());
+                warnings.push(w.into());
+            }
+            sc.kallsyms = Some(k);
+        }
+        Err(e) => {
+            info.push(format!("kallsyms: not captured: {e}"));
+            warnings.push(format!("cannot capture kallsyms: {e}"));
+        }
+    }
+    match read_proc_text(&opts.proc_root.join("modules")) {
+        Ok(m) => {
+            info.push("modules: captured".into());
+            sc.modules = Some(m);
+        }
+        Err(e) => info.push(format!("modules: not captured: {e}")),
+    }
+
+    let mut tracker = MapsTracker::new(opts.proc_root.clone(), opts.maps_interval);
+    let mut child = if opts.command.is_empty() {
+        None
+    } else {
+        let c = Command::new(&opts.command[0])
+            .args(&opts.command[1..])
+            .spawn()
+            .with_context(|| format!("cannot start {}", opts.command[0]))?;
+        tracker.track(c.id());
+        info.push(format!(
+            "command: {} (pid {})",
+            opts.command.join(" "),
+            c.id()
+        ));
+        Some(c)
+    };
+
+    let pb = if opts.progress {
+        let pb =
+            indicatif::ProgressBar::with_draw_target(None, indicatif::ProgressDrawTarget::stderr());
+        pb.set_style(
+            indicatif::ProgressStyle::with_template("{spinner} {elapsed} {msg}")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+        );
+        Some(pb)
+    } else {
+        None
+    };
+
+    let mut buf = vec![0u8; opts.buffer_size.max(4096)];
+    let mut scanner = Scanner::default();
+    let mut bytes = 0u64;
+    let mut command_status = None;
+    let mut last_progress = Instant::now() - Duration::from_secs(1);
+    let stop_reason = loop {
+        if stop.load(Ordering::SeqCst) {
+            break StopReason::Signal;
+        }
+        if opts.duration.is_some_and(|d| start.elapsed() >= d) {
+            break StopReason::Duration;
+        }
+        if let Some(c) = child.as_mut() {
+            tracker.refresh(false);
+            if let Ok(Some(st)) = c.try_wait() {
+                command_status = Some(st);
+                break StopReason::CommandExited;
+            }
+        }
+        match read_some(&mut dev, &mut buf)? {
+            ReadOutcome::Data(n) => {
+                out.write_all(&buf[..n]).context("write failed")?;
+                bytes += n as u64;
+                scanner.feed(&buf[..n])?;
+                for t in scanner.take_new_tgids() {
+                    tracker.track(t);
+                }
+            }
+            ReadOutcome::Empty => std::thread::sleep(Duration::from_millis(20)),
+        }
+        tracker.refresh(false);
+        if let Some(pb) = &pb {
+            if last_progress.elapsed() >= Duration::from_millis(200) {
+                last_progress = Instant::now();
+                pb.set_message(format!(
+                    "{} written, {} samples, {} lost, {} processes",
+                    indicatif::HumanBytes(bytes),
+                    scanner.samples,
+                    scanner.lost,
+                    scanner.processes()
+                ));
+                pb.tick();
+            }
+        }
+    };
+
+    // Stop: flush the kernel's buffers and drain what is left.
+    tracker.refresh(true);
+    if let Err(e) = flush(&opts.debugfs) {
+        warnings.push(format!(
+            "{e}: samples still in the per-CPU buffers are not included"
+        ));
+    }
+    while let ReadOutcome::Data(n) = read_some(&mut dev, &mut buf)? {
+        out.write_all(&buf[..n]).context("write failed")?;
+        bytes += n as u64;
+        scanner.feed(&buf[..n])?;
+        for t in scanner.take_new_tgids() {
+            tracker.track(t);
+        }
+    }
+    drop(dev);
+    out.flush().context("write failed")?;
+    if let Some(c) = child.as_mut() {
+        if command_status.is_none() {
+            command_status = stop_child(c);
+        }
+    }
+    if let Some(pb) = pb {
+        pb.finish_and_clear();
+    }
+    if let Some(e) = &scanner.error {
+        warnings.push(format!(
+            "the recorded stream is corrupt ({e}); the counts stop there"
+        ));
+    }
+
+    let missing = tracker.missing();
+    info.push(format!("maps-captured: {}", tracker.maps.len()));
+    for (t, why) in &missing {
+        info.push(format!("maps-missing: {t}: {why}"));
+    }
+    info.push(format!("samples: {}", scanner.samples));
+    info.push(format!("lost: {}", scanner.lost));
+    info.push(String::new());
+    sc.maps = std::mem::take(&mut tracker.maps);
+    sc.info = Some(info.join("\n"));
+    let maps_captured = sc.maps.len();
+    sc.save(&sc_dir)
+        .with_context(|| format!("cannot write side-car {}", sc_dir.display()))?;
+    Ok(RecordSummary {
+        bytes,
+        samples: scanner.samples,
+        lost: scanner.lost,
+        processes: scanner.processes(),
+        maps_captured,
+        maps_missing: missing,
+        elapsed: start.elapsed(),
+        stop: stop_reason,
+        command_status,
+        warnings,
+    })
+}

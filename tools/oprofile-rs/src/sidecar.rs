@@ -1,0 +1,91 @@
+//! The capture side-car: `FILE.meta/`, next to the recorded stream `FILE`.
+//!
+//! ```text
+//! FILE.meta/
+//!   info          "key: value" lines: what was captured and what could not be
+//!   kallsyms      copy of /proc/kallsyms at the start of the recording
+//!   modules       copy of /proc/modules at the start of the recording
+//!   maps/<tgid>   last readable copy of /proc/<tgid>/maps of every process seen
+//! ```
+//! Every file is optional: a missing one only makes symbolisation poorer.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use crate::symbols::{parse_maps, Kallsyms, MapEntry};
+
+pub const SIDECAR_VERSION: u32 = 1;
+
+/// `FILE` → `FILE.meta`.
+pub fn sidecar_dir(file: &Path) -> PathBuf {
+    let mut s = file.as_os_str().to_owned();
+    s.push(".meta");
+    PathBuf::from(s)
+}
+
+/// What a side-car holds (all optional).
+#[derive(Debug, Default, Clone)]
+pub struct Sidecar {
+    pub kallsyms: Option<String>,
+    pub modules: Option<String>,
+    pub maps: HashMap<u32, String>,
+    pub info: Option<String>,
+}
+
+impl Sidecar {
+    /// Loads `dir`; a missing directory gives an empty side-car.
+    pub fn load(dir: &Path) -> std::io::Result<Sidecar> {
+        let mut sc = Sidecar::default();
+        if !dir.is_dir() {
+            return Ok(sc);
+        }
+        let opt = |name: &str| {
+            std::fs::read(dir.join(name))
+                .ok()
+                .map(|b| String::from_utf8_lossy(&b).into_owned())
+        };
+        sc.kallsyms = opt("kallsyms");
+        sc.modules = opt("modules");
+        sc.info = opt("info");
+        if let Ok(rd) = std::fs::read_dir(dir.join("maps")) {
+            for e in rd.flatten() {
+                let Some(tgid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+                    continue;
+                };
+                if let Ok(b) = std::fs::read(e.path()) {
+                    sc.maps
+                        .insert(tgid, String::from_utf8_lossy(&b).into_owned());
+                }
+            }
+        }
+        Ok(sc)
+    }
+
+    /// Writes every present part into `dir` (created if needed).
+    pub fn save(&self, dir: &Path) -> std::io::Result<()> {
+        std::fs::create_dir_all(dir.join("maps"))?;
+        if let Some(k) = &self.kallsyms {
+            std::fs::write(dir.join("kallsyms"), k)?;
+        }
+        if let Some(m) = &self.modules {
+            std::fs::write(dir.join("modules"), m)?;
+        }
+        for (tgid, text) in &self.maps {
+            std::fs::write(dir.join("maps").join(tgid.to_string()), text)?;
+        }
+        if let Some(i) = &self.info {
+            std::fs::write(dir.join("info"), i)?;
+        }
+        Ok(())
+    }
+
+    pub fn kallsyms(&self) -> Option<Kallsyms> {
+        self.kallsyms
+            .as_deref()
+            .map(|k| Kallsyms::parse(k, self.modules.as_deref()))
+    }
+
+    pub fn parsed_maps(&self) -> HashMap<u32, Vec<MapEntry>> {
+        self.maps.iter().map(|(t, m)| (*t, parse_maps(m))).collect()
+    }
+}

@@ -1,0 +1,323 @@
+mod common;
+
+use assert_cmd::Command;
+use common::*;
+
+fn recording() -> (tempfile::TempDir, std::path::PathBuf) {
+    let v = victim();
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_recording(dir.path(), &synthetic_stream(v), &fake_maps(v, &v.path));
+    (dir, file)
+}
+
+fn run(args: &[&str]) -> (bool, String, String) {
+    let out = Command::cargo_bin("oprofile-rs")
+        .unwrap()
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn victim_name() -> String {
+    victim()
+        .path
+        .file_name()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_string()
+}
+
+#[test]
+fn report_lists_symbols_in_order_with_percentages() {
+    let (_d, file) = recording();
+    let (ok, out, err) = run(&["report", "-i", file.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    println!("{out}");
+    assert!(out.contains("# samples: 20, lost: 5"), "{out}");
+    // Per-CPU totals: CPU 0 = 5 alpha + 3 + 1 kernel, CPU 1 = 5 alpha + 6 beta, 5 lost.
+    assert!(
+        out.lines()
+            .any(|l| l.split_whitespace().collect::<Vec<_>>() == ["#", "0", "9", "0"]),
+        "{out}"
+    );
+    assert!(
+        out.lines()
+            .any(|l| l.split_whitespace().collect::<Vec<_>>() == ["#", "1", "11", "5"]),
+        "{out}"
+    );
+    let rows: Vec<Vec<&str>> = out
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.contains("Samples"))
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    let vn = victim_name();
+    let pid = format!("{PID}/victim");
+    assert_eq!(
+        rows[0],
+        ["10", "50.00%", "alpha", vn.as_str(), pid.as_str()]
+    );
+    assert_eq!(rows[1], ["6", "30.00%", "beta", vn.as_str(), pid.as_str()]);
+    assert_eq!(
+        rows[2],
+        [
+            "3",
+            "15.00%",
+            "__schedule",
+            "[kernel.kallsyms]",
+            pid.as_str()
+        ]
+    );
+    assert_eq!(
+        rows[3],
+        [
+            "1",
+            "5.00%",
+            "[unknown]",
+            "0xffffffff81002010",
+            "[unknown]",
+            pid.as_str()
+        ]
+    );
+    assert_eq!(rows.len(), 4);
+}
+
+#[test]
+fn report_sort_and_split_options() {
+    let (_d, file) = recording();
+    let f = file.to_str().unwrap();
+    let (ok, out, _) = run(&["report", "-i", f, "--sort", "cpu"]);
+    assert!(ok);
+    let rows: Vec<Vec<&str>> = out
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.contains("Samples"))
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(
+        rows,
+        vec![vec!["11", "55.00%", "1"], vec!["9", "45.00%", "0"]]
+    );
+
+    let (ok, out, _) = run(&["report", "-i", f, "--sort", "pid"]);
+    assert!(ok);
+    assert!(
+        out.lines().any(|l| l.split_whitespace().collect::<Vec<_>>()
+            == ["20", "100.00%", &format!("{PID}/victim")]),
+        "{out}"
+    );
+
+    let (ok, out, _) = run(&["report", "-i", f, "--per-cpu", "-n", "2"]);
+    assert!(ok);
+    let rows: Vec<Vec<&str>> = out
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.contains("Samples"))
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(rows.len(), 2);
+    assert_eq!(&rows[0][..4], ["6", "30.00%", "1", "beta"]);
+    assert_eq!(&rows[1][..4], ["5", "25.00%", "0", "alpha"]);
+}
+
+#[test]
+fn script_prints_one_line_per_sample() {
+    let (_d, file) = recording();
+    let (ok, out, err) = run(&["script", "-i", file.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 20);
+    let first: Vec<&str> = lines[0].split_whitespace().collect();
+    let alpha = format!("{:016x}", sym_addr(victim(), "alpha", 4));
+    assert_eq!(
+        first,
+        [
+            "1.001000",
+            "[000]",
+            &format!("{PID}/{PID}"),
+            "victim",
+            alpha.as_str(),
+            "alpha",
+            &format!("({})", victim_name())
+        ]
+    );
+    assert!(
+        lines[16].contains("ffffffff81001410 __schedule ([kernel.kallsyms])"),
+        "{}",
+        lines[16]
+    );
+    // With events and callchains.
+    let (ok, out, _) = run(&["script", "-i", file.to_str().unwrap(), "--events", "-g"]);
+    assert!(ok);
+    assert!(out.contains("[001] LOST 5 samples"));
+    assert!(out.contains("[000] TRACING on"));
+    assert!(out.contains("\tffffffff81001010 do_syscall_64 ([kernel.kallsyms])"));
+}
+
+#[test]
+fn folded_stacks() {
+    let (_d, file) = recording();
+    let (ok, out, err) = run(&["folded", "-i", file.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines,
+        vec![
+            "victim;[unknown] 0xffffffff81002010_[k] 1",
+            "victim;alpha 10",
+            "victim;beta 6",
+            "victim;entry_SYSCALL_64_[k];do_syscall_64_[k];__schedule_[k] 3",
+        ]
+    );
+}
+
+#[test]
+fn flamegraph_svg() {
+    let (d, file) = recording();
+    let svg = d.path().join("out.svg");
+    let (ok, _, err) = run(&[
+        "flamegraph",
+        "-i",
+        file.to_str().unwrap(),
+        "-o",
+        svg.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    let s = std::fs::read_to_string(&svg).unwrap();
+    assert!(s.starts_with("<?xml"));
+    assert!(s.contains("alpha") && s.contains("__schedule") && s.contains("victim"));
+}
+
+#[test]
+fn pprof_round_trip() {
+    use oprofile_tool::pprof;
+    let (d, file) = recording();
+    let pb = d.path().join("p.pb.gz");
+    let (ok, _, err) = run(&[
+        "pprof",
+        "-i",
+        file.to_str().unwrap(),
+        "-o",
+        pb.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    let data = std::fs::read(&pb).unwrap();
+    assert_eq!(&data[..2], &[0x1f, 0x8b], "gzipped");
+    let p = pprof::read(&data).unwrap();
+    let st = |i: i64| p.string_table[i as usize].as_str();
+    assert_eq!(st(0), "");
+    assert_eq!(p.sample_type.len(), 1);
+    assert_eq!(
+        (st(p.sample_type[0].r#type), st(p.sample_type[0].unit)),
+        ("samples", "count")
+    );
+    let total: i64 = p.sample.iter().map(|s| s.value[0]).sum();
+    assert_eq!(total, 20);
+    // Count per leaf function name.
+    let mut per_fn = std::collections::HashMap::<String, i64>::new();
+    for s in &p.sample {
+        let loc = p
+            .location
+            .iter()
+            .find(|l| l.id == s.location_id[0])
+            .unwrap();
+        let f = p
+            .function
+            .iter()
+            .find(|f| f.id == loc.line[0].function_id)
+            .unwrap();
+        *per_fn.entry(st(f.name).to_string()).or_default() += s.value[0];
+        let m = p.mapping.iter().find(|m| m.id == loc.mapping_id).unwrap();
+        assert!(!st(m.filename).is_empty());
+    }
+    assert_eq!(per_fn["alpha"], 10);
+    assert_eq!(per_fn["beta"], 6);
+    assert_eq!(per_fn["__schedule"], 3);
+    // Kernel callchain: leaf first.
+    let s = p.sample.iter().find(|s| s.location_id.len() == 3).unwrap();
+    let names: Vec<&str> = s
+        .location_id
+        .iter()
+        .map(|id| {
+            let loc = p.location.iter().find(|l| l.id == *id).unwrap();
+            st(p.function
+                .iter()
+                .find(|f| f.id == loc.line[0].function_id)
+                .unwrap()
+                .name)
+        })
+        .collect();
+    assert_eq!(names, ["__schedule", "do_syscall_64", "entry_SYSCALL_64"]);
+    let comm_key = p.string_table.iter().position(|s| s == "comm").unwrap() as i64;
+    assert!(s
+        .label
+        .iter()
+        .any(|l| l.key == comm_key && st(l.str) == "victim"));
+}
+
+#[test]
+fn truncated_stream_warns_and_continues() {
+    let v = victim();
+    let dir = tempfile::tempdir().unwrap();
+    let mut data = synthetic_stream(v);
+    let full = data.len();
+    data.truncate(full - 5);
+    let file = write_recording(dir.path(), &data, &fake_maps(v, &v.path));
+    let (ok, out, err) = run(&["report", "-i", file.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    assert!(
+        err.contains(&format!("truncated at offset {}", full - 32)),
+        "{err}"
+    );
+    assert!(out.contains("# samples: 19,"));
+}
+
+#[test]
+fn corrupt_stream_fails_unless_allowed() {
+    let v = victim();
+    let dir = tempfile::tempdir().unwrap();
+    let mut data = synthetic_stream(v);
+    // Record 2 (after TRACING 16 + COMM 40) gets size 3.
+    data[64 + 16 + 2] = 3;
+    let file = write_recording(dir.path(), &data, &fake_maps(v, &v.path));
+    let (ok, _, err) = run(&["report", "-i", file.to_str().unwrap()]);
+    assert!(!ok);
+    assert!(err.contains("corrupt record at offset 80"), "{err}");
+    let (ok, out, err) = run(&["report", "-i", file.to_str().unwrap(), "--allow-corrupt"]);
+    assert!(ok, "{err}");
+    assert!(out.contains("# samples: 0,"));
+}
+
+#[test]
+fn bad_inputs_give_clear_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("x");
+    std::fs::write(&f, b"this is not a stream at all, definitely not").unwrap();
+    let (ok, _, err) = run(&["report", "-i", f.to_str().unwrap()]);
+    assert!(!ok);
+    assert!(err.contains("bad magic"), "{err}");
+    let (ok, _, err) = run(&["script", "-i", dir.path().join("missing").to_str().unwrap()]);
+    assert!(!ok);
+    assert!(err.contains("cannot read"), "{err}");
+    let mut h = oprofile_stream::Header::default().encode();
+    h[8] = 9;
+    std::fs::write(&f, &h).unwrap();
+    let (ok, _, err) = run(&["report", "-i", f.to_str().unwrap()]);
+    assert!(!ok);
+    assert!(err.contains("unsupported stream version 9"), "{err}");
+}
+
+#[test]
+fn no_sidecar_still_works() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("s");
+    std::fs::write(&f, synthetic_stream(victim())).unwrap();
+    let (ok, out, err) = run(&["report", "-i", f.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    assert!(err.contains("no side-car"), "{err}");
+    assert!(out.contains("[unknown] 0x"));
+    assert!(!out.contains("alpha"));
+}

@@ -1,0 +1,187 @@
+#![allow(dead_code)]
+//! Shared test helpers: the compiled C fixture and synthetic streams.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use oprofile_stream::{Comm, Encoder, Header, Lost, Record, Sample, Tracing};
+
+/// The fixture compiled with `cc` (PIE, with .symtab), and a stripped copy.
+pub struct Victim {
+    pub path: PathBuf,
+    pub stripped: PathBuf,
+    /// name → (vaddr, size) from the ELF symbol table.
+    pub syms: std::collections::HashMap<String, (u64, u64)>,
+    /// (p_offset, p_vaddr, p_filesz, p_memsz) of PT_LOAD segments.
+    pub loads: Vec<(u64, u64, u64, u64)>,
+}
+
+pub fn victim() -> &'static Victim {
+    static V: OnceLock<Victim> = OnceLock::new();
+    V.get_or_init(|| {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("oprofile-rs-fixtures");
+        std::fs::create_dir_all(&dir).unwrap();
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/victim.c");
+        let path = dir.join(format!("victim-{}", std::process::id()));
+        let st = Command::new("cc")
+            .args(["-O1", "-fPIE", "-pie", "-o"])
+            .arg(&path)
+            .arg(&src)
+            .status()
+            .expect("cc");
+        assert!(st.success(), "cc failed");
+        let stripped = dir.join(format!("victim-stripped-{}", std::process::id()));
+        std::fs::copy(&path, &stripped).unwrap();
+        let st = Command::new("strip")
+            .arg("--strip-all")
+            .arg(&stripped)
+            .status()
+            .expect("strip");
+        assert!(st.success());
+        let data = std::fs::read(&path).unwrap();
+        use object::{Object, ObjectSymbol};
+        let f = object::File::parse(&*data).unwrap();
+        let mut syms = std::collections::HashMap::new();
+        for s in f.symbols() {
+            if let Ok(n) = s.name() {
+                syms.insert(n.to_string(), (s.address(), s.size()));
+            }
+        }
+        let mut loads = Vec::new();
+        if let object::File::Elf64(e) = &f {
+            use object::read::elf::ProgramHeader;
+            let endian = e.endian();
+            for ph in e.elf_program_headers() {
+                if ph.p_type(endian) == object::elf::PT_LOAD {
+                    loads.push((
+                        ph.p_offset(endian),
+                        ph.p_vaddr(endian),
+                        ph.p_filesz(endian),
+                        ph.p_memsz(endian),
+                    ));
+                }
+            }
+        }
+        Victim {
+            path,
+            stripped,
+            syms,
+            loads,
+        }
+    })
+}
+
+pub const BASE: u64 = 0x5555_5555_4000;
+
+/// A /proc/<pid>/maps text as the kernel would show for `file` loaded at BASE.
+pub fn fake_maps(v: &Victim, file: &Path) -> String {
+    let mut s = String::new();
+    for (off, va, _fsz, msz) in &v.loads {
+        let start = BASE + (va & !0xfff);
+        let end = (BASE + va + msz + 0xfff) & !0xfff;
+        s += &format!(
+            "{:x}-{:x} r-xp {:08x} 08:01 4242 {}\n",
+            start,
+            end,
+            off & !0xfff,
+            file.display()
+        );
+    }
+    s += "7ffff7fc1000-7ffff7fc3000 r-xp 00000000 00:00 0                          [vdso]\n";
+    s
+}
+
+pub fn sym_addr(v: &Victim, name: &str, delta: u64) -> u64 {
+    BASE + v.syms[name].0 + delta
+}
+
+pub const KALLSYMS: &str = "\
+ffffffff81000000 T _text
+ffffffff81001000 T do_syscall_64
+ffffffff81001400 t __schedule
+ffffffff81001800 T entry_SYSCALL_64
+ffffffff81002000 T _etext
+ffffffff82000000 D jiffies
+ffffffffc0100000 t opr_handler\t[oprofile]
+ffffffffc0100200 t opr_drain\t[oprofile]
+";
+pub const MODULES: &str = "oprofile 16384 0 - Live 0xffffffffc0100000\n";
+
+pub const PID: u32 = 4242;
+
+/// Stream: 10 samples in alpha, 6 in beta, 3 in kernel __schedule (with a
+/// callchain), 1 in an unknown kernel address; CPU 0 and 1; 5 lost on CPU 1.
+pub fn synthetic_stream(v: &Victim) -> Vec<u8> {
+    let h = Header {
+        nr_cpus: 2,
+        backtrace_depth: 4,
+        start_time: 1_000_000_000,
+        ..Header::default()
+    };
+    let mut e = Encoder::new(&h);
+    let mut t = 1_000_000_000u64;
+    e.record(&Record::Tracing(Tracing {
+        cpu: 0,
+        on: true,
+        time: t,
+    }));
+    for cpu in 0..2u16 {
+        e.record(&Record::Comm(Comm::new(cpu, t, PID, PID, "victim")));
+    }
+    let sample =
+        |e: &mut Encoder, t: &mut u64, cpu: u16, kernel: bool, pc: u64, chain: Vec<u64>| {
+            *t += 1_000_000;
+            e.record(&Record::Sample(Sample {
+                cpu,
+                kernel,
+                time: *t,
+                pc,
+                pid: PID,
+                tgid: PID,
+                callchain: chain,
+            }));
+        };
+    for i in 0..10 {
+        sample(
+            &mut e,
+            &mut t,
+            (i % 2) as u16,
+            false,
+            sym_addr(v, "alpha", 4),
+            vec![],
+        );
+    }
+    for _ in 0..6 {
+        sample(&mut e, &mut t, 1, false, sym_addr(v, "beta", 8), vec![]);
+    }
+    e.record(&Record::Lost(Lost {
+        cpu: 1,
+        time: t,
+        count: 5,
+    }));
+    for _ in 0..3 {
+        sample(
+            &mut e,
+            &mut t,
+            0,
+            true,
+            0xffffffff81001410,
+            vec![0xffffffff81001010, 0xffffffff81001820],
+        );
+    }
+    sample(&mut e, &mut t, 0, true, 0xffffffff81002010, vec![]);
+    e.finish()
+}
+
+/// Writes the stream and its side-car (kallsyms, modules, maps) in `dir`.
+pub fn write_recording(dir: &Path, data: &[u8], maps: &str) -> PathBuf {
+    let file = dir.join("oprofile.data");
+    std::fs::write(&file, data).unwrap();
+    let meta = dir.join("oprofile.data.meta");
+    std::fs::create_dir_all(meta.join("maps")).unwrap();
+    std::fs::write(meta.join("kallsyms"), KALLSYMS).unwrap();
+    std::fs::write(meta.join("modules"), MODULES).unwrap();
+    std::fs::write(meta.join("maps").join(PID.to_string()), maps).unwrap();
+    file
+}

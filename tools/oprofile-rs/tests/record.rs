@@ -1,0 +1,211 @@
+mod common;
+
+use std::process::{Command as StdCommand, Stdio};
+use std::time::{Duration, Instant};
+
+use assert_cmd::Command;
+use oprofile_stream::{Comm, Encoder, Header, Lost, Record, Sample};
+use oprofile_tool::record::Scanner;
+
+const DEAD_PID: u32 = 3_999_999; // above any pid_max
+
+fn stream_for(pids: &[u32]) -> Vec<u8> {
+    let mut e = Encoder::new(&Header::default());
+    for (i, &p) in pids.iter().enumerate() {
+        e.record(&Record::Comm(Comm::new(0, i as u64, p, p, "x")));
+        for j in 0..3 {
+            e.record(&Record::Sample(Sample {
+                cpu: 0,
+                kernel: false,
+                time: 10 + j,
+                pc: 0x1000,
+                pid: p,
+                tgid: p,
+                callchain: vec![],
+            }));
+        }
+    }
+    e.record(&Record::Lost(Lost {
+        cpu: 0,
+        time: 99,
+        count: 7,
+    }));
+    e.finish()
+}
+
+#[test]
+fn scanner_counts_records_fed_in_pieces() {
+    let data = stream_for(&[10, 20]);
+    for chunk in [1usize, 3, 8, 64, 1000] {
+        let mut s = Scanner::default();
+        for c in data.chunks(chunk) {
+            s.feed(c).unwrap();
+        }
+        assert_eq!(
+            (s.samples, s.lost, s.processes()),
+            (6, 7, 2),
+            "chunk {chunk}"
+        );
+        assert_eq!(s.take_new_tgids(), vec![10, 20]);
+        assert!(s.error.is_none());
+    }
+    let mut s = Scanner::default();
+    assert!(s.feed(b"garbage garbage garbage").is_err());
+}
+
+#[test]
+fn record_duration_flush_and_sidecar() {
+    let mut live = StdCommand::new("sleep").arg("20").spawn().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let dev = dir.path().join("dev");
+    let data = stream_for(&[live.id(), DEAD_PID]);
+    std::fs::write(&dev, &data).unwrap();
+    let dbg = dir.path().join("debugfs");
+    std::fs::create_dir(&dbg).unwrap();
+    std::fs::write(dbg.join("flush"), "").unwrap();
+    let out = dir.path().join("rec");
+    let t = Instant::now();
+    let o = Command::cargo_bin("oprofile-rs")
+        .unwrap()
+        .args([
+            "record",
+            "-o",
+            out.to_str().unwrap(),
+            "--device",
+            dev.to_str().unwrap(),
+        ])
+        .args(["--debugfs", dbg.to_str().unwrap(), "--duration", "0.5"])
+        .output()
+        .unwrap();
+    let _ = live.kill();
+    let _ = live.wait();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(t.elapsed() < Duration::from_secs(10));
+    assert_eq!(std::fs::read(&out).unwrap(), data);
+    assert_eq!(
+        std::fs::read_to_string(dbg.join("flush")).unwrap().trim(),
+        "1"
+    );
+    assert!(
+        err.contains(&format!("recorded {} bytes", data.len())),
+        "{err}"
+    );
+    assert!(
+        err.contains("6 samples, 7 lost, 2 processes (1 maps captured, 1 missing)"),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("maps of pid {DEAD_PID} not captured")),
+        "{err}"
+    );
+    let meta = dir.path().join("rec.meta");
+    let maps = std::fs::read_to_string(meta.join("maps").join(live.id().to_string())).unwrap();
+    assert!(maps.contains("sleep"), "{maps}");
+    assert!(!meta.join("maps").join(DEAD_PID.to_string()).exists());
+    let info = std::fs::read_to_string(meta.join("info")).unwrap();
+    assert!(info.contains("sidecar-version: 1"));
+    assert!(info.contains("maps-captured: 1"));
+    assert!(
+        info.contains(&format!("maps-missing: {DEAD_PID}: process exited")),
+        "{info}"
+    );
+    assert!(meta.join("kallsyms").exists() || info.contains("kallsyms: not captured"));
+    // The recording is readable by the analysis commands.
+    let o = Command::cargo_bin("oprofile-rs")
+        .unwrap()
+        .args(["report", "-i", out.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    assert!(String::from_utf8_lossy(&o.stdout).contains("# samples: 6, lost: 7"));
+}
+
+#[test]
+fn record_stops_when_command_exits_and_tracks_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let dev = dir.path().join("dev");
+    std::fs::write(&dev, stream_for(&[])).unwrap();
+    let out = dir.path().join("rec");
+    let t = Instant::now();
+    let o = Command::cargo_bin("oprofile-rs")
+        .unwrap()
+        .args([
+            "record",
+            "-o",
+            out.to_str().unwrap(),
+            "--device",
+            dev.to_str().unwrap(),
+        ])
+        .args([
+            "--debugfs",
+            dir.path().join("nope").to_str().unwrap(),
+            "--",
+            "sleep",
+            "0.5",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(t.elapsed() < Duration::from_secs(8), "{:?}", t.elapsed());
+    // The flush failure is a warning, not an error.
+    assert!(err.contains("warning: cannot write 1 to"), "{err}");
+    let info = std::fs::read_to_string(dir.path().join("rec.meta/info")).unwrap();
+    assert!(info.contains("command: sleep 0.5"), "{info}");
+    // The started command's maps were captured while it lived.
+    let n = std::fs::read_dir(dir.path().join("rec.meta/maps"))
+        .unwrap()
+        .count();
+    assert_eq!(n, 1);
+}
+
+#[test]
+fn record_stops_cleanly_on_sigint() {
+    let dir = tempfile::tempdir().unwrap();
+    let dev = dir.path().join("dev");
+    let data = stream_for(&[1]);
+    std::fs::write(&dev, &data).unwrap();
+    let out = dir.path().join("rec");
+    let bin = assert_cmd::cargo::cargo_bin("oprofile-rs");
+    let child = StdCommand::new(bin)
+        .args([
+            "record",
+            "-o",
+            out.to_str().unwrap(),
+            "--device",
+            dev.to_str().unwrap(),
+        ])
+        .args(["--debugfs", dir.path().to_str().unwrap()])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("recorded"), "{err}");
+    assert_eq!(std::fs::read(&out).unwrap(), data);
+}
+
+#[test]
+fn record_without_device_fails_clearly() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = Command::cargo_bin("oprofile-rs")
+        .unwrap()
+        .args([
+            "record",
+            "-o",
+            dir.path().join("r").to_str().unwrap(),
+            "--device",
+            "/nonexistent/buffer",
+            "-d",
+            "1",
+        ])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("cannot open /nonexistent/buffer"), "{err}");
+}
