@@ -23,7 +23,7 @@ impl MiscDevice for BufferReader {
     type Ptr = KBox<Self>;
 
     fn open(_file: &File, _misc: &MiscDeviceRegistration<Self>) -> Result<KBox<Self>> {
-        KBox::new(BufferReader, GFP_KERNEL)
+        Ok(KBox::new(BufferReader, GFP_KERNEL)?)
     }
 
     fn read_iter(_kiocb: Kiocb<'_, Self::Ptr>, _iov: &mut IovIterDest<'_>) -> Result<usize> {

@@ -5,6 +5,8 @@
  */
 #include <linux/hardirq.h>
 
+#include "glue.h"
+
 /* in_nmi() is a macro over preempt_count(). */
 bool oprofile_rs_in_nmi(void)
 {

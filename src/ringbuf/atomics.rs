@@ -23,5 +23,23 @@ pub use loom::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, AtomicUsiz
 /// but possibly slightly stale.
 #[inline(always)]
 pub(crate) fn bump(counter: &AtomicU64, n: u64) {
-    counter.store(counter.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+    counter.store(
+        counter.load(Ordering::Relaxed).wrapping_add(n),
+        Ordering::Relaxed,
+    );
+}
+
+/// Orders a preceding `SeqCst` read-modify-write before a following `SeqCst`
+/// load of another location, for the model checker only.
+///
+/// In the C++20/Rust memory model (and on x86 and arm64), `SeqCst` operations
+/// already form one total order, so the Dekker-style pattern in `reserve`
+/// (nesting counter RMW, then switch load) needs no fence. `loom` treats
+/// `SeqCst` accesses as `AcqRel` (a documented limitation) but models
+/// `fence(SeqCst)`, so under `--cfg loom` this is a real fence; otherwise it
+/// compiles to nothing.
+#[inline(always)]
+pub(crate) fn seqcst_rmw_load_order() {
+    #[cfg(loom)]
+    fence(Ordering::SeqCst);
 }

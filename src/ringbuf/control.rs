@@ -11,7 +11,7 @@
 
 use core::ops::Deref;
 
-use super::atomics::{bump, AtomicU64, Ordering};
+use super::atomics::{bump, fence, AtomicU64, Ordering};
 use super::header::parse_record;
 use super::reader::ReaderGuard;
 use super::{
@@ -70,7 +70,12 @@ impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
             .state
             .compare_exchange(from, to, Ordering::SeqCst, Ordering::SeqCst)
         {
-            Ok(_) => Ok(()),
+            Ok(_) => {
+                // Pairs with the writers' nesting RMW (see switch.rs): a
+                // later `writers_active()` sees any writer that saw "on".
+                fence(Ordering::SeqCst);
+                Ok(())
+            }
             Err(cur) if cur == to => Ok(()),
             Err(STATE_EXCLUSIVE) if !on => Ok(()),
             Err(_) => Err(ControlError::WritersActive),
@@ -100,6 +105,7 @@ impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
             Err(STATE_ON) => return Err(ControlError::Recording),
             Err(_) => return Err(ControlError::WritersActive),
         }
+        fence(Ordering::SeqCst);
         if self.writers_active() {
             self.state.store(STATE_OFF, Ordering::SeqCst);
             return Err(ControlError::WritersActive);
@@ -127,7 +133,13 @@ impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
     /// Empties the buffer and clears its statistics. Recording must be off.
     pub fn reset(&self) -> Result<(), ControlError> {
         let _ex = self.exclusive()?;
-        for p in [&self.head, &self.commit, &self.tail, &self.last_sync, &self.read_pos] {
+        for p in [
+            &self.head,
+            &self.commit.0,
+            &self.tail.0,
+            &self.last_sync,
+            &self.read_pos.0,
+        ] {
             p.store(0, Ordering::Relaxed);
         }
         self.stamp_pos.store(u64::MAX, Ordering::Relaxed);
@@ -148,15 +160,15 @@ impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
         let _a = self.exclusive()?;
         let _b = other.exclusive()?;
         for (a, b) in [
-            (&self.mask, &other.mask),
+            (&self.mask.0, &other.mask.0),
             (&self.head, &other.head),
-            (&self.commit, &other.commit),
-            (&self.tail, &other.tail),
+            (&self.commit.0, &other.commit.0),
+            (&self.tail.0, &other.tail.0),
             (&self.stamp, &other.stamp),
             (&self.stamp_pos, &other.stamp_pos),
             (&self.last_sync, &other.last_sync),
-            (&self.read_pos, &other.read_pos),
-            (&self.read_ts, &other.read_ts),
+            (&self.read_pos.0, &other.read_pos.0),
+            (&self.read_ts.0, &other.read_ts.0),
         ] {
             swap_atomic(a, b);
         }
@@ -210,8 +222,8 @@ impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
                     self.read_ts.store(ts, Ordering::Relaxed);
                 }
                 if rec.header.is_data {
-                    bump(&self.stats.skipped, 1);
-                    bump(&self.stats.skipped_bytes, rec.header.len);
+                    bump(&self.stats.reader.skipped, 1);
+                    bump(&self.stats.reader.skipped_bytes, rec.header.len);
                 }
             }
             let mut pos = self.tail.load(Ordering::Relaxed);

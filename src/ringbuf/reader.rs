@@ -68,6 +68,12 @@ struct Cursor {
     ts: Option<u64>,
 }
 
+/// Whether position `a` is before `b` (free-running positions, modular).
+#[inline(always)]
+fn before(a: u64, b: u64) -> bool {
+    b.wrapping_sub(a).wrapping_sub(1) < (1 << 63)
+}
+
 /// Copies the payload of `rec` (at most `out.len()` bytes). Returns the count.
 fn copy_payload(words: &[AtomicU64], mask: u64, rec: &Record, out: &mut [u8]) -> usize {
     let len = usize::try_from(rec.header.len).unwrap_or(usize::MAX);
@@ -92,7 +98,7 @@ impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
             .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
             .ok()
             .map(|_| ReaderGuard {
-                lock: &self.reader_lock,
+                lock: &self.reader_lock.0,
             })
     }
 
@@ -106,9 +112,12 @@ impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
     /// Lost records not yet reported (optionally marking them reported).
     fn take_lost(&self, mark: bool) -> u64 {
         let total = self.stats.lost_total();
-        let lost = total.saturating_sub(self.stats.lost_reported.load(Ordering::Relaxed));
+        let lost = total.saturating_sub(self.stats.reader.lost_reported.load(Ordering::Relaxed));
         if mark {
-            self.stats.lost_reported.store(total, Ordering::Relaxed);
+            self.stats
+                .reader
+                .lost_reported
+                .store(total, Ordering::Relaxed);
         }
         lost
     }
@@ -196,13 +205,13 @@ impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
             }
             if !deliver {
                 if rec.header.is_data {
-                    bump(&self.stats.skipped, 1);
-                    bump(&self.stats.skipped_bytes, rec.header.len);
+                    bump(&self.stats.reader.skipped, 1);
+                    bump(&self.stats.reader.skipped_bytes, rec.header.len);
                 }
                 continue;
             }
-            bump(&self.stats.read, 1);
-            bump(&self.stats.read_bytes, rec.header.len);
+            bump(&self.stats.reader.read, 1);
+            bump(&self.stats.reader.read_bytes, rec.header.len);
             return Ok(RecordInfo {
                 ts: rec.ts.unwrap_or(0),
                 len: usize::try_from(rec.header.len).unwrap_or(usize::MAX),
@@ -224,7 +233,7 @@ impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
         loop {
             let mask = self.mask.load(Ordering::Relaxed);
             let tail = self.tail.load(Ordering::Acquire);
-            if cur.pos.wrapping_sub(tail) > mask {
+            if before(cur.pos, tail) {
                 // The writer lapped the cursor: restart at tail.
                 cur.pos = tail;
                 cur.ts = self.base_for(tail);
@@ -243,7 +252,7 @@ impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
             });
             fence(Ordering::Acquire);
             let t2 = self.tail.load(Ordering::Relaxed);
-            if cur.pos.wrapping_sub(t2) > mask {
+            if before(cur.pos, t2) {
                 // Overwritten while we read it.
                 retries = retries.wrapping_add(1);
                 if retries > MAX_RETRIES {
@@ -303,7 +312,7 @@ impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
             _guard: guard,
             cur,
             limit: self.commit.load(Ordering::Acquire),
-            lost_seen: self.stats.lost_reported.load(Ordering::Relaxed),
+            lost_seen: self.stats.reader.lost_reported.load(Ordering::Relaxed),
         })
     }
 }

@@ -9,13 +9,21 @@
 //! counters are only written by the (single, locked) reader.
 
 use super::atomics::{AtomicU64, Ordering};
-use super::MAX_NESTING;
+use super::{Padded, MAX_NESTING};
 
-/// Counters of one nesting level.
+/// Counters of one nesting level (written by the writers at that level).
+///
+/// The overrun counters live in their own array (own cache lines) because
+/// the reader sums them on every read, while the commit counters change on
+/// every record.
 pub(crate) struct Level {
     pub(crate) committed: AtomicU64,
     pub(crate) committed_bytes: AtomicU64,
     pub(crate) discarded: AtomicU64,
+}
+
+/// Overrun counters of one nesting level.
+pub(crate) struct Overrun {
     pub(crate) overrun: AtomicU64,
     pub(crate) overrun_bytes: AtomicU64,
 }
@@ -26,29 +34,36 @@ impl Level {
             committed: AtomicU64::new(0),
             committed_bytes: AtomicU64::new(0),
             discarded: AtomicU64::new(0),
+        }
+    }
+
+    fn fields(&self) -> [&AtomicU64; 3] {
+        [&self.committed, &self.committed_bytes, &self.discarded]
+    }
+}
+
+impl Overrun {
+    fn new() -> Self {
+        Overrun {
             overrun: AtomicU64::new(0),
             overrun_bytes: AtomicU64::new(0),
         }
     }
 
-    fn fields(&self) -> [&AtomicU64; 5] {
-        [
-            &self.committed,
-            &self.committed_bytes,
-            &self.discarded,
-            &self.overrun,
-            &self.overrun_bytes,
-        ]
+    fn fields(&self) -> [&AtomicU64; 2] {
+        [&self.overrun, &self.overrun_bytes]
     }
 }
 
-/// All counters of one CPU buffer.
-pub(crate) struct Counters {
-    /// Per nesting level (index = depth - 1).
-    pub(crate) levels: [Level; MAX_NESTING],
+/// Drop counters (rare, atomic read-modify-write).
+pub(crate) struct Drops {
     pub(crate) dropped_full: AtomicU64,
     pub(crate) dropped_disabled: AtomicU64,
     pub(crate) commit_overrun: AtomicU64,
+}
+
+/// Counters written only by the (locked) reader or a control operation.
+pub(crate) struct ReaderCounters {
     /// Records consumed by the reader.
     pub(crate) read: AtomicU64,
     pub(crate) read_bytes: AtomicU64,
@@ -57,6 +72,15 @@ pub(crate) struct Counters {
     pub(crate) skipped_bytes: AtomicU64,
     /// Lost records already reported to the reader.
     pub(crate) lost_reported: AtomicU64,
+}
+
+/// All counters of one CPU buffer.
+pub(crate) struct Counters {
+    /// Per nesting level (index = depth - 1).
+    pub(crate) levels: Padded<[Level; MAX_NESTING]>,
+    pub(crate) overruns: Padded<[Overrun; MAX_NESTING]>,
+    pub(crate) drops: Padded<Drops>,
+    pub(crate) reader: Padded<ReaderCounters>,
 }
 
 /// Snapshot of the statistics of one CPU buffer.
@@ -105,41 +129,61 @@ impl Stats {
 impl Counters {
     pub(crate) fn new() -> Self {
         Counters {
-            levels: core::array::from_fn(|_| Level::new()),
-            dropped_full: AtomicU64::new(0),
-            dropped_disabled: AtomicU64::new(0),
-            commit_overrun: AtomicU64::new(0),
-            read: AtomicU64::new(0),
-            read_bytes: AtomicU64::new(0),
-            skipped: AtomicU64::new(0),
-            skipped_bytes: AtomicU64::new(0),
-            lost_reported: AtomicU64::new(0),
+            levels: Padded(core::array::from_fn(|_| Level::new())),
+            overruns: Padded(core::array::from_fn(|_| Overrun::new())),
+            drops: Padded(Drops {
+                dropped_full: AtomicU64::new(0),
+                dropped_disabled: AtomicU64::new(0),
+                commit_overrun: AtomicU64::new(0),
+            }),
+            reader: Padded(ReaderCounters {
+                read: AtomicU64::new(0),
+                read_bytes: AtomicU64::new(0),
+                skipped: AtomicU64::new(0),
+                skipped_bytes: AtomicU64::new(0),
+                lost_reported: AtomicU64::new(0),
+            }),
         }
     }
 
     /// The counters of nesting level `depth` (1-based).
     #[inline(always)]
     pub(crate) fn level(&self, depth: u64) -> Option<&Level> {
-        self.levels.get(usize::try_from(depth.wrapping_sub(1)).ok()?)
+        self.levels
+            .get(usize::try_from(depth.wrapping_sub(1)).ok()?)
     }
 
     fn sum(&self, f: impl Fn(&Level) -> &AtomicU64) -> u64 {
-        self.levels
-            .iter()
-            .fold(0u64, |acc, l| acc.wrapping_add(f(l).load(Ordering::Relaxed)))
+        self.levels.iter().fold(0u64, |acc, l| {
+            acc.wrapping_add(f(l).load(Ordering::Relaxed))
+        })
+    }
+
+    /// The overrun counters of nesting level `depth` (1-based).
+    #[inline(always)]
+    pub(crate) fn overrun_level(&self, depth: u64) -> Option<&Overrun> {
+        self.overruns
+            .get(usize::try_from(depth.wrapping_sub(1)).ok()?)
+    }
+
+    fn sum_overrun(&self, f: impl Fn(&Overrun) -> &AtomicU64) -> u64 {
+        self.overruns.iter().fold(0u64, |acc, l| {
+            acc.wrapping_add(f(l).load(Ordering::Relaxed))
+        })
     }
 
     /// Total overrun (writer overwrites plus reader skips).
     pub(crate) fn overrun(&self) -> u64 {
-        self.sum(|l| &l.overrun)
-            .wrapping_add(self.skipped.load(Ordering::Relaxed))
+        self.sum_overrun(|l| &l.overrun)
+            .wrapping_add(self.reader.skipped.load(Ordering::Relaxed))
     }
 
     /// Total number of records lost so far.
     pub(crate) fn lost_total(&self) -> u64 {
-        self.dropped_full
+        self.drops
+            .dropped_full
             .load(Ordering::Relaxed)
-            .wrapping_add(self.commit_overrun.load(Ordering::Relaxed))
+            .wrapping_add(self.drops.commit_overrun.load(Ordering::Relaxed))
             .wrapping_add(self.overrun())
     }
 
@@ -148,17 +192,17 @@ impl Counters {
         let committed_bytes = self.sum(|l| &l.committed_bytes);
         let overrun = self.overrun();
         let overrun_bytes = self
-            .sum(|l| &l.overrun_bytes)
-            .wrapping_add(self.skipped_bytes.load(Ordering::Relaxed));
-        let read = self.read.load(Ordering::Relaxed);
-        let read_bytes = self.read_bytes.load(Ordering::Relaxed);
+            .sum_overrun(|l| &l.overrun_bytes)
+            .wrapping_add(self.reader.skipped_bytes.load(Ordering::Relaxed));
+        let read = self.reader.read.load(Ordering::Relaxed);
+        let read_bytes = self.reader.read_bytes.load(Ordering::Relaxed);
         Stats {
             entries: committed.saturating_sub(read.saturating_add(overrun)),
             bytes: committed_bytes.saturating_sub(read_bytes.saturating_add(overrun_bytes)),
             overrun,
-            dropped_full: self.dropped_full.load(Ordering::Relaxed),
-            dropped_disabled: self.dropped_disabled.load(Ordering::Relaxed),
-            commit_overrun: self.commit_overrun.load(Ordering::Relaxed),
+            dropped_full: self.drops.dropped_full.load(Ordering::Relaxed),
+            dropped_disabled: self.drops.dropped_disabled.load(Ordering::Relaxed),
+            commit_overrun: self.drops.commit_overrun.load(Ordering::Relaxed),
             read,
             read_bytes,
             committed,
@@ -167,16 +211,20 @@ impl Counters {
     }
 
     fn all(&self) -> impl Iterator<Item = &AtomicU64> {
-        self.levels.iter().flat_map(|l| l.fields()).chain([
-            &self.dropped_full,
-            &self.dropped_disabled,
-            &self.commit_overrun,
-            &self.read,
-            &self.read_bytes,
-            &self.skipped,
-            &self.skipped_bytes,
-            &self.lost_reported,
-        ])
+        self.levels
+            .iter()
+            .flat_map(|l| l.fields())
+            .chain(self.overruns.iter().flat_map(|l| l.fields()))
+            .chain([
+                &self.drops.dropped_full,
+                &self.drops.dropped_disabled,
+                &self.drops.commit_overrun,
+                &self.reader.read,
+                &self.reader.read_bytes,
+                &self.reader.skipped,
+                &self.reader.skipped_bytes,
+                &self.reader.lost_reported,
+            ])
     }
 
     /// Exchanges all counters. Only called with both buffers quiesced.

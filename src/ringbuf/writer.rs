@@ -11,7 +11,7 @@
 use core::marker::PhantomData;
 use core::ops::Deref;
 
-use super::atomics::{bump, fence, AtomicU64, Ordering};
+use super::atomics::{bump, fence, seqcst_rmw_load_order, AtomicU64, Ordering};
 use super::header::{self, parse_record, Prefix, TYPE_DATA};
 use super::{
     load_word, store_word, sync_interval, CpuBuffer, DEPTH_MASK, MAX_NESTING, NEST_ONE, STATE_ON,
@@ -75,16 +75,17 @@ impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
         // Being counted in `nest` before checking the switches is what makes
         // `writers_active()` reliable (see switch.rs).
         let prev = self.nest.fetch_add(NEST_ONE, Ordering::SeqCst);
+        seqcst_rmw_load_order();
         let depth = (prev & DEPTH_MASK).wrapping_add(1);
         match self.try_reserve(len, ts, depth) {
             Ok(slot) => Ok(slot),
             Err(fail) => {
                 let (counter, err) = match fail {
-                    Fail::Full => (&self.stats.dropped_full, ReserveError::Full),
-                    Fail::TooLarge => (&self.stats.dropped_full, ReserveError::TooLarge),
-                    Fail::Blocked => (&self.stats.commit_overrun, ReserveError::Full),
-                    Fail::Nested => (&self.stats.commit_overrun, ReserveError::Nested),
-                    Fail::Disabled => (&self.stats.dropped_disabled, ReserveError::Disabled),
+                    Fail::Full => (&self.stats.drops.dropped_full, ReserveError::Full),
+                    Fail::TooLarge => (&self.stats.drops.dropped_full, ReserveError::TooLarge),
+                    Fail::Blocked => (&self.stats.drops.commit_overrun, ReserveError::Full),
+                    Fail::Nested => (&self.stats.drops.commit_overrun, ReserveError::Nested),
+                    Fail::Disabled => (&self.stats.drops.dropped_disabled, ReserveError::Disabled),
                 };
                 counter.fetch_add(1, Ordering::Relaxed);
                 self.end_commit();
@@ -141,7 +142,12 @@ impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
                     self.last_sync.store(head, Ordering::Relaxed);
                 }
             }
-            store_word(words, mask, data, header::encode_header(TYPE_DATA, lo, len32));
+            store_word(
+                words,
+                mask,
+                data,
+                header::encode_header(TYPE_DATA, lo, len32),
+            );
             self.stamp.store(ts, Ordering::Release);
             self.stamp_pos.store(end, Ordering::Release);
             return Ok(Slot {
@@ -196,7 +202,7 @@ impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
                 .is_ok()
                 && rec.header.is_data
             {
-                if let Some(l) = self.stats.level(depth) {
+                if let Some(l) = self.stats.overrun_level(depth) {
                     bump(&l.overrun, 1);
                     bump(&l.overrun_bytes, rec.header.len);
                 }
@@ -297,10 +303,7 @@ impl<S: Deref<Target = [AtomicU64]>> Slot<'_, '_, S> {
             let (Some(chunk), Some(rest)) = (src.get(..take), src.get(take..)) else {
                 return false;
             };
-            let pos = self
-                .data
-                .wrapping_add(1)
-                .wrapping_add((off >> 3) as u64);
+            let pos = self.data.wrapping_add(1).wrapping_add((off >> 3) as u64);
             let mut v = if take == 8 {
                 0
             } else {

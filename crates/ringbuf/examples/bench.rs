@@ -1,1 +1,244 @@
-fn main() {}
+// SPDX-License-Identifier: GPL-2.0
+//! Ring buffer benchmark (prints figures; not a timed test).
+//!
+//! cargo run --release -p oprofile-ringbuf --example bench [-- --quick]
+//!
+//! Workload: 16-byte payload records (two u64 words) from one writer thread.
+//! (a) no concurrent reader: the buffer is filled in batches and drained,
+//!     untimed, between batches (overwrite mode: no draining at all);
+//! (b) a concurrent reader thread consumes while the writer writes; the
+//!     writer retries on Full so every record goes through.
+//! The same workloads run through `rtrb` (a well-known SPSC queue of
+//! `[u64; 2]` items) for reference.
+
+use oprofile_ringbuf::atomics::AtomicU64;
+use oprofile_ringbuf::{CpuBuffer, Mode, ReadError, RecordSwitch, Switches};
+use std::hint::black_box;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+static ON: RecordSwitch = RecordSwitch::new(true);
+const WORDS: usize = 1 << 16; // 512 KiB per CPU buffer
+const PAYLOAD: usize = 16;
+
+type Buf = CpuBuffer<'static, Box<[AtomicU64]>>;
+
+fn buffer(mode: Mode) -> Buf {
+    let storage: Box<[AtomicU64]> = (0..WORDS).map(|_| AtomicU64::new(0)).collect();
+    CpuBuffer::new(
+        storage,
+        mode,
+        Switches {
+            global: &ON,
+            set: &ON,
+        },
+    )
+    .unwrap()
+}
+
+#[inline(always)]
+fn write(b: &Buf, i: u64) -> bool {
+    match b.reserve(PAYLOAD, i.wrapping_mul(10)) {
+        Ok(mut s) => {
+            s.write_words(0, &[i, !i]);
+            s.commit();
+            true
+        }
+        Err(_) => false,
+    }
+}
+
+struct Row {
+    name: &'static str,
+    records: u64,
+    elapsed: Duration,
+    note: String,
+}
+
+fn print(r: &Row) {
+    let ns = r.elapsed.as_nanos() as f64 / r.records as f64;
+    let rps = r.records as f64 / r.elapsed.as_secs_f64();
+    println!(
+        "{:<44} {:>8.2} ns/rec {:>9.2} Mrec/s {:>9.1} MB/s  {}",
+        r.name,
+        ns,
+        rps / 1e6,
+        rps * PAYLOAD as f64 / 1e6,
+        r.note
+    );
+}
+
+/// (a) ours, producer/consumer: fill, drain untimed, repeat.
+fn ours_batches(total: u64) -> Row {
+    let b = buffer(Mode::ProducerConsumer);
+    let per_batch = (WORDS / 4) as u64; // 3 words per record + sync records
+    let mut out = [0u8; PAYLOAD];
+    let mut elapsed = Duration::ZERO;
+    let mut done = 0u64;
+    while done < total {
+        let n = per_batch.min(total - done);
+        let t = Instant::now();
+        for i in done..done + n {
+            black_box(write(&b, i));
+        }
+        elapsed += t.elapsed();
+        while b.consume(&mut out).is_ok() {}
+        done += n;
+    }
+    let s = b.stats();
+    Row {
+        name: "ringbuf  (a) no reader, producer/consumer",
+        records: total,
+        elapsed,
+        note: format!("(read {}, dropped {})", s.read, s.dropped_full),
+    }
+}
+
+/// (a) ours, overwrite mode, never drained (flight recorder steady state).
+fn ours_overwrite(total: u64) -> Row {
+    let b = buffer(Mode::Overwrite);
+    let t = Instant::now();
+    for i in 0..total {
+        black_box(write(&b, i));
+    }
+    let elapsed = t.elapsed();
+    Row {
+        name: "ringbuf  (a) no reader, overwrite (lapping)",
+        records: total,
+        elapsed,
+        note: format!("(overrun {})", b.stats().overrun),
+    }
+}
+
+/// (b) ours with a concurrent reader.
+fn ours_concurrent(total: u64) -> Row {
+    let b = buffer(Mode::ProducerConsumer);
+    let stop = AtomicBool::new(false);
+    let (elapsed, read, full) = std::thread::scope(|s| {
+        let reader = s.spawn(|| {
+            let mut out = [0u8; PAYLOAD];
+            let mut n = 0u64;
+            let mut expect = 0u64;
+            loop {
+                match b.consume(&mut out) {
+                    Ok(info) => {
+                        let v = u64::from_le_bytes(out[..8].try_into().unwrap());
+                        assert_eq!(v, expect, "out of order or torn");
+                        assert_eq!(info.ts, v * 10);
+                        expect += 1;
+                        n += 1;
+                    }
+                    Err(ReadError::Empty) => {
+                        if stop.load(Ordering::Acquire) && b.consume(&mut out).is_err() {
+                            break n;
+                        }
+                        std::hint::spin_loop();
+                    }
+                    Err(e) => panic!("{e:?}"),
+                }
+            }
+        });
+        let t = Instant::now();
+        let mut full = 0u64;
+        for i in 0..total {
+            while !write(&b, i) {
+                full += 1;
+                std::hint::spin_loop();
+            }
+        }
+        let e = t.elapsed();
+        stop.store(true, Ordering::Release);
+        (e, reader.join().unwrap(), full)
+    });
+    assert_eq!(read, total);
+    Row {
+        name: "ringbuf  (b) concurrent reader",
+        records: total,
+        elapsed,
+        note: format!("(all {read} read in order, {full} full retries)"),
+    }
+}
+
+fn rtrb_batches(total: u64) -> Row {
+    let cap = WORDS / 4;
+    let (mut p, mut c) = rtrb::RingBuffer::<[u64; 2]>::new(cap);
+    let mut elapsed = Duration::ZERO;
+    let mut done = 0u64;
+    while done < total {
+        let n = (cap as u64).min(total - done);
+        let t = Instant::now();
+        for i in done..done + n {
+            black_box(p.push([i, !i]).is_ok());
+        }
+        elapsed += t.elapsed();
+        while c.pop().is_ok() {}
+        done += n;
+    }
+    Row {
+        name: "rtrb     (a) no reader",
+        records: total,
+        elapsed,
+        note: String::new(),
+    }
+}
+
+fn rtrb_concurrent(total: u64) -> Row {
+    let (mut p, mut c) = rtrb::RingBuffer::<[u64; 2]>::new(WORDS / 4);
+    let stop = AtomicBool::new(false);
+    let (elapsed, read) = std::thread::scope(|s| {
+        let reader = s.spawn(|| {
+            let mut n = 0u64;
+            loop {
+                match c.pop() {
+                    Ok(v) => {
+                        assert_eq!(v[0], n);
+                        n += 1;
+                    }
+                    Err(_) => {
+                        if stop.load(Ordering::Acquire) && c.is_empty() {
+                            break n;
+                        }
+                        std::hint::spin_loop();
+                    }
+                }
+            }
+        });
+        let t = Instant::now();
+        for i in 0..total {
+            while p.push([i, !i]).is_err() {
+                std::hint::spin_loop();
+            }
+        }
+        let e = t.elapsed();
+        stop.store(true, Ordering::Release);
+        (e, reader.join().unwrap())
+    });
+    assert_eq!(read, total);
+    Row {
+        name: "rtrb     (b) concurrent reader",
+        records: total,
+        elapsed,
+        note: String::new(),
+    }
+}
+
+fn main() {
+    let quick = std::env::args().any(|a| a == "--quick");
+    let total: u64 = if quick { 200_000 } else { 20_000_000 };
+    println!(
+        "{} records of {PAYLOAD} B payload per run, buffer {} KiB{}",
+        total,
+        WORDS * 8 / 1024,
+        if quick { " (--quick)" } else { "" }
+    );
+    let rows = [
+        ours_batches(total),
+        rtrb_batches(total),
+        ours_overwrite(total),
+        ours_concurrent(total),
+        rtrb_concurrent(total),
+    ];
+    for r in &rows {
+        print(r);
+    }
+}

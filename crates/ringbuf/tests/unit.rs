@@ -28,7 +28,10 @@ fn many_sizes_in_order() {
     }
     assert_eq!(b.entries(), 41);
     for len in 0..41usize {
-        assert_eq!(read(&b), Some((10 * len as u64, payload(len as u64, len), 0)));
+        assert_eq!(
+            read(&b),
+            Some((10 * len as u64, payload(len as u64, len), 0))
+        );
     }
 }
 
@@ -59,7 +62,11 @@ fn nested_commit_publishes_in_reservation_order() {
     assert!(b.writers_active());
     inner.write_word(0, 2);
     inner.commit();
-    assert_eq!(read(&b), None, "nested commit must not publish past the outer reservation");
+    assert_eq!(
+        read(&b),
+        None,
+        "nested commit must not publish past the outer reservation"
+    );
     outer.write_word(0, 1);
     outer.commit();
     assert!(!b.writers_active());
@@ -243,7 +250,10 @@ fn overwrite_laps_keep_newest_exact() {
         assert_eq!(r.0, 1000 + i * 7);
         assert_eq!(r.1, payload(i, 8 + (i as usize % 3) * 8));
     }
-    assert_eq!(got[0].2, first, "lost before the first record = records overrun");
+    assert_eq!(
+        got[0].2, first,
+        "lost before the first record = records overrun"
+    );
     let s = b.stats();
     assert_eq!(s.committed, s.read + s.entries + s.overrun);
     assert_eq!(s.overrun, first);
@@ -260,7 +270,11 @@ fn overwrite_interleaved_with_reads() {
             if let Some((ts, data, lost)) = read(&b) {
                 lost_total += lost;
                 assert!(ts >= expect_next);
-                assert_eq!(ts - expect_next, lost, "lost counts exactly the skipped records");
+                assert_eq!(
+                    ts - expect_next,
+                    lost,
+                    "lost counts exactly the skipped records"
+                );
                 assert_eq!(data, payload(ts, 8));
                 expect_next = ts + 1;
             }
@@ -339,7 +353,11 @@ fn peek_and_iter_are_non_destructive() {
     assert_eq!(out[..], payload(0, 8)[..4]);
     {
         let mut it = b.iter().unwrap();
-        assert_eq!(b.consume(&mut [0; 8]), Err(ReadError::Busy), "one reader at a time");
+        assert_eq!(
+            b.consume(&mut [0; 8]),
+            Err(ReadError::Busy),
+            "one reader at a time"
+        );
         let mut out = [0u8; 8];
         let mut n = 0;
         while let Some(info) = it.next_into(&mut out) {
@@ -385,7 +403,10 @@ fn swap_requires_quiesced_and_exchanges_content() {
     assert_eq!(read(&a), None);
     write(&a, &payload(9, 8), 500).unwrap();
     let old = drain(&spare);
-    assert_eq!(old.iter().map(|r| r.0).collect::<Vec<_>>(), vec![100, 101, 102]);
+    assert_eq!(
+        old.iter().map(|r| r.0).collect::<Vec<_>>(),
+        vec![100, 101, 102]
+    );
     assert_eq!(spare.stats().read, 3);
     assert_eq!(read(&a).unwrap().0, 500);
 }
@@ -420,7 +441,10 @@ fn resize_grow_and_shrink_carry_over() {
         Err((_, ControlError::Recording))
     ));
     b.set_enabled(false).unwrap();
-    assert!(matches!(b.resize(storage(2)), Err((_, ControlError::TooSmall))));
+    assert!(matches!(
+        b.resize(storage(2)),
+        Err((_, ControlError::TooSmall))
+    ));
     let old = b.resize(storage(256)).unwrap();
     assert_eq!(old.len(), 64);
     assert_eq!(b.capacity_words(), 256);

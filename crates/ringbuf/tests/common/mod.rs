@@ -25,7 +25,9 @@ pub fn buf(words: usize, mode: Mode) -> Buf {
 
 /// Payload derived from an id, `len` bytes.
 pub fn payload(id: u64, len: usize) -> Vec<u8> {
-    (0..len).map(|i| (id as u8).wrapping_mul(31).wrapping_add(i as u8)).collect()
+    (0..len)
+        .map(|i| (id as u8).wrapping_mul(31).wrapping_add(i as u8))
+        .collect()
 }
 
 pub fn write(b: &Buf, data: &[u8], ts: u64) -> Result<(), ReserveError> {
