@@ -11,6 +11,11 @@ use kernel::{miscdevice::MiscDeviceRegistration, prelude::*};
 mod control;
 mod device;
 mod params;
+// The ring-buffer core is shared with the host crate `crates/ringbuf`; parts of
+// its public API serve only the host tests and benchmarks.
+#[allow(dead_code, unreachable_pub, unused_imports)]
+#[path = "ringbuf/mod.rs"]
+mod ringbuf;
 
 module! {
     type: OprofileModule,

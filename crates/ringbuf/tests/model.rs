@@ -5,6 +5,8 @@
 //! in or out of order), commit, discard, consume, peek, iterate and switch
 //! toggles, in both modes, on small buffers so they fill and wrap.
 
+#![cfg(not(loom))]
+
 mod common;
 use common::*;
 use oprofile_ringbuf::header::DELTA_MAX;

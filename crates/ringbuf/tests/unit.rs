@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 //! Unit tests for every operation and mode of the ring buffer core.
 
+#![cfg(not(loom))]
+
 mod common;
 use common::*;
 use oprofile_ringbuf::header::DELTA_MAX;
