@@ -2,24 +2,19 @@
 
 //! The debugfs control directory `/sys/kernel/debug/oprofile/`.
 //!
-//! `tracing_on` reads `1\n` or `0\n`; it accepts `0` or `1`, with or without a
-//! trailing newline. Anything else is refused with `EINVAL` and a log line,
-//! and leaves the value unchanged.
+//! - `tracing_on` (0600): reads `1\n` or `0\n`; accepts `0` or `1`, with or
+//!   without a trailing newline. `0` stops every CPU from recording before
+//!   the write returns, `1` resumes. Anything else is refused with `EINVAL`
+//!   and a log line, and leaves the value unchanged.
+//! - `flush` (0200): writing `1` pushes everything buffered to the reader now.
+//! - `stats` (0400): per-CPU counters (see `Documentation/design.md`).
+//! - `event` (0400): the sampled event and its context (NMI or hard IRQ).
+//! - `buffer_sizes` (0400): the buffer parameters in effect.
 
-use core::sync::atomic::{AtomicBool, Ordering};
-use kernel::{debugfs, prelude::*, uaccess::UserSliceReader};
+use core::{fmt, sync::atomic::Ordering::Relaxed};
+use kernel::{debugfs, prelude::*, sync::Arc, uaccess::UserSliceReader};
 
-/// State behind the control files.
-pub(crate) struct Control {
-    /// The global record switch (`tracing_on`).
-    pub(crate) tracing_on: AtomicBool,
-}
-
-impl Control {
-    pub(crate) fn new() -> Self {
-        Self { tracing_on: AtomicBool::new(true) }
-    }
-}
+use crate::{perf::Event, profiler::{Profiler, TRACING_ON}};
 
 /// Parses what user space wrote to a boolean switch file.
 pub(crate) fn parse_switch(input: &[u8]) -> Result<bool> {
@@ -30,46 +25,109 @@ pub(crate) fn parse_switch(input: &[u8]) -> Result<bool> {
     }
 }
 
-fn show_tracing_on(c: &Control, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-    writeln!(f, "{}", u8::from(c.tracing_on.load(Ordering::Acquire)))
-}
-
-fn store_tracing_on(c: &Control, reader: &mut UserSliceReader) -> Result {
+/// Reads a `0`/`1` write, logging a refusal as `file`.
+fn read_switch(file: &str, reader: &mut UserSliceReader) -> Result<bool> {
     // Longest valid input is two bytes; anything longer is refused unread.
     let len = reader.len();
     let mut buf = [0u8; 2];
     let input = buf.get_mut(..len).ok_or_else(|| {
-        pr_warn!("tracing_on: refused a {len}-byte write (expected 0 or 1)\n");
+        pr_warn!("{file}: refused a {len}-byte write (expected 0 or 1)\n");
         EINVAL
     })?;
     reader.read_slice(input)?;
-    let on = parse_switch(input).inspect_err(|_| {
-        pr_warn!("tracing_on: refused {:?} (expected 0 or 1)\n", kernel::str::BStr::from_bytes(input));
-    })?;
-    // Release: everything before the switch is visible to whoever sees it.
-    c.tracing_on.store(on, Ordering::Release);
+    parse_switch(input).inspect_err(|_| {
+        pr_warn!("{file}: refused {:?} (expected 0 or 1)\n", kernel::str::BStr::from_bytes(input));
+    })
+}
+
+fn show_tracing_on(_p: &Arc<Profiler>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    writeln!(f, "{}", u8::from(TRACING_ON.is_on()))
+}
+
+fn store_tracing_on(p: &Arc<Profiler>, reader: &mut UserSliceReader) -> Result {
+    p.set_tracing(read_switch("tracing_on", reader)?);
     Ok(())
 }
+
+fn store_flush(p: &Arc<Profiler>, reader: &mut UserSliceReader) -> Result {
+    if !read_switch("flush", reader)? {
+        pr_warn!("flush: refused 0 (write 1 to flush)\n");
+        return Err(EINVAL);
+    }
+    p.flush();
+    Ok(())
+}
+
+fn show_stats(p: &Arc<Profiler>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    for s in p.cpus.iter() {
+        let c = &s.counters;
+        let received = c.sample_received.load(Relaxed);
+        if received == 0 && s.buffer.stats().committed == 0 {
+            continue;
+        }
+        let rb = s.buffer.stats();
+        writeln!(
+            f,
+            "cpu{} sample_received={} sample_lost_overflow={} sample_invalid_eip={} backtrace_aborted={} \
+             handler_avg_ns={} handler_max_ns={} buffer_entries={} buffer_dropped_full={} buffer_read={}",
+            s.cpu,
+            received,
+            c.sample_lost_overflow.load(Relaxed),
+            c.sample_invalid_eip.load(Relaxed),
+            c.backtrace_aborted.load(Relaxed),
+            c.handler_ns_sum.load(Relaxed).checked_div(received).unwrap_or(0),
+            c.handler_ns_max.load(Relaxed),
+            rb.entries,
+            rb.dropped_full,
+            rb.read,
+        )?;
+    }
+    let eb = p.events.lock();
+    writeln!(f, "event_buffer bytes_waiting={} bytes_total={}", eb.len(), eb.bytes_in)
+}
+
+fn show_event(p: &Arc<Profiler>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    let e = p.event();
+    let ctx = if e == Event::Cycles { "nmi" } else { "hardirq" };
+    writeln!(f, "{} period={} context={}", e.name(), p.config.sample_period, ctx)
+}
+
+fn show_sizes(p: &Arc<Profiler>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    let c = &p.config;
+    writeln!(
+        f,
+        "cpu_buffer_size={} buffer_size={} buffer_watershed={}",
+        c.cpu_buffer_size, c.buffer_size, c.buffer_watershed
+    )
+}
+
 
 /// The debugfs directory and its files; removed when dropped.
 #[pin_data]
 pub(crate) struct ControlFiles {
     #[pin]
-    tracing_on: debugfs::File<Control>,
+    tracing_on: debugfs::File<Arc<Profiler>>,
+    #[pin]
+    flush: debugfs::File<Arc<Profiler>>,
+    #[pin]
+    stats: debugfs::File<Arc<Profiler>>,
+    #[pin]
+    event: debugfs::File<Arc<Profiler>>,
+    #[pin]
+    sizes: debugfs::File<Arc<Profiler>>,
     // Dropped last: the files live in it.
     _dir: debugfs::Dir,
 }
 
 impl ControlFiles {
-    pub(crate) fn new() -> impl PinInit<Self, Error> {
+    pub(crate) fn new(p: &Arc<Profiler>) -> impl PinInit<Self, Error> + '_ {
         let dir = debugfs::Dir::new(c"oprofile");
         try_pin_init!(Self {
-            tracing_on <- dir.read_write_callback_file(
-                c"tracing_on",
-                Control::new(),
-                &show_tracing_on,
-                &store_tracing_on,
-            ),
+            tracing_on <- dir.read_write_callback_file(c"tracing_on", p.clone(), &show_tracing_on, &store_tracing_on),
+            flush <- dir.write_callback_file(c"flush", p.clone(), &store_flush),
+            stats <- dir.read_callback_file(c"stats", p.clone(), &show_stats),
+            event <- dir.read_callback_file(c"event", p.clone(), &show_event),
+            sizes <- dir.read_callback_file(c"buffer_sizes", p.clone(), &show_sizes),
             _dir: dir,
         }? Error)
     }

@@ -6,16 +6,24 @@
 //! `/sys/kernel/debug/oprofile/` (controls and statistics). See
 //! `Documentation/design.md` for the architecture.
 
-use kernel::{miscdevice::MiscDeviceRegistration, prelude::*};
+use kernel::{miscdevice::MiscDeviceRegistration, prelude::*, sync::Arc};
 
 mod control;
 mod device;
+mod event_buffer;
+mod nmi;
 mod params;
+mod perf;
+mod profiler;
+mod records;
+mod sampler;
+mod sync;
 // The ring-buffer core is shared with the host crate `crates/ringbuf`; parts of
 // its public API serve only the host tests and benchmarks.
 #[allow(dead_code, unreachable_pub, unused_imports)]
 #[path = "ringbuf/mod.rs"]
 mod ringbuf;
+mod ringbuf_kunit;
 
 module! {
     type: OprofileModule,
@@ -49,11 +57,21 @@ module! {
 
 #[pin_data(PinnedDrop)]
 struct OprofileModule {
-    config: params::Config,
+    profiler: Arc<profiler::Profiler>,
     #[pin]
     device: MiscDeviceRegistration<device::BufferReader>,
     #[pin]
     control: control::ControlFiles,
+}
+
+impl OprofileModule {
+    /// The profiler of the module that registered `misc`.
+    fn profiler_of(misc: &MiscDeviceRegistration<device::BufferReader>) -> Arc<profiler::Profiler> {
+        // SAFETY: every `MiscDeviceRegistration<BufferReader>` is the `device`
+        // field of the (pinned, live while the device is registered) module.
+        let module = unsafe { &*kernel::container_of!(core::ptr::from_ref(misc), OprofileModule, device) };
+        module.profiler.clone()
+    }
 }
 
 impl kernel::InPlaceModule for OprofileModule {
@@ -65,26 +83,21 @@ impl kernel::InPlaceModule for OprofileModule {
             sample_period: module_parameters::sample_period.value(),
             backtrace_depth: module_parameters::backtrace_depth.value(),
         };
-        try_pin_init!(Self {
-            config: params::Config::validate(raw)?,
+        try_pin_init!(&this in Self {
+            profiler: profiler::Profiler::new(params::Config::validate(raw)?)?,
+            // SAFETY: `profiler` is initialised above and not moved.
+            control <- control::ControlFiles::new(unsafe { &(*this.as_ptr()).profiler }),
             device <- device::register(),
-            control <- control::ControlFiles::new(),
         }? Error)
-        .pin_chain(|this| {
-            pr_info!(
-                "loaded: cpu_buffer_size={} buffer_size={} sample_period={}\n",
-                this.config.cpu_buffer_size,
-                this.config.buffer_size,
-                this.config.sample_period
-            );
-            Ok(())
-        })
     }
 }
 
 #[pinned_drop]
 impl PinnedDrop for OprofileModule {
     fn drop(self: Pin<&mut Self>) {
+        // Counters and the sync work end here; the device and debugfs files
+        // go with the fields (no file is open: each holds a module reference).
+        self.profiler.stop();
         pr_info!("unloaded\n");
     }
 }

@@ -315,12 +315,15 @@ fn overwrite_never_overwrites_uncommitted() {
 
 #[test]
 fn switches_global_set_cpu() {
-    let global = Box::leak(Box::new(RecordSwitch::new(true)));
-    let set = Box::leak(Box::new(RecordSwitch::new(true)));
+    let global = RecordSwitch::new(true);
+    let set = RecordSwitch::new(true);
     let b = CpuBuffer::new(
         storage(64),
         Mode::ProducerConsumer,
-        Switches { global, set },
+        Switches {
+            global: &global,
+            set: &set,
+        },
     )
     .unwrap();
     let w = |t| b.reserve(8, t).map(|s| s.commit());

@@ -1,0 +1,580 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! KUnit stress test of the ring-buffer core with real writer nesting.
+//!
+//! One [`CpuBuffer`] gets three kinds of writers, all on one CPU `W`:
+//!
+//! * task context: a kthread bound to `W` writing records in a loop;
+//! * hard IRQ: a pinned hrtimer on `W` firing every [`TIMER_PERIOD_US`] µs;
+//! * NMI: a CPU-local NMI handler ([`crate::nmi`]) that writes one record per
+//!   NMI IPI sent to `W`: by the reader from CPU `R` (lands at any instruction
+//!   of the writers) and by the task and IRQ writers to themselves in the
+//!   middle of an open record (forces nesting depth 2 and 3).
+//!
+//! A reader kthread bound to `R != W` consumes concurrently. Every record
+//! carries (writer kind, per-kind sequence number, time stamp, filler,
+//! checksum). Checked: no torn record (checksum, length), no reordering
+//! (sequence numbers strictly increase per writer kind), the time stamp
+//! returned by the reader is the one written, every reserve is accounted as
+//! committed or failed, every committed record as read or overrun
+//! ([`Stats`]), and NMI writers really ran in NMI context while records of
+//! interrupted writers were open. Failures are collected while everything
+//! runs and asserted only after teardown (a failed KUnit assertion ends the
+//! test thread without running destructors).
+
+use core::ffi::{c_int, c_void};
+use core::pin::Pin;
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
+
+use kernel::{
+    bindings,
+    cpu::CpuId,
+    impl_has_hr_timer,
+    prelude::*,
+    time::{
+        delay::fsleep,
+        hrtimer::{
+            HrTimer, HrTimerCallback, HrTimerCallbackContext, HrTimerRestart,
+            RelativePinnedHardMode, ScopedHrTimerPointer,
+        },
+        Delta, Monotonic,
+    },
+};
+
+use crate::nmi;
+use crate::ringbuf::{CpuBuffer, Mode, RecordSwitch, Stats, Switches};
+
+/// Period of the IRQ writer.
+const TIMER_PERIOD_US: i64 = 50;
+/// How long the task writer writes, per mode.
+const RUN_NS: u64 = 60_000_000;
+/// The reader sends an NMI to the writer CPU at most this often.
+const NMI_INTERVAL_NS: u64 = 20_000;
+/// Give up waiting for the threads after this long.
+const TIMEOUT_MS: u32 = 3000;
+
+/// Writer kinds (index into the per-kind counters, top byte of word 0).
+const TASK: usize = 0;
+const IRQ: usize = 1;
+const NMI: usize = 2;
+const KINDS: usize = 3;
+
+/// Payload words: kind|seq, time stamp, 1..4 filler words, checksum.
+const MIN_WORDS: usize = 3;
+const MAX_WORDS: usize = 7;
+
+static GLOBAL_ON: RecordSwitch = RecordSwitch::new(true);
+static SET_ON: RecordSwitch = RecordSwitch::new(true);
+
+/// The running test, for the NMI handler (which gets no context pointer).
+static ACTIVE: AtomicPtr<Stress> = AtomicPtr::new(core::ptr::null_mut());
+
+/// NMI-safe monotonic clock.
+fn now_ns() -> u64 {
+    // SAFETY: no precondition; NMI safe.
+    unsafe { bindings::ktime_get_mono_fast_ns() }
+}
+
+fn checksum(words: &[u64]) -> u64 {
+    words.iter().fold(0x9e37_79b9_7f4a_7c15u64, |c, &w| {
+        (c ^ w).wrapping_mul(0x0000_0100_0000_01b3).rotate_left(17)
+    })
+}
+
+fn filler(seq: u64, i: usize) -> u64 {
+    seq.wrapping_mul(0x2545_f491_4f6c_dd1d) ^ (i as u64).wrapping_mul(0x9e37_79b9)
+}
+
+/// Counters of one writer kind (only that writer updates them).
+#[derive(Default)]
+struct Writer {
+    /// Reserve attempts (= last sequence number used).
+    seq: AtomicU64,
+    committed: AtomicU64,
+    failed: AtomicU64,
+    /// Records written while an interrupted writer had a record open.
+    nested: AtomicU64,
+    /// Records written by this kind not in the expected context.
+    wrong_context: AtomicU64,
+}
+
+/// What the reader found.
+#[derive(Default)]
+struct Reader {
+    read: [AtomicU64; KINDS],
+    last_seq: [AtomicU64; KINDS],
+    torn: AtomicU64,
+    reordered: AtomicU64,
+    bad_ts: AtomicU64,
+    errors: AtomicU64,
+    lost_reported: AtomicU64,
+}
+
+#[pin_data]
+struct Stress {
+    #[pin]
+    timer: HrTimer<Stress>,
+    buf: CpuBuffer<'static, KVec<AtomicU64>>,
+    writer_cpu: CpuId,
+    writers: [Writer; KINDS],
+    reader: Reader,
+    /// Records currently open on the writer CPU (our own nesting depth).
+    open: AtomicU32,
+    max_depth: AtomicU32,
+    /// NMIs sent and not yet handled (0 or 1: back-to-back NMIs can merge).
+    nmi_pending: AtomicU32,
+    nmi_sent: AtomicU64,
+    writer_done: AtomicBool,
+    reader_done: AtomicBool,
+}
+
+impl_has_hr_timer! {
+    impl HasHrTimer<Self> for Stress {
+        mode: RelativePinnedHardMode<Monotonic>, field: self.timer
+    }
+}
+
+impl HrTimerCallback for Stress {
+    type Pointer<'a> = Pin<&'a Stress>;
+
+    fn run(this: Pin<&Stress>, mut ctx: HrTimerCallbackContext<'_, Self>) -> HrTimerRestart {
+        if this.writer_done.load(Ordering::Relaxed) {
+            return HrTimerRestart::NoRestart;
+        }
+        let self_nmi = this.writers[IRQ].seq.load(Ordering::Relaxed) % 2 == 0;
+        this.write_one(IRQ, || {
+            if self_nmi {
+                this.try_send_nmi();
+            }
+        });
+        ctx.forward_now(Delta::from_micros(TIMER_PERIOD_US));
+        HrTimerRestart::Restart
+    }
+}
+
+/// The NMI writer.
+struct StressNmi;
+
+impl nmi::NmiHandler for StressNmi {
+    const NAME: &'static CStr = c"oprofile_rs_kunit";
+
+    fn handle() -> bool {
+        let p = ACTIVE.load(Ordering::Acquire);
+        if p.is_null() {
+            return false;
+        }
+        // SAFETY: `ACTIVE` is non-null only while the `Stress` it points to is
+        // alive; it is cleared before the NMI handler is unregistered (which
+        // waits for running handlers) and before the `Stress` is freed.
+        let s = unsafe { &*p };
+        if CpuId::current() != s.writer_cpu || s.nmi_pending.load(Ordering::Acquire) == 0 {
+            return false;
+        }
+        if !nmi::in_nmi() {
+            s.writers[NMI].wrong_context.fetch_add(1, Ordering::Relaxed);
+        }
+        s.write_one(NMI, || {});
+        s.nmi_pending.store(0, Ordering::Release);
+        true
+    }
+}
+
+impl Stress {
+    fn new(mode: Mode, words: usize, writer_cpu: CpuId) -> Result<Pin<KBox<Stress>>> {
+        let mut storage = KVec::with_capacity(words, GFP_KERNEL)?;
+        for _ in 0..words {
+            storage.push(AtomicU64::new(0), GFP_KERNEL)?;
+        }
+        let switches = Switches {
+            global: &GLOBAL_ON,
+            set: &SET_ON,
+        };
+        let buf = CpuBuffer::new(storage, mode, switches).map_err(|_| EINVAL)?;
+        KBox::pin_init(
+            pin_init!(Stress {
+                timer <- HrTimer::new(),
+                buf,
+                writer_cpu,
+                writers: Default::default(),
+                reader: Default::default(),
+                open: AtomicU32::new(0),
+                max_depth: AtomicU32::new(0),
+                nmi_pending: AtomicU32::new(0),
+                nmi_sent: AtomicU64::new(0),
+                writer_done: AtomicBool::new(false),
+                reader_done: AtomicBool::new(false),
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    /// Sends an NMI to the writer CPU unless one is in flight.
+    fn try_send_nmi(&self) {
+        if self
+            .nmi_pending
+            .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+        {
+            self.nmi_sent.fetch_add(1, Ordering::Relaxed);
+            nmi::send_nmi(self.writer_cpu);
+        }
+    }
+
+    /// Writes one record of writer `kind`, calling `mid` while it is open.
+    fn write_one(&self, kind: usize, mid: impl FnOnce()) {
+        let Some(w) = self.writers.get(kind) else {
+            return;
+        };
+        let seq = w.seq.load(Ordering::Relaxed).wrapping_add(1);
+        w.seq.store(seq, Ordering::Relaxed);
+        let nwords = MIN_WORDS + (seq as usize % (MAX_WORDS - MIN_WORDS + 1));
+        let ts = now_ns();
+        match self.buf.reserve(nwords * 8, ts) {
+            Ok(mut slot) => {
+                let depth = self.open.fetch_add(1, Ordering::Relaxed) + 1;
+                self.max_depth.fetch_max(depth, Ordering::Relaxed);
+                if depth > 1 {
+                    w.nested.fetch_add(1, Ordering::Relaxed);
+                }
+                let mut words = [0u64; MAX_WORDS];
+                words[0] = ((kind as u64) << 56) | seq;
+                words[1] = ts;
+                for (i, v) in words.iter_mut().enumerate().take(nwords - 1).skip(2) {
+                    *v = filler(seq, i);
+                }
+                let sum = checksum(&words[..nwords - 1]);
+                words[nwords - 1] = sum;
+                // Write the first half, let an interrupt in, then the rest.
+                let half = nwords / 2;
+                let mut ok = slot.write_words(0, &words[..half]);
+                mid();
+                ok &= slot.write_words(half, &words[half..nwords]);
+                if !ok {
+                    // Cannot happen: the slot has exactly `nwords` words.
+                    w.wrong_context.fetch_add(1, Ordering::Relaxed);
+                }
+                slot.commit();
+                self.open.fetch_sub(1, Ordering::Relaxed);
+                w.committed.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(_) => {
+                mid();
+                w.failed.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Task-context writer body (on the writer CPU).
+    fn writer(self: Pin<&Self>) {
+        let this = self;
+        let deadline = now_ns().wrapping_add(RUN_NS);
+        this.start_scoped(Delta::from_micros(TIMER_PERIOD_US), || {
+            let mut i = 0u64;
+            while now_ns() < deadline {
+                let self_nmi = i % 64 == 0;
+                this.write_one(TASK, || {
+                    if self_nmi {
+                        this.try_send_nmi();
+                    }
+                });
+                i = i.wrapping_add(1);
+            }
+            this.writer_done.store(true, Ordering::Release);
+        });
+    }
+
+    /// Reader body (on another CPU): consumes until the writers are done and
+    /// the buffer is empty; sends NMIs to the writer CPU meanwhile.
+    fn reader(&self) {
+        let mut out = [0u8; MAX_WORDS * 8];
+        let mut last_nmi = 0u64;
+        loop {
+            let done = self.writer_done.load(Ordering::Acquire)
+                && self.nmi_pending.load(Ordering::Acquire) == 0;
+            if !self.writer_done.load(Ordering::Relaxed) {
+                let t = now_ns();
+                if t.wrapping_sub(last_nmi) >= NMI_INTERVAL_NS {
+                    last_nmi = t;
+                    self.try_send_nmi();
+                }
+            }
+            match self.buf.consume(&mut out) {
+                Ok(info) => self.check(&out, info.len, info.ts, info.lost),
+                Err(crate::ringbuf::ReadError::Empty) => {
+                    if done {
+                        break;
+                    }
+                }
+                Err(crate::ringbuf::ReadError::Contended) => {}
+                Err(_) => {
+                    self.reader.errors.fetch_add(1, Ordering::Relaxed);
+                    if done {
+                        break;
+                    }
+                }
+            }
+        }
+        self.reader_done.store(true, Ordering::Release);
+    }
+
+    fn check(&self, out: &[u8], len: usize, ts: u64, lost: u64) {
+        let r = &self.reader;
+        r.lost_reported.fetch_add(lost, Ordering::Relaxed);
+        let nwords = len / 8;
+        if len % 8 != 0 || !(MIN_WORDS..=MAX_WORDS).contains(&nwords) {
+            r.torn.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        let mut words = [0u64; MAX_WORDS];
+        for (w, c) in words.iter_mut().zip(out.chunks_exact(8)).take(nwords) {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(c);
+            *w = u64::from_le_bytes(b);
+        }
+        let kind = (words[0] >> 56) as usize;
+        let seq = words[0] & ((1 << 56) - 1);
+        let expected_words = MIN_WORDS + (seq as usize % (MAX_WORDS - MIN_WORDS + 1));
+        if kind >= KINDS
+            || nwords != expected_words
+            || checksum(&words[..nwords - 1]) != words[nwords - 1]
+        {
+            r.torn.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        if words[1] != ts {
+            r.bad_ts.fetch_add(1, Ordering::Relaxed);
+        }
+        if seq <= r.last_seq[kind].load(Ordering::Relaxed) {
+            r.reordered.fetch_add(1, Ordering::Relaxed);
+        }
+        r.last_seq[kind].store(seq, Ordering::Relaxed);
+        r.read[kind].fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Thread entry points.
+///
+/// # Safety
+///
+/// `data` must point to a pinned `Stress` that outlives the thread (the
+/// test stops the thread with `kthread_stop` before freeing it).
+unsafe extern "C" fn writer_thread(data: *mut c_void) -> c_int {
+    // SAFETY: per the function's safety contract; it was pinned by the caller.
+    let s = unsafe { Pin::new_unchecked(&*data.cast::<Stress>()) };
+    s.writer();
+    park();
+    0
+}
+
+/// # Safety
+///
+/// As for [`writer_thread`].
+unsafe extern "C" fn reader_thread(data: *mut c_void) -> c_int {
+    // SAFETY: per the function's safety contract.
+    let s = unsafe { &*data.cast::<Stress>() };
+    s.reader();
+    park();
+    0
+}
+
+/// Waits for `kthread_stop` (a kthread must not exit before it).
+fn park() {
+    // SAFETY: called from a kthread.
+    while !unsafe { bindings::kthread_should_stop() } {
+        fsleep(Delta::from_millis(1));
+    }
+}
+
+/// A started kthread bound to one CPU, stopped on drop.
+struct Thread(*mut bindings::task_struct);
+
+impl Thread {
+    /// # Safety
+    ///
+    /// `data` must stay valid for `f` until the returned `Thread` is dropped.
+    unsafe fn start(
+        f: unsafe extern "C" fn(*mut c_void) -> c_int,
+        data: *mut c_void,
+        cpu: CpuId,
+    ) -> Result<Thread> {
+        // SAFETY: `f` has the kthread ABI; the name is a NUL-terminated format
+        // with one `%u` (the CPU), as `kthread_create_on_cpu` expects.
+        let task = unsafe {
+            bindings::kthread_create_on_cpu(Some(f), data, cpu.as_u32(), c"oprs_stress/%u".as_char_ptr())
+        };
+        let task = kernel::error::from_err_ptr(task)?;
+        // SAFETY: `task` is a valid, newly created kthread.
+        unsafe { bindings::wake_up_process(task) };
+        Ok(Thread(task))
+    }
+}
+
+impl Drop for Thread {
+    fn drop(&mut self) {
+        // SAFETY: `self.0` is a kthread that does not exit before this call
+        // (it parks until `kthread_should_stop`).
+        unsafe { bindings::kthread_stop(self.0) };
+    }
+}
+
+/// Everything measured by one run.
+struct Report {
+    stats: Stats,
+    attempts: [u64; KINDS],
+    committed: [u64; KINDS],
+    failed: [u64; KINDS],
+    read: [u64; KINDS],
+    nested: [u64; KINDS],
+    wrong_context: u64,
+    max_depth: u32,
+    nmi_sent: u64,
+    nmi_pending: u32,
+    torn: u64,
+    reordered: u64,
+    bad_ts: u64,
+    errors: u64,
+    lost_reported: u64,
+    timed_out: bool,
+}
+
+fn load3(a: &[AtomicU64; KINDS]) -> [u64; KINDS] {
+    [a[0].load(Ordering::Relaxed), a[1].load(Ordering::Relaxed), a[2].load(Ordering::Relaxed)]
+}
+
+/// Runs one stress round; `None` if fewer than two CPUs are online.
+fn run(mode: Mode, words: usize) -> Result<Option<Report>> {
+    let (Some(w), Some(r)) = (CpuId::from_u32(0), CpuId::from_u32(1)) else {
+        return Ok(None);
+    };
+    if !nmi::cpu_online(w) || !nmi::cpu_online(r) {
+        return Ok(None);
+    }
+    let stress = Stress::new(mode, words, w)?;
+    let ptr = core::ptr::from_ref::<Stress>(&stress).cast_mut();
+    let nmi_reg = KBox::pin_init(nmi::Registration::<StressNmi>::new(), GFP_KERNEL)?;
+    ACTIVE.store(ptr, Ordering::Release);
+    let mut timed_out = false;
+    {
+        // SAFETY: `stress` is pinned and outlives both threads (dropped at
+        // the end of this block, before `stress`).
+        let reader = unsafe { Thread::start(reader_thread, ptr.cast(), r) };
+        // SAFETY: as above.
+        let writer = unsafe { Thread::start(writer_thread, ptr.cast(), w) };
+        if reader.is_err() || writer.is_err() {
+            stress.writer_done.store(true, Ordering::Release);
+        }
+        let mut waited = 0;
+        while !(stress.writer_done.load(Ordering::Acquire) && stress.reader_done.load(Ordering::Acquire))
+        {
+            if reader.is_err() || writer.is_err() || waited >= TIMEOUT_MS {
+                timed_out = true;
+                break;
+            }
+            fsleep(Delta::from_millis(2));
+            waited += 2;
+        }
+        // Threads stop here (the writer's timer is cancelled before it returns).
+        drop(writer);
+        drop(reader);
+    }
+    ACTIVE.store(core::ptr::null_mut(), Ordering::Release);
+    // Unregistering waits for an NMI handler still running.
+    drop(nmi_reg);
+    let s = &*stress;
+    let wr = |f: fn(&Writer) -> &AtomicU64| -> [u64; KINDS] {
+        [f(&s.writers[0]), f(&s.writers[1]), f(&s.writers[2])].map(|a| a.load(Ordering::Relaxed))
+    };
+    Ok(Some(Report {
+        stats: s.buf.stats(),
+        attempts: wr(|w| &w.seq),
+        committed: wr(|w| &w.committed),
+        failed: wr(|w| &w.failed),
+        nested: wr(|w| &w.nested),
+        wrong_context: wr(|w| &w.wrong_context).iter().sum(),
+        read: load3(&s.reader.read),
+        max_depth: s.max_depth.load(Ordering::Relaxed),
+        nmi_sent: s.nmi_sent.load(Ordering::Relaxed),
+        nmi_pending: s.nmi_pending.load(Ordering::Relaxed),
+        torn: s.reader.torn.load(Ordering::Relaxed),
+        reordered: s.reader.reordered.load(Ordering::Relaxed),
+        bad_ts: s.reader.bad_ts.load(Ordering::Relaxed),
+        errors: s.reader.errors.load(Ordering::Relaxed),
+        lost_reported: s.reader.lost_reported.load(Ordering::Relaxed),
+        timed_out,
+    }))
+}
+
+fn print(name: &str, r: &Report) {
+    pr_info!(
+        "ringbuf stress {name}: attempts task/irq/nmi={}/{}/{} committed={}/{}/{} read={}/{}/{} \
+         nested={}/{}/{} max_depth={} nmi_sent={} dropped_full={} overrun={} commit_overrun={} \
+         torn={} reordered={} bad_ts={} errors={}\n",
+        r.attempts[0], r.attempts[1], r.attempts[2],
+        r.committed[0], r.committed[1], r.committed[2],
+        r.read[0], r.read[1], r.read[2],
+        r.nested[0], r.nested[1], r.nested[2],
+        r.max_depth, r.nmi_sent, r.stats.dropped_full, r.stats.overrun, r.stats.commit_overrun,
+        r.torn, r.reordered, r.bad_ts, r.errors
+    );
+}
+
+#[kunit_tests(oprofile_rs_ringbuf_stress)]
+mod tests {
+    use super::*;
+
+    /// The checks common to both modes.
+    fn check_common(r: &Report) {
+        assert!(!r.timed_out);
+        assert_eq!(r.nmi_pending, 0);
+        assert_eq!(r.torn, 0);
+        assert_eq!(r.reordered, 0);
+        assert_eq!(r.bad_ts, 0);
+        assert_eq!(r.errors, 0);
+        assert_eq!(r.wrong_context, 0);
+        // Every writer kind ran, the NMI one in NMI context (checked by
+        // `wrong_context`), and writers really interrupted open records.
+        for k in 0..KINDS {
+            assert!(r.attempts[k] > 0);
+            assert_eq!(r.attempts[k], r.committed[k] + r.failed[k]);
+            assert!(r.read[k] <= r.committed[k]);
+        }
+        assert!(r.nested[IRQ] + r.nested[NMI] > 0);
+        assert!(r.max_depth >= 2);
+        let st = &r.stats;
+        let committed: u64 = r.committed.iter().sum();
+        let failed: u64 = r.failed.iter().sum();
+        let read: u64 = r.read.iter().sum();
+        assert_eq!(st.committed, committed);
+        assert_eq!(st.discarded, 0);
+        assert_eq!(st.dropped_disabled, 0);
+        assert_eq!(st.dropped_full + st.commit_overrun, failed);
+        assert_eq!(st.read, read);
+        assert_eq!(st.entries, 0);
+        assert_eq!(st.committed, st.read + st.overrun);
+        assert!(r.lost_reported <= st.lost());
+    }
+
+    #[test]
+    fn producer_consumer_nested() {
+        let r = run(Mode::ProducerConsumer, 1024);
+        assert!(r.is_ok());
+        if let Ok(Some(r)) = r {
+            print("producer/consumer", &r);
+            check_common(&r);
+            assert_eq!(r.stats.overrun, 0);
+            // Nothing overwritten: every committed record was read.
+            assert_eq!(r.read, r.committed);
+        }
+    }
+
+    #[test]
+    fn overwrite_nested() {
+        let r = run(Mode::Overwrite, 256);
+        assert!(r.is_ok());
+        if let Ok(Some(r)) = r {
+            print("overwrite", &r);
+            check_common(&r);
+            assert_eq!(r.stats.dropped_full, 0);
+        }
+    }
+}
