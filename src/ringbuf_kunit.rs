@@ -124,6 +124,7 @@ struct Stress {
     /// NMIs sent and not yet handled (0 or 1: back-to-back NMIs can merge).
     nmi_pending: AtomicU32,
     nmi_sent: AtomicU64,
+    reader_started: AtomicBool,
     writer_done: AtomicBool,
     reader_done: AtomicBool,
 }
@@ -201,6 +202,7 @@ impl Stress {
                 max_depth: AtomicU32::new(0),
                 nmi_pending: AtomicU32::new(0),
                 nmi_sent: AtomicU64::new(0),
+                reader_started: AtomicBool::new(false),
                 writer_done: AtomicBool::new(false),
                 reader_done: AtomicBool::new(false),
             }),
@@ -267,6 +269,13 @@ impl Stress {
     /// Task-context writer body (on the writer CPU).
     fn writer(self: Pin<&Self>) {
         let this = self;
+        // Start together with the reader (bounded: the reader may have failed to start).
+        for _ in 0..TIMEOUT_MS {
+            if this.reader_started.load(Ordering::Acquire) {
+                break;
+            }
+            fsleep(Delta::from_millis(1));
+        }
         let deadline = now_ns().wrapping_add(RUN_NS);
         this.start_scoped(Delta::from_micros(TIMER_PERIOD_US), || {
             let mut i = 0u64;
@@ -288,6 +297,7 @@ impl Stress {
     fn reader(&self) {
         let mut out = [0u8; MAX_WORDS * 8];
         let mut last_nmi = 0u64;
+        self.reader_started.store(true, Ordering::Release);
         loop {
             let done = self.writer_done.load(Ordering::Acquire)
                 && self.nmi_pending.load(Ordering::Acquire) == 0;

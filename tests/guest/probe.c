@@ -6,6 +6,7 @@
  *   probe write FILE DATA          one write(2) of DATA (may be empty)
  *   probe writen FILE N            one write(2) of N bytes of '1'
  *   probe read FILE SIZE [nonblock] one read(2) of at most SIZE bytes
+ *   probe read2 FILE SIZE [nonblock] read(2) 64 bytes, then SIZE bytes
  *   probe open2 FILE               open twice; report the second open's result
  *   probe -u UID ...               drop to UID/GID first (permission tests)
  *
@@ -64,6 +65,19 @@ int main(int argc, char **argv)
 		int fd = open(path, flags);
 		if (fd < 0)
 			return report(-1);
+		return report(read(fd, buf, n));
+	}
+	if (!strcmp(cmd, "read2") && argc >= 4) {
+		size_t n = strtoul(argv[3], NULL, 0);
+		int flags = O_RDONLY | (argc > 4 && !strcmp(argv[4], "nonblock") ? O_NONBLOCK : 0);
+		char *buf = malloc(n + 64);
+		int fd = open(path, flags);
+		if (fd < 0)
+			return report(-1);
+		long r = read(fd, buf, 64);
+		if (r < 0)
+			return report(r);
+		printf("ok %ld ", r);
 		return report(read(fd, buf, n));
 	}
 	if (!strcmp(cmd, "open2")) {

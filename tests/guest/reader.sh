@@ -1,0 +1,25 @@
+#!/bin/sh
+# Reader semantics of /dev/oprofile/buffer: EBUSY for a second opener,
+# EAGAIN when empty with O_NONBLOCK, EINVAL for a read too small for the
+# header or the next record, whole records otherwise; rmmod refused while
+# a reader blocks, fine after it is interrupted.
+. /tmp/lib.sh
+check "insmod" insmod /oprofile_rs.ko
+expect_eq "second open gets EBUSY" "$(/tmp/probe open2 $DEV)" "err EBUSY"
+expect_eq "read of 63 bytes: EINVAL (header is 64)" "$(/tmp/probe read $DEV 63 nonblock)" "err EINVAL"
+expect_eq "read of 64 bytes: the header alone" "$(/tmp/probe read $DEV 64 nonblock)" "ok 64"
+echo 0 >$DBG/tracing_on; echo 1 >$DBG/flush
+/tmp/probe read $DEV 1048576 nonblock >/dev/null  # drain
+# Now empty: a non-blocking read after the header gets EAGAIN.
+expect_eq "header then EAGAIN when empty" "$(/tmp/probe read2 $DEV 4096 nonblock)" "ok 64 err EAGAIN"
+echo 1 >$DBG/tracing_on; sleep 0.5; echo 1 >$DBG/flush
+expect_eq "an 8-byte read cannot hold the next record: EINVAL" "$(/tmp/probe read2 $DEV 8 nonblock)" "ok 64 err EINVAL"
+reads=$(/tmp/probe read2 $DEV 100 nonblock)
+case $reads in "ok 64 ok "[1-9]*) pass "a 100-byte read returns whole records ($reads)" ;; *) fail "100-byte read: $reads" ;; esac
+cat $DEV >/dev/null &
+sleep 0.5
+out=$(rmmod oprofile_rs 2>&1); rc=$?
+check "rmmod refused while a reader is open ($out)" [ "$rc" -ne 0 ]
+kill $!; wait $! 2>/dev/null
+check "rmmod after the reader ended" rmmod oprofile_rs
+finish

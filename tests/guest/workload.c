@@ -1,0 +1,36 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * workload SECONDS: a CPU-bound process with known hot functions.
+ * Spends about 3/4 of its time in hot_three_quarters() and 1/4 in
+ * hot_one_quarter(), alternating in slices of ~1 ms of work.
+ */
+#include <stdlib.h>
+#include <time.h>
+
+volatile unsigned long sink;
+
+__attribute__((noinline)) void hot_three_quarters(unsigned long n)
+{
+	for (unsigned long i = 0; i < n; i++)
+		sink += i * 7;
+}
+
+__attribute__((noinline)) void hot_one_quarter(unsigned long n)
+{
+	for (unsigned long i = 0; i < n; i++)
+		sink += i * 7;
+}
+
+int main(int argc, char **argv)
+{
+	double secs = argc > 1 ? atof(argv[1]) : 2;
+	struct timespec start, now;
+
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	do {
+		hot_three_quarters(30000);
+		hot_one_quarter(10000);
+		clock_gettime(CLOCK_MONOTONIC, &now);
+	} while ((now.tv_sec - start.tv_sec) + (now.tv_nsec - start.tv_nsec) / 1e9 < secs);
+	return 0;
+}
