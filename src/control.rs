@@ -14,7 +14,10 @@
 use core::{fmt, sync::atomic::Ordering::Relaxed};
 use kernel::{debugfs, prelude::*, sync::Arc, uaccess::UserSliceReader};
 
-use crate::{perf::Event, profiler::{Profiler, TRACING_ON}};
+use crate::{
+    perf::Event,
+    profiler::{Profiler, TRACING_ON},
+};
 
 /// Parses what user space wrote to a boolean switch file.
 pub(crate) fn parse_switch(input: &[u8]) -> Result<bool> {
@@ -36,7 +39,10 @@ fn read_switch(file: &str, reader: &mut UserSliceReader) -> Result<bool> {
     })?;
     reader.read_slice(input)?;
     parse_switch(input).inspect_err(|_| {
-        pr_warn!("{file}: refused {:?} (expected 0 or 1)\n", kernel::str::BStr::from_bytes(input));
+        pr_warn!(
+            "{file}: refused {:?} (expected 0 or 1)\n",
+            kernel::str::BStr::from_bytes(input)
+        );
     })
 }
 
@@ -83,13 +89,24 @@ fn show_stats(p: &Arc<Profiler>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         )?;
     }
     let eb = p.events.lock();
-    writeln!(f, "event_buffer bytes_waiting={} bytes_total={}", eb.len(), eb.bytes_in)
+    writeln!(
+        f,
+        "event_buffer bytes_waiting={} bytes_total={}",
+        eb.len(),
+        eb.bytes_in
+    )
 }
 
 fn show_event(p: &Arc<Profiler>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     let e = p.event();
     let ctx = if e == Event::Cycles { "nmi" } else { "hardirq" };
-    writeln!(f, "{} period={} context={}", e.name(), p.config.sample_period, ctx)
+    writeln!(
+        f,
+        "{} period={} context={}",
+        e.name(),
+        p.config.sample_period,
+        ctx
+    )
 }
 
 fn show_sizes(p: &Arc<Profiler>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -100,7 +117,6 @@ fn show_sizes(p: &Arc<Profiler>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         c.cpu_buffer_size, c.buffer_size, c.buffer_watershed
     )
 }
-
 
 /// The debugfs directory and its files; removed when dropped.
 #[pin_data]

@@ -49,7 +49,11 @@ impl MiscDevice for BufferReader {
         let seen = profiler.events.lock().flush_seq;
         let open = profiler.clone();
         KBox::new(
-            BufferReader { profiler, header_sent: AtomicBool::new(false), seen_flush: AtomicU64::new(seen) },
+            BufferReader {
+                profiler,
+                header_sent: AtomicBool::new(false),
+                seen_flush: AtomicU64::new(seen),
+            },
             GFP_KERNEL,
         )
         .map_err(|e| {

@@ -30,7 +30,13 @@ impl EventBuffer {
     pub(crate) fn new(size: usize) -> Result<Self> {
         let mut data = KVVec::with_capacity(size, GFP_KERNEL)?;
         data.resize(size, 0, GFP_KERNEL)?;
-        Ok(Self { data, start: 0, end: 0, flush_seq: 0, bytes_in: 0 })
+        Ok(Self {
+            data,
+            start: 0,
+            end: 0,
+            flush_seq: 0,
+            bytes_in: 0,
+        })
     }
 
     /// Bytes waiting.
@@ -77,7 +83,9 @@ impl EventBuffer {
 
     /// Size of the first waiting record, if any.
     pub(crate) fn first_len(&self) -> Option<usize> {
-        self.data.get(self.start..self.end).and_then(records::record_len)
+        self.data
+            .get(self.start..self.end)
+            .and_then(records::record_len)
     }
 
     /// Drops `n` bytes (whole records) from the front.

@@ -171,7 +171,9 @@ impl<H: NmiHandler> PinnedDrop for Registration<H> {
         // removes it and waits (synchronize_rcu) until no CPU still runs it,
         // so the storage may be freed afterwards.
         unsafe {
-            ffi::oprofile_rs_nmi_unregister_local(core::ptr::addr_of!((*inner).name).cast::<c_char>())
+            ffi::oprofile_rs_nmi_unregister_local(
+                core::ptr::addr_of!((*inner).name).cast::<c_char>(),
+            )
         };
     }
 }

@@ -23,6 +23,7 @@ mod sync;
 #[allow(dead_code, unreachable_pub, unused_imports)]
 #[path = "ringbuf/mod.rs"]
 mod ringbuf;
+mod ringbuf_bench;
 mod ringbuf_kunit;
 
 module! {
@@ -52,6 +53,10 @@ module! {
             default: 0,
             description: "Kernel callchain entries recorded per sample (0..64)",
         },
+        bench_ring_secs: u64 {
+            default: 0,
+            description: "Run the ring-buffer benchmark for this many seconds at load (0: off, max 60)",
+        },
     },
 }
 
@@ -69,7 +74,8 @@ impl OprofileModule {
     fn profiler_of(misc: &MiscDeviceRegistration<device::BufferReader>) -> Arc<profiler::Profiler> {
         // SAFETY: every `MiscDeviceRegistration<BufferReader>` is the `device`
         // field of the (pinned, live while the device is registered) module.
-        let module = unsafe { &*kernel::container_of!(core::ptr::from_ref(misc), OprofileModule, device) };
+        let module =
+            unsafe { &*kernel::container_of!(core::ptr::from_ref(misc), OprofileModule, device) };
         module.profiler.clone()
     }
 }
@@ -83,6 +89,7 @@ impl kernel::InPlaceModule for OprofileModule {
             sample_period: module_parameters::sample_period.value(),
             backtrace_depth: module_parameters::backtrace_depth.value(),
         };
+        ringbuf_bench::run_at_load(module_parameters::bench_ring_secs.value());
         try_pin_init!(&this in Self {
             profiler: profiler::Profiler::new(params::Config::validate(raw)?)?,
             // SAFETY: `profiler` is initialised above and not moved.

@@ -60,7 +60,11 @@ fn to_usize(value: u64) -> Result<usize> {
 impl Config {
     /// Checks the raw parameters; logs and returns `EINVAL` for the first bad one.
     pub(crate) fn validate(raw: Raw) -> Result<Config> {
-        let cpu_buffer_size = in_range("cpu_buffer_size", raw.cpu_buffer_size, limits::CPU_BUFFER_SIZE)?;
+        let cpu_buffer_size = in_range(
+            "cpu_buffer_size",
+            raw.cpu_buffer_size,
+            limits::CPU_BUFFER_SIZE,
+        )?;
         if !cpu_buffer_size.is_power_of_two() {
             pr_err!("invalid cpu_buffer_size={cpu_buffer_size}: must be a power of two\n");
             return Err(EINVAL);
@@ -76,8 +80,11 @@ impl Config {
             }
         };
         let sample_period = in_range("sample_period", raw.sample_period, limits::SAMPLE_PERIOD)?;
-        let backtrace_depth =
-            in_range("backtrace_depth", raw.backtrace_depth, limits::BACKTRACE_DEPTH)?;
+        let backtrace_depth = in_range(
+            "backtrace_depth",
+            raw.backtrace_depth,
+            limits::BACKTRACE_DEPTH,
+        )?;
         Ok(Config {
             cpu_buffer_size: to_usize(cpu_buffer_size)?,
             buffer_size: to_usize(buffer_size)?,
@@ -111,22 +118,57 @@ mod tests {
     #[test]
     fn cpu_buffer_size_must_be_power_of_two_in_range() {
         for bad in [0, 4095, 5000, 128 << 20] {
-            assert_eq!(Config::validate(Raw { cpu_buffer_size: bad, ..good() }), Err(EINVAL));
+            assert_eq!(
+                Config::validate(Raw {
+                    cpu_buffer_size: bad,
+                    ..good()
+                }),
+                Err(EINVAL)
+            );
         }
-        assert!(Config::validate(Raw { cpu_buffer_size: 4096, ..good() }).is_ok());
+        assert!(Config::validate(Raw {
+            cpu_buffer_size: 4096,
+            ..good()
+        })
+        .is_ok());
     }
 
     #[test]
     fn watershed_must_be_below_buffer_size() {
-        assert_eq!(Config::validate(Raw { buffer_watershed: 1 << 20, ..good() }), Err(EINVAL));
-        let c = Config::validate(Raw { buffer_watershed: 100, ..good() });
+        assert_eq!(
+            Config::validate(Raw {
+                buffer_watershed: 1 << 20,
+                ..good()
+            }),
+            Err(EINVAL)
+        );
+        let c = Config::validate(Raw {
+            buffer_watershed: 100,
+            ..good()
+        });
         assert_eq!(c.map(|c| c.buffer_watershed), Ok(100));
     }
 
     #[test]
     fn period_and_depth_ranges() {
-        assert_eq!(Config::validate(Raw { sample_period: 9_999, ..good() }), Err(EINVAL));
-        assert_eq!(Config::validate(Raw { backtrace_depth: 65, ..good() }), Err(EINVAL));
-        assert!(Config::validate(Raw { backtrace_depth: 64, ..good() }).is_ok());
+        assert_eq!(
+            Config::validate(Raw {
+                sample_period: 9_999,
+                ..good()
+            }),
+            Err(EINVAL)
+        );
+        assert_eq!(
+            Config::validate(Raw {
+                backtrace_depth: 65,
+                ..good()
+            }),
+            Err(EINVAL)
+        );
+        assert!(Config::validate(Raw {
+            backtrace_depth: 64,
+            ..good()
+        })
+        .is_ok());
     }
 }

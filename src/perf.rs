@@ -115,7 +115,10 @@ impl Trampoline {
             let h = unsafe { &*h.cast::<H>() };
             h.overflow(pc, kernel_mode);
         }
-        Trampoline { handler: core::ptr::from_ref(handler).cast(), call: call::<H> }
+        Trampoline {
+            handler: core::ptr::from_ref(handler).cast(),
+            call: call::<H>,
+        }
     }
 }
 

@@ -7,7 +7,11 @@ use core::{
     ffi::c_void,
     sync::atomic::{AtomicBool, Ordering},
 };
-use kernel::{new_condvar, new_mutex, prelude::*, sync::{Arc, CondVar, Mutex}};
+use kernel::{
+    new_condvar, new_mutex,
+    prelude::*,
+    sync::{Arc, CondVar, Mutex},
+};
 
 use crate::{
     event_buffer::EventBuffer,
@@ -83,10 +87,16 @@ impl Profiler {
     pub(crate) fn new(config: Config) -> Result<Arc<Self>> {
         TRACING_ON.set(true);
         let n = nr_cpu_ids();
-        let switches = Switches { global: &TRACING_ON, set: &RUNNING };
+        let switches = Switches {
+            global: &TRACING_ON,
+            set: &RUNNING,
+        };
         let mut cpus = KVec::with_capacity(n as usize, GFP_KERNEL)?;
         for cpu in 0..n {
-            cpus.push(CpuSampler::new(cpu, config.cpu_buffer_size, switches)?, GFP_KERNEL)?;
+            cpus.push(
+                CpuSampler::new(cpu, config.cpu_buffer_size, switches)?,
+                GFP_KERNEL,
+            )?;
         }
         // Each counter's overflow context: the sampler of its CPU. They point
         // into the heap buffer of `cpus`, which never moves or grows.
@@ -117,16 +127,21 @@ impl Profiler {
         let mut counters = KVec::new();
         let mut event = Event::Cycles;
         for s in self.cpus.iter() {
-            let Some(t) = self.trampoline(s.cpu) else { continue };
+            let Some(t) = self.trampoline(s.cpu) else {
+                continue;
+            };
             // SAFETY: `t` and the sampler it calls live in `self` (an Arc kept
             // by the module) until `stop` drops the counters.
-            let made = unsafe { Counter::new(s.cpu, event, self.config.sample_period, false, false, t) };
+            let made =
+                unsafe { Counter::new(s.cpu, event, self.config.sample_period, false, false, t) };
             let made = match made {
                 Err(e) if event == Event::Cycles => {
                     pr_info!("no hardware PMU (cycles: error {}): sampling with cpu-clock in hard-IRQ context\n", e.to_errno());
                     event = Event::CpuClock;
                     // SAFETY: as above.
-                    unsafe { Counter::new(s.cpu, event, self.config.sample_period, false, false, t) }
+                    unsafe {
+                        Counter::new(s.cpu, event, self.config.sample_period, false, false, t)
+                    }
                 }
                 r => r,
             };
@@ -135,14 +150,23 @@ impl Profiler {
                 // Offline or absent CPUs have no counter.
                 Err(e) if s.cpu != 0 => pr_debug!("cpu{}: no counter ({})\n", s.cpu, e.to_errno()),
                 Err(e) => {
-                    pr_err!("cannot create a {} counter on cpu0: error {}\n", event.name(), e.to_errno());
+                    pr_err!(
+                        "cannot create a {} counter on cpu0: error {}\n",
+                        event.name(),
+                        e.to_errno()
+                    );
                     return Err(e);
                 }
             }
         }
         // SAFETY: `self` outlives the work: `stop` ends it before the last
         // reference can go (the module keeps one until after `stop`).
-        let work = unsafe { ffi::oprofile_rs_sync_start(core::ptr::from_ref(&**self).cast_mut().cast(), sync_interval()) };
+        let work = unsafe {
+            ffi::oprofile_rs_sync_start(
+                core::ptr::from_ref(&**self).cast_mut().cast(),
+                sync_interval(),
+            )
+        };
         if work.is_null() {
             return Err(ENOMEM);
         }
@@ -152,8 +176,12 @@ impl Profiler {
             self.config.sample_period,
             counters.len()
         );
-        *running = Some(Running { counters, sync_work: work });
-        self.hardware.store(event == Event::Cycles, Ordering::Relaxed);
+        *running = Some(Running {
+            counters,
+            sync_work: work,
+        });
+        self.hardware
+            .store(event == Event::Cycles, Ordering::Relaxed);
         RUNNING.set(true);
         Ok(())
     }

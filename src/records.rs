@@ -38,7 +38,14 @@ fn prefix(buf: &mut [u8], kind: u16, len: usize, cpu: u16, b6: u8, b7: u8) {
 }
 
 /// A SAMPLE record without callchain.
-pub(crate) fn sample(cpu: u16, kernel: bool, time: u64, pc: u64, pid: u32, tgid: u32) -> [u8; SAMPLE_LEN] {
+pub(crate) fn sample(
+    cpu: u16,
+    kernel: bool,
+    time: u64,
+    pc: u64,
+    pid: u32,
+    tgid: u32,
+) -> [u8; SAMPLE_LEN] {
     let mut b = [0u8; SAMPLE_LEN];
     prefix(&mut b, SAMPLE, SAMPLE_LEN, cpu, u8::from(kernel), 0);
     put(&mut b, 8, &time.to_ne_bytes());
@@ -93,7 +100,16 @@ pub(crate) fn header(h: &HeaderInfo<'_>) -> [u8; HEADER_LEN] {
     put(&mut b, 8, &1u16.to_ne_bytes());
     put(&mut b, 10, &(HEADER_LEN as u16).to_ne_bytes());
     let little = cfg!(target_endian = "little");
-    put(&mut b, 12, &[8, if little { 1 } else { 2 }, 1, if h.hardware { 1 } else { 2 }]);
+    put(
+        &mut b,
+        12,
+        &[
+            8,
+            if little { 1 } else { 2 },
+            1,
+            if h.hardware { 1 } else { 2 },
+        ],
+    );
     put(&mut b, 16, &h.nr_cpus.to_ne_bytes());
     put(&mut b, 20, &h.backtrace_depth.to_ne_bytes());
     put(&mut b, 24, &h.sample_period.to_ne_bytes());

@@ -43,6 +43,7 @@ use kernel::{
 
 use crate::nmi;
 use crate::ringbuf::{CpuBuffer, Mode, RecordSwitch, Stats, Switches};
+use crate::ringbuf_bench::{park, Thread};
 
 /// Period of the IRQ writer.
 const TIMER_PERIOD_US: i64 = 50;
@@ -387,46 +388,6 @@ unsafe extern "C" fn reader_thread(data: *mut c_void) -> c_int {
     0
 }
 
-/// Waits for `kthread_stop` (a kthread must not exit before it).
-fn park() {
-    // SAFETY: called from a kthread.
-    while !unsafe { bindings::kthread_should_stop() } {
-        fsleep(Delta::from_millis(1));
-    }
-}
-
-/// A started kthread bound to one CPU, stopped on drop.
-struct Thread(*mut bindings::task_struct);
-
-impl Thread {
-    /// # Safety
-    ///
-    /// `data` must stay valid for `f` until the returned `Thread` is dropped.
-    unsafe fn start(
-        f: unsafe extern "C" fn(*mut c_void) -> c_int,
-        data: *mut c_void,
-        cpu: CpuId,
-    ) -> Result<Thread> {
-        // SAFETY: `f` has the kthread ABI; the name is a NUL-terminated format
-        // with one `%u` (the CPU), as `kthread_create_on_cpu` expects.
-        let task = unsafe {
-            bindings::kthread_create_on_cpu(Some(f), data, cpu.as_u32(), c"oprs_stress/%u".as_char_ptr())
-        };
-        let task = kernel::error::from_err_ptr(task)?;
-        // SAFETY: `task` is a valid, newly created kthread.
-        unsafe { bindings::wake_up_process(task) };
-        Ok(Thread(task))
-    }
-}
-
-impl Drop for Thread {
-    fn drop(&mut self) {
-        // SAFETY: `self.0` is a kthread that does not exit before this call
-        // (it parks until `kthread_should_stop`).
-        unsafe { bindings::kthread_stop(self.0) };
-    }
-}
-
 /// Everything measured by one run.
 struct Report {
     stats: Stats,
@@ -448,7 +409,11 @@ struct Report {
 }
 
 fn load3(a: &[AtomicU64; KINDS]) -> [u64; KINDS] {
-    [a[0].load(Ordering::Relaxed), a[1].load(Ordering::Relaxed), a[2].load(Ordering::Relaxed)]
+    [
+        a[0].load(Ordering::Relaxed),
+        a[1].load(Ordering::Relaxed),
+        a[2].load(Ordering::Relaxed),
+    ]
 }
 
 /// Runs one stress round; `None` if fewer than two CPUs are online.
@@ -474,7 +439,8 @@ fn run(mode: Mode, words: usize) -> Result<Option<Report>> {
             stress.writer_done.store(true, Ordering::Release);
         }
         let mut waited = 0;
-        while !(stress.writer_done.load(Ordering::Acquire) && stress.reader_done.load(Ordering::Acquire))
+        while !(stress.writer_done.load(Ordering::Acquire)
+            && stress.reader_done.load(Ordering::Acquire))
         {
             if reader.is_err() || writer.is_err() || waited >= TIMEOUT_MS {
                 timed_out = true;
@@ -519,12 +485,27 @@ fn print(name: &str, r: &Report) {
         "ringbuf stress {name}: attempts task/irq/nmi={}/{}/{} committed={}/{}/{} read={}/{}/{} \
          nested={}/{}/{} max_depth={} nmi_sent={} dropped_full={} overrun={} commit_overrun={} \
          torn={} reordered={} bad_ts={} errors={}\n",
-        r.attempts[0], r.attempts[1], r.attempts[2],
-        r.committed[0], r.committed[1], r.committed[2],
-        r.read[0], r.read[1], r.read[2],
-        r.nested[0], r.nested[1], r.nested[2],
-        r.max_depth, r.nmi_sent, r.stats.dropped_full, r.stats.overrun, r.stats.commit_overrun,
-        r.torn, r.reordered, r.bad_ts, r.errors
+        r.attempts[0],
+        r.attempts[1],
+        r.attempts[2],
+        r.committed[0],
+        r.committed[1],
+        r.committed[2],
+        r.read[0],
+        r.read[1],
+        r.read[2],
+        r.nested[0],
+        r.nested[1],
+        r.nested[2],
+        r.max_depth,
+        r.nmi_sent,
+        r.stats.dropped_full,
+        r.stats.overrun,
+        r.stats.commit_overrun,
+        r.torn,
+        r.reordered,
+        r.bad_ts,
+        r.errors
     );
 }
 

@@ -64,8 +64,14 @@ impl CpuSampler {
         for _ in 0..words {
             storage.push(AtomicU64::new(0), GFP_KERNEL)?;
         }
-        let buffer = CpuBuffer::new(storage, Mode::ProducerConsumer, switches).map_err(|_| EINVAL)?;
-        Ok(Self { cpu, buffer, last_pid: AtomicU64::new(u64::MAX), counters: Counters::default() })
+        let buffer =
+            CpuBuffer::new(storage, Mode::ProducerConsumer, switches).map_err(|_| EINVAL)?;
+        Ok(Self {
+            cpu,
+            buffer,
+            last_pid: AtomicU64::new(u64::MAX),
+            counters: Counters::default(),
+        })
     }
 
     fn write(&self, record: &[u8], ts: u64) -> core::result::Result<(), ReserveError> {

@@ -11,12 +11,7 @@
 
 use kernel::prelude::*;
 
-use crate::{
-    profiler::Profiler,
-    records,
-    ringbuf::ReadError,
-    sampler::now,
-};
+use crate::{profiler::Profiler, records, ringbuf::ReadError, sampler::now};
 
 /// A record consumed from a CPU buffer, not yet in the event buffer.
 #[derive(Clone, Copy)]
@@ -38,10 +33,20 @@ impl SyncState {
         let mut staged = KVec::with_capacity(nr_cpus, GFP_KERNEL)?;
         let mut lost_reported = KVec::with_capacity(nr_cpus, GFP_KERNEL)?;
         for _ in 0..nr_cpus {
-            staged.push(Staged { buf: [0; records::MAX_RECORD], len: 0, ts: 0 }, GFP_KERNEL)?;
+            staged.push(
+                Staged {
+                    buf: [0; records::MAX_RECORD],
+                    len: 0,
+                    ts: 0,
+                },
+                GFP_KERNEL,
+            )?;
             lost_reported.push(0, GFP_KERNEL)?;
         }
-        Ok(Self { staged, lost_reported })
+        Ok(Self {
+            staged,
+            lost_reported,
+        })
     }
 }
 
@@ -56,7 +61,10 @@ pub(crate) fn sync(p: &Profiler) -> usize {
     let st = &mut *st;
     let mut eb = p.events.lock();
     for (cpu, reported) in p.cpus.iter().zip(st.lost_reported.iter_mut()) {
-        let lost = cpu.counters.sample_lost_overflow.load(core::sync::atomic::Ordering::Relaxed);
+        let lost = cpu
+            .counters
+            .sample_lost_overflow
+            .load(core::sync::atomic::Ordering::Relaxed);
         if lost > *reported && eb.push(&records::lost(cpu.cpu as u16, now(), lost - *reported)) {
             *reported = lost;
         }
