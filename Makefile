@@ -8,6 +8,7 @@
 #                              build against your own Rust-enabled kernel
 #   make MO=DIR                put the build output in DIR (kernel >= 6.13)
 #   make CLIPPY=1              also run clippy (warnings are errors in CI)
+#   make OPROFILE_RS_KUNIT=1   build the KUnit suites in (they run at insmod)
 
 KDIR ?= $(shell scripts/build-kernel normal)
 MO ?=

@@ -50,3 +50,22 @@ kernel_build_dir() {
     } | sha256sum | cut -c1-12)
     echo "$CACHE/kernel/$variant-$(basename "$src")-$key"
 }
+
+# A short key of this checkout's path: build outputs are kept per checkout, so
+# that two clones never share (and never take for up to date) object files
+# built from the other's sources.
+checkout_key() {
+    printf %s "$REPO" | sha1sum | cut -c1-8
+}
+
+# module_build_dir KERNEL_BUILD_DIR [--kunit]: where scripts/build-module puts
+# the module built from this checkout against that kernel (one directory per
+# kernel, checkout and variant).
+module_build_dir() {
+    echo "$CACHE/module/$(basename "$1")${2:+-kunit}-$(checkout_key)"
+}
+
+# Cargo's target directory for this checkout (outside the repository).
+cargo_target_dir() {
+    echo "$CACHE/target/$(checkout_key)"
+}

@@ -14,10 +14,7 @@
 use core::{fmt, sync::atomic::Ordering::Relaxed};
 use kernel::{debugfs, prelude::*, sync::Arc, uaccess::UserSliceReader};
 
-use crate::{
-    perf::Event,
-    profiler::{Profiler, TRACING_ON},
-};
+use crate::profiler::{Profiler, TRACING_ON};
 
 /// Parses what user space wrote to a boolean switch file.
 pub(crate) fn parse_switch(input: &[u8]) -> Result<bool> {
@@ -99,13 +96,17 @@ fn show_stats(p: &Arc<Profiler>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
 
 fn show_event(p: &Arc<Profiler>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     let e = p.event();
-    let ctx = if e == Event::Cycles { "nmi" } else { "hardirq" };
+    let c = &p.config;
     writeln!(
         f,
-        "{} period={} context={}",
+        "{} period={} freq={} context={} exclude_user={} exclude_kernel={} backtrace_depth={}",
         e.name(),
-        p.config.sample_period,
-        ctx
+        c.sample_period,
+        c.sample_freq,
+        if e.is_hardware() { "nmi" } else { "hardirq" },
+        u8::from(c.exclude_user),
+        u8::from(c.exclude_kernel),
+        c.backtrace_depth,
     )
 }
 
@@ -149,6 +150,7 @@ impl ControlFiles {
     }
 }
 
+#[cfg(oprofile_rs_kunit)]
 #[kunit_tests(oprofile_rs_control)]
 mod tests {
     use super::*;

@@ -9,18 +9,23 @@
 //! blocking read waits until the event buffer holds `buffer_watershed` bytes
 //! or a flush happens, and is interrupted by signals; `O_NONBLOCK` gives
 //! `EAGAIN` when nothing waits. A user buffer that cannot hold the next whole
-//! record gets `EINVAL`.
+//! record gets `EINVAL`. `poll`/`select`/`epoll` report the device readable
+//! exactly when a blocking read would return at once.
 
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use kernel::{
     fs::{File, Kiocb},
     iov::IovIterDest,
-    miscdevice::{MiscDevice, MiscDeviceOptions, MiscDeviceRegistration},
     prelude::*,
-    sync::Arc,
+    sync::{poll::PollTable, Arc},
 };
 
-use crate::{profiler::Profiler, records, sampler::now};
+use crate::{
+    poll_misc::{mask, PollMiscDevice, PollMiscRegistration},
+    profiler::Profiler,
+    records,
+    sampler::now,
+};
 
 /// The name of the device; devtmpfs creates `/dev/oprofile/buffer`.
 pub(crate) const DEVICE_NAME: &CStr = c"oprofile!buffer";
@@ -36,11 +41,18 @@ pub(crate) struct BufferReader {
     seen_flush: AtomicU64,
 }
 
-#[vtable]
-impl MiscDevice for BufferReader {
-    type Ptr = KBox<Self>;
+impl BufferReader {
+    /// Whether a blocking read would return now (the condition `poll` reports).
+    fn readable(&self, eb: &crate::event_buffer::EventBuffer) -> bool {
+        let flushed = eb.flush_seq != self.seen_flush.load(Ordering::Relaxed);
+        !self.header_sent.load(Ordering::Acquire)
+            || eb.len() >= self.profiler.config.buffer_watershed
+            || (flushed && eb.len() > 0)
+    }
+}
 
-    fn open(_file: &File, misc: &MiscDeviceRegistration<Self>) -> Result<KBox<Self>> {
+impl PollMiscDevice for BufferReader {
+    fn open(_file: &File, misc: &PollMiscRegistration<Self>) -> Result<KBox<Self>> {
         let profiler = crate::OprofileModule::profiler_of(misc);
         if profiler.reader_open.swap(true, Ordering::AcqRel) {
             pr_info!("/dev/oprofile/buffer: refused a second reader (EBUSY)\n");
@@ -67,7 +79,7 @@ impl MiscDevice for BufferReader {
         me.profiler.reader_open.store(false, Ordering::Release);
     }
 
-    fn read_iter(kiocb: Kiocb<'_, Self::Ptr>, iov: &mut IovIterDest<'_>) -> Result<usize> {
+    fn read_iter(kiocb: Kiocb<'_, KBox<Self>>, iov: &mut IovIterDest<'_>) -> Result<usize> {
         // SAFETY: the kiocb of a read in progress has a valid file.
         let nonblock = unsafe { (*(*kiocb.as_raw()).ki_filp).f_flags } & O_NONBLOCK != 0;
         let me = kiocb.file();
@@ -81,10 +93,11 @@ impl MiscDevice for BufferReader {
             }
             let event = p.event();
             let header = records::header(&records::HeaderInfo {
-                hardware: event == crate::perf::Event::Cycles,
+                hardware: event.is_hardware(),
                 nr_cpus: p.cpus.len() as u32,
-                backtrace_depth: 0,
+                backtrace_depth: p.config.backtrace_depth,
                 sample_period: p.config.sample_period,
+                sample_freq: p.config.sample_freq,
                 start_time: now(),
                 event_name: event.name(),
             });
@@ -97,8 +110,7 @@ impl MiscDevice for BufferReader {
         let mut eb = p.events.lock();
         loop {
             let flushed = eb.flush_seq != me.seen_flush.load(Ordering::Relaxed);
-            let ready = eb.len() >= p.config.buffer_watershed || (flushed && eb.len() > 0);
-            if ready || (nonblock && eb.len() > 0) || (copied > 0 && eb.len() > 0) {
+            if me.readable(&eb) || (nonblock && eb.len() > 0) || (copied > 0 && eb.len() > 0) {
                 break;
             }
             if flushed && eb.len() == 0 {
@@ -135,9 +147,18 @@ impl MiscDevice for BufferReader {
         }
         Ok(copied + whole)
     }
+
+    fn poll(me: &Self, file: &File, table: PollTable<'_>) -> u32 {
+        table.register_wait(file, &me.profiler.readers);
+        if me.readable(&me.profiler.events.lock()) {
+            mask::EPOLLIN | mask::EPOLLRDNORM
+        } else {
+            0
+        }
+    }
 }
 
 /// Registers the device; it is removed when the registration is dropped.
-pub(crate) fn register() -> impl PinInit<MiscDeviceRegistration<BufferReader>, Error> {
-    MiscDeviceRegistration::register(MiscDeviceOptions { name: DEVICE_NAME })
+pub(crate) fn register() -> impl PinInit<PollMiscRegistration<BufferReader>, Error> {
+    PollMiscRegistration::register(DEVICE_NAME)
 }

@@ -98,6 +98,7 @@ impl EventBuffer {
     }
 }
 
+#[cfg(oprofile_rs_kunit)]
 #[kunit_tests(oprofile_rs_event_buffer)]
 mod tests {
     use super::*;

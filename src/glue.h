@@ -5,22 +5,31 @@
 #include <linux/types.h>
 
 struct perf_event;
-struct oprofile_rs_sync;
 
 bool oprofile_rs_in_nmi(void);
-struct perf_event *oprofile_rs_perf_create(int cpu, u32 type, u64 config, u64 period,
-					   bool exclude_user, bool exclude_kernel, void *context);
+struct pt_regs;
+struct perf_event *oprofile_rs_perf_create(int cpu, u32 type, u64 config, u64 period_or_freq,
+					   bool freq, bool exclude_user, bool exclude_kernel,
+					   void *context);
+u32 oprofile_rs_kernel_backtrace(struct pt_regs *regs, u64 *out, u32 max, bool *aborted);
 void oprofile_rs_perf_release(struct perf_event *event);
+u64 oprofile_rs_regs_ip(struct pt_regs *regs);
+bool oprofile_rs_regs_user_mode(struct pt_regs *regs);
 long oprofile_rs_ptr_err(const void *ptr);
 u64 oprofile_rs_clock(void);
 void oprofile_rs_current_task(u32 *pid, u32 *tgid, char comm[16]);
-struct oprofile_rs_sync *oprofile_rs_sync_start(void *context, unsigned long interval);
-void oprofile_rs_sync_stop(struct oprofile_rs_sync *s);
-void oprofile_rs_sync_kick(struct oprofile_rs_sync *s);
+struct oprofile_rs_sync_cpu;
+struct oprofile_rs_sync_cpu *oprofile_rs_sync_alloc(void *context, unsigned long interval);
+void oprofile_rs_sync_start_cpu(struct oprofile_rs_sync_cpu *s, unsigned int cpu);
+void oprofile_rs_sync_stop_cpu(struct oprofile_rs_sync_cpu *s, unsigned int cpu);
+void oprofile_rs_sync_free(struct oprofile_rs_sync_cpu *s);
+struct oprofile_rs_hotplug;
+struct oprofile_rs_hotplug *oprofile_rs_hotplug_start(void *context, int *err);
+void oprofile_rs_hotplug_stop(struct oprofile_rs_hotplug *h);
+const char *oprofile_rs_event_param(void);
 
 /* src/nmi.rs: bytes of caller storage for a struct nmiaction (checked in glue.c). */
 #define OPROFILE_RS_NMIACTION_BYTES 64
-struct pt_regs;
 int oprofile_rs_nmi_register_local(void *action, int (*handler)(unsigned int, struct pt_regs *),
 				   const char *name);
 void oprofile_rs_nmi_unregister_local(const char *name);

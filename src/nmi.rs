@@ -22,6 +22,8 @@ use core::marker::{PhantomData, PhantomPinned};
 
 use kernel::{cpu::CpuId, prelude::*, types::Opaque};
 
+use crate::perf::Regs;
+
 mod ffi {
     use core::ffi::{c_char, c_int, c_uint, c_void};
 
@@ -57,8 +59,10 @@ pub(crate) trait NmiHandler {
     /// Called in NMI context on every CPU-local NMI while registered, on the
     /// CPU that received it. Returns whether the NMI was this handler's.
     ///
+    /// `regs` are the interrupted context's registers.
+    ///
     /// Must be NMI safe: no locks, no allocation, no sleeping, no printing.
-    fn handle() -> bool;
+    fn handle(regs: &Regs) -> bool;
 }
 
 /// Storage shared with C: the `struct nmiaction` and the name it points to.
@@ -98,8 +102,10 @@ unsafe impl<H: NmiHandler> Sync for Registration<H> {}
 /// # Safety
 ///
 /// Only to be called by the kernel's NMI code, in NMI context.
-unsafe extern "C" fn trampoline<H: NmiHandler>(_type: c_uint, _regs: *mut c_void) -> c_int {
-    if H::handle() {
+unsafe extern "C" fn trampoline<H: NmiHandler>(_type: c_uint, regs: *mut c_void) -> c_int {
+    // SAFETY: the NMI code passes the NMI's registers, valid during the call.
+    let regs = unsafe { Regs::from_raw(regs) };
+    if H::handle(&regs) {
         NMI_HANDLED
     } else {
         NMI_DONE

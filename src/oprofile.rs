@@ -6,14 +6,20 @@
 //! `/sys/kernel/debug/oprofile/` (controls and statistics). See
 //! `Documentation/design.md` for the architecture.
 
-use kernel::{miscdevice::MiscDeviceRegistration, prelude::*, sync::Arc};
+use kernel::{prelude::*, sync::Arc};
+
+use poll_misc::PollMiscRegistration;
 
 mod control;
 mod device;
 mod event_buffer;
+// NMI handlers and IPIs drive the KUnit tests' NMI writers; only
+// `cpu_online` serves the module itself.
+#[cfg_attr(not(oprofile_rs_kunit), allow(dead_code))]
 mod nmi;
 mod params;
 mod perf;
+mod poll_misc;
 mod profiler;
 mod records;
 mod sampler;
@@ -24,7 +30,10 @@ mod sync;
 #[path = "ringbuf/mod.rs"]
 mod ringbuf;
 mod ringbuf_bench;
+#[cfg(oprofile_rs_kunit)]
 mod ringbuf_kunit;
+#[cfg(oprofile_rs_kunit)]
+mod sampler_kunit;
 
 module! {
     type: OprofileModule,
@@ -46,8 +55,20 @@ module! {
             description: "Wake readers when this many bytes wait (0: buffer_size/4)",
         },
         sample_period: u64 {
-            default: 1000000,
-            description: "Sample period: ns for cpu-clock (10000..1000000000)",
+            default: 0,
+            description: "Sample period: ns for cpu-clock, events for PMU events (10000..1000000000; 0: 1000000 unless sample_freq is set)",
+        },
+        sample_freq: u64 {
+            default: 0,
+            description: "Samples per second per CPU instead of a fixed period (1..100000; 0: period mode)",
+        },
+        exclude_user: bool {
+            default: false,
+            description: "Do not sample user mode",
+        },
+        exclude_kernel: bool {
+            default: false,
+            description: "Do not sample kernel mode",
         },
         backtrace_depth: u64 {
             default: 0,
@@ -64,20 +85,30 @@ module! {
 struct OprofileModule {
     profiler: Arc<profiler::Profiler>,
     #[pin]
-    device: MiscDeviceRegistration<device::BufferReader>,
+    device: PollMiscRegistration<device::BufferReader>,
     #[pin]
     control: control::ControlFiles,
 }
 
 impl OprofileModule {
     /// The profiler of the module that registered `misc`.
-    fn profiler_of(misc: &MiscDeviceRegistration<device::BufferReader>) -> Arc<profiler::Profiler> {
-        // SAFETY: every `MiscDeviceRegistration<BufferReader>` is the `device`
+    fn profiler_of(misc: &PollMiscRegistration<device::BufferReader>) -> Arc<profiler::Profiler> {
+        // SAFETY: every `PollMiscRegistration<BufferReader>` is the `device`
         // field of the (pinned, live while the device is registered) module.
         let module =
             unsafe { &*kernel::container_of!(core::ptr::from_ref(misc), OprofileModule, device) };
         module.profiler.clone()
     }
+}
+
+/// The `event=` parameter (a C `charp` in glue.c: `module!` has no strings).
+fn event_param() -> &'static [u8] {
+    extern "C" {
+        fn oprofile_rs_event_param() -> *const kernel::ffi::c_char;
+    }
+    // SAFETY: glue.c returns a NUL-terminated string owned by the module
+    // parameter, which is not changed after load (the file is read-only).
+    unsafe { CStr::from_char_ptr(oprofile_rs_event_param()) }.to_bytes()
 }
 
 impl kernel::InPlaceModule for OprofileModule {
@@ -86,7 +117,11 @@ impl kernel::InPlaceModule for OprofileModule {
             cpu_buffer_size: module_parameters::cpu_buffer_size.value(),
             buffer_size: module_parameters::buffer_size.value(),
             buffer_watershed: module_parameters::buffer_watershed.value(),
+            event: event_param(),
             sample_period: module_parameters::sample_period.value(),
+            sample_freq: module_parameters::sample_freq.value(),
+            exclude_user: module_parameters::exclude_user.value(),
+            exclude_kernel: module_parameters::exclude_kernel.value(),
             backtrace_depth: module_parameters::backtrace_depth.value(),
         };
         ringbuf_bench::run_at_load(module_parameters::bench_ring_secs.value());

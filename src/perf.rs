@@ -15,13 +15,22 @@ mod ffi {
             cpu: i32,
             type_: u32,
             config: u64,
-            period: u64,
+            period_or_freq: u64,
+            freq: bool,
             exclude_user: bool,
             exclude_kernel: bool,
             context: *mut c_void,
         ) -> *mut c_void;
         pub(super) fn oprofile_rs_perf_release(event: *mut c_void);
         pub(super) fn oprofile_rs_ptr_err(ptr: *const c_void) -> i64;
+        pub(super) fn oprofile_rs_kernel_backtrace(
+            regs: *mut c_void,
+            out: *mut u64,
+            max: u32,
+            aborted: *mut bool,
+        ) -> u32;
+        pub(super) fn oprofile_rs_regs_ip(regs: *mut c_void) -> u64;
+        pub(super) fn oprofile_rs_regs_user_mode(regs: *mut c_void) -> bool;
     }
 }
 
@@ -29,41 +38,160 @@ mod ffi {
 // kernel crate's bindings).
 const PERF_TYPE_HARDWARE: u32 = 0;
 const PERF_TYPE_SOFTWARE: u32 = 1;
-const PERF_COUNT_HW_CPU_CYCLES: u64 = 0;
 const PERF_COUNT_SW_CPU_CLOCK: u64 = 0;
 
-/// What to count.
+/// What to count. The discriminants are the positions in [`Event::ALL`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
 pub(crate) enum Event {
     /// Hardware CPU cycles (PMU; overflows arrive as NMIs).
     Cycles,
+    /// Retired instructions (PMU).
+    Instructions,
+    /// Last-level cache accesses (PMU).
+    CacheReferences,
+    /// Last-level cache misses (PMU).
+    CacheMisses,
+    /// Retired branch instructions (PMU).
+    BranchInstructions,
+    /// Mispredicted branches (PMU).
+    BranchMisses,
     /// The software cpu-clock event (hrtimer; hard-IRQ context), period in ns.
     CpuClock,
 }
 
 impl Event {
+    /// Every event, in the order `event=` documents them.
+    pub(crate) const ALL: [Event; 7] = [
+        Event::Cycles,
+        Event::Instructions,
+        Event::CacheReferences,
+        Event::CacheMisses,
+        Event::BranchInstructions,
+        Event::BranchMisses,
+        Event::CpuClock,
+    ];
+
     /// (perf type, config) of the event.
     fn raw(self) -> (u32, u64) {
         match self {
-            Event::Cycles => (PERF_TYPE_HARDWARE, PERF_COUNT_HW_CPU_CYCLES),
+            // PERF_COUNT_HW_* are 0..5 in this order.
+            Event::Cycles => (PERF_TYPE_HARDWARE, 0),
+            Event::Instructions => (PERF_TYPE_HARDWARE, 1),
+            Event::CacheReferences => (PERF_TYPE_HARDWARE, 2),
+            Event::CacheMisses => (PERF_TYPE_HARDWARE, 3),
+            Event::BranchInstructions => (PERF_TYPE_HARDWARE, 4),
+            Event::BranchMisses => (PERF_TYPE_HARDWARE, 5),
             Event::CpuClock => (PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_CLOCK),
         }
     }
 
-    /// The name used in the stream header and debugfs.
+    /// Whether the event is counted by the PMU (overflows are NMIs).
+    pub(crate) fn is_hardware(self) -> bool {
+        self.raw().0 == PERF_TYPE_HARDWARE
+    }
+
+    /// The name used by `event=`, the stream header and debugfs (perf's names).
     pub(crate) fn name(self) -> &'static str {
         match self {
             Event::Cycles => "cycles",
+            Event::Instructions => "instructions",
+            Event::CacheReferences => "cache-references",
+            Event::CacheMisses => "cache-misses",
+            Event::BranchInstructions => "branch-instructions",
+            Event::BranchMisses => "branch-misses",
             Event::CpuClock => "cpu-clock",
         }
+    }
+
+    /// The event called `name`.
+    pub(crate) fn from_name(name: &[u8]) -> Option<Event> {
+        Self::ALL.into_iter().find(|e| e.name().as_bytes() == name)
+    }
+
+    /// The event's position in [`Event::ALL`].
+    pub(crate) fn index(self) -> u8 {
+        self as u8
+    }
+
+    /// The event at `index` of [`Event::ALL`].
+    pub(crate) fn from_index(index: u8) -> Event {
+        Self::ALL
+            .get(usize::from(index))
+            .copied()
+            .unwrap_or(Event::CpuClock)
+    }
+}
+
+/// How a counter samples.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Attr {
+    pub(crate) event: Event,
+    /// A sample every `period` events (ns for cpu-clock); 0 in frequency mode.
+    pub(crate) period: u64,
+    /// Samples per second (perf adjusts the period); 0 in period mode.
+    pub(crate) freq: u64,
+    pub(crate) exclude_user: bool,
+    pub(crate) exclude_kernel: bool,
+}
+
+/// The registers of an overflow (or an NMI): the interrupted context.
+///
+/// # Invariants
+///
+/// `regs` points to the live `struct pt_regs` of the interrupt being handled.
+#[derive(Clone, Copy)]
+pub(crate) struct Regs {
+    regs: *mut c_void,
+}
+
+impl Regs {
+    /// Wraps the registers an interrupt handler was given.
+    ///
+    /// # Safety
+    ///
+    /// `regs` is the valid `struct pt_regs` of the interrupt being handled,
+    /// and the result is only used inside that handler.
+    pub(crate) unsafe fn from_raw(regs: *mut c_void) -> Self {
+        // INVARIANT: guaranteed by the caller.
+        Regs { regs }
+    }
+
+    /// The interrupted instruction address.
+    pub(crate) fn ip(&self) -> u64 {
+        // SAFETY: valid registers (invariant).
+        unsafe { ffi::oprofile_rs_regs_ip(self.regs) }
+    }
+
+    /// Whether the interrupted context was user mode.
+    pub(crate) fn user_mode(&self) -> bool {
+        // SAFETY: valid registers (invariant).
+        unsafe { ffi::oprofile_rs_regs_user_mode(self.regs) }
+    }
+
+    /// The kernel callchain of the interrupted context, innermost caller
+    /// first, without the interrupted address itself, written into `out`.
+    /// Returns how many entries were written and whether the unwinder failed
+    /// before reaching the outermost frame or filling `out` (it then returns
+    /// what it found). Empty for user mode.
+    pub(crate) fn kernel_backtrace(&self, out: &mut [u64]) -> (usize, bool) {
+        let mut aborted = false;
+        let max = u32::try_from(out.len()).unwrap_or(u32::MAX);
+        // SAFETY: `regs` are the live registers of the interrupt being
+        // handled (invariant); `out` holds `max` entries.
+        let n = unsafe {
+            ffi::oprofile_rs_kernel_backtrace(self.regs, out.as_mut_ptr(), max, &mut aborted)
+        };
+        ((n as usize).min(out.len()), aborted)
     }
 }
 
 /// Receives the overflows of a [`Counter`].
 pub(crate) trait OverflowHandler: Sync {
-    /// Called in NMI or hard-IRQ context on the counter's CPU: must not sleep,
-    /// allocate or take a lock that other contexts can hold.
-    fn overflow(&self, pc: u64, kernel_mode: bool);
+    /// Called in NMI or hard-IRQ context on the counter's CPU with the
+    /// interrupted registers: must not sleep, allocate or take a lock that
+    /// other contexts can hold.
+    fn overflow(&self, regs: &Regs);
 }
 
 /// A sampling perf counter on one CPU; released when dropped.
@@ -88,17 +216,20 @@ unsafe impl Sync for Counter {}
 /// `context` is the `&H` given to [`Counter::new`] with `H`'s type erased
 /// through [`trampoline`]: see there.
 #[unsafe(no_mangle)]
-unsafe extern "C" fn oprofile_rs_perf_overflow(context: *mut c_void, pc: u64, kernel_mode: bool) {
+unsafe extern "C" fn oprofile_rs_perf_overflow(context: *mut c_void, regs: *mut c_void) {
     // SAFETY: `Counter::new` stores a pointer to a `Trampoline`, valid until
     // the counter is released (the caller of `new` guarantees it).
     let t = unsafe { &*context.cast::<Trampoline>() };
-    (t.call)(t.handler, pc, kernel_mode);
+    // SAFETY: the perf core passes the overflow's live registers, used only
+    // during this call.
+    let regs = unsafe { Regs::from_raw(regs) };
+    (t.call)(t.handler, &regs);
 }
 
 /// Type-erased handler: a data pointer and the monomorphised function for it.
 pub(crate) struct Trampoline {
     handler: *const c_void,
-    call: fn(*const c_void, u64, bool),
+    call: fn(*const c_void, &Regs),
 }
 
 // SAFETY: the handler is `Sync` (required by `Trampoline::new`).
@@ -109,11 +240,11 @@ unsafe impl Send for Trampoline {}
 impl Trampoline {
     /// A trampoline calling `handler.overflow`.
     pub(crate) fn new<H: OverflowHandler>(handler: &H) -> Self {
-        fn call<H: OverflowHandler>(h: *const c_void, pc: u64, kernel_mode: bool) {
+        fn call<H: OverflowHandler>(h: *const c_void, regs: &Regs) {
             // SAFETY: `h` was made from a `&H` in `Trampoline::new`, and the
             // owner keeps `H` alive while any counter using it exists.
             let h = unsafe { &*h.cast::<H>() };
-            h.overflow(pc, kernel_mode);
+            h.overflow(regs);
         }
         Trampoline {
             handler: core::ptr::from_ref(handler).cast(),
@@ -123,21 +254,15 @@ impl Trampoline {
 }
 
 impl Counter {
-    /// Creates a sampling counter for `event` on `cpu`.
+    /// Creates a sampling counter as `attr` says on `cpu`.
     ///
     /// # Safety
     ///
     /// `trampoline` and the handler it was made from must stay valid (not
     /// moved, not dropped) until the returned counter is dropped.
-    pub(crate) unsafe fn new(
-        cpu: u32,
-        event: Event,
-        period: u64,
-        exclude_user: bool,
-        exclude_kernel: bool,
-        trampoline: &Trampoline,
-    ) -> Result<Self> {
-        let (type_, config) = event.raw();
+    pub(crate) unsafe fn new(cpu: u32, attr: &Attr, trampoline: &Trampoline) -> Result<Self> {
+        let (type_, config) = attr.event.raw();
+        let freq = attr.freq != 0;
         let cpu = i32::try_from(cpu).map_err(|_| EINVAL)?;
         // SAFETY: plain FFI call; the context pointer is valid as long as the
         // counter (guaranteed by the caller).
@@ -146,9 +271,10 @@ impl Counter {
                 cpu,
                 type_,
                 config,
-                period,
-                exclude_user,
-                exclude_kernel,
+                if freq { attr.freq } else { attr.period },
+                freq,
+                attr.exclude_user,
+                attr.exclude_kernel,
                 core::ptr::from_ref(trampoline).cast_mut().cast(),
             )
         };

@@ -4,23 +4,25 @@
 //! sync work, started at load and stopped at unload.
 
 use core::{
-    ffi::c_void,
-    sync::atomic::{AtomicBool, Ordering},
+    ffi::{c_int, c_void},
+    sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, Ordering},
 };
 use kernel::{
-    new_condvar, new_mutex,
+    cpu::{nr_cpu_ids, CpuId},
+    new_mutex, new_poll_condvar,
     prelude::*,
-    sync::{Arc, CondVar, Mutex},
+    sync::{poll::PollCondVar, Arc, Mutex},
 };
 
 use crate::{
     event_buffer::EventBuffer,
-    params::Config,
-    perf::{Counter, Event, Trampoline},
+    nmi,
+    params::{Config, EventChoice},
+    perf::{Attr, Counter, Event, Trampoline},
     records,
     ringbuf::{RecordSwitch, Switches},
     sampler::{now, CpuSampler},
-    sync::{sync, SyncState},
+    sync::{sync, sync_cpu, SyncState},
 };
 
 /// The global record switch, bound to debugfs `tracing_on`.
@@ -29,57 +31,95 @@ pub(crate) static TRACING_ON: RecordSwitch = RecordSwitch::new(true);
 static RUNNING: RecordSwitch = RecordSwitch::new(false);
 
 mod ffi {
-    use core::ffi::c_void;
+    use core::ffi::{c_int, c_void};
     extern "C" {
-        pub(super) fn oprofile_rs_sync_start(context: *mut c_void, interval: u64) -> *mut c_void;
-        pub(super) fn oprofile_rs_sync_stop(s: *mut c_void);
+        pub(super) fn oprofile_rs_sync_alloc(context: *mut c_void, interval: u64) -> *mut c_void;
+        pub(super) fn oprofile_rs_sync_start_cpu(s: *mut c_void, cpu: u32);
+        pub(super) fn oprofile_rs_sync_stop_cpu(s: *mut c_void, cpu: u32);
+        pub(super) fn oprofile_rs_sync_free(s: *mut c_void);
+        pub(super) fn oprofile_rs_hotplug_start(
+            context: *mut c_void,
+            err: *mut c_int,
+        ) -> *mut c_void;
+        pub(super) fn oprofile_rs_hotplug_stop(h: *mut c_void);
     }
 }
 
-/// Called by the sync work (glue.c).
+/// Called by CPU `cpu`'s sync work (glue.c).
 ///
 /// # Safety
 ///
-/// `context` is the `&Profiler` given to `oprofile_rs_sync_start`, alive
-/// until `oprofile_rs_sync_stop` returns.
+/// `context` is the `&Profiler` given to `oprofile_rs_sync_alloc`, alive
+/// until `oprofile_rs_sync_free`.
 #[unsafe(no_mangle)]
-unsafe extern "C" fn oprofile_rs_sync_work(context: *mut c_void) {
+unsafe extern "C" fn oprofile_rs_sync_work(context: *mut c_void, cpu: u32) {
     // SAFETY: see the function's safety section.
     let p = unsafe { &*context.cast::<Profiler>() };
-    sync(p);
+    sync_cpu(p, cpu);
 }
 
-/// Running parts, created by [`Profiler::start`], torn down by [`Profiler::stop`].
+/// CPU hotplug: `cpu` came online (also called for every online CPU at start).
+///
+/// # Safety
+///
+/// `context` is the `&Profiler` given to `oprofile_rs_hotplug_start`, alive
+/// until `oprofile_rs_hotplug_stop` returns.
+#[unsafe(no_mangle)]
+unsafe extern "C" fn oprofile_rs_cpu_up(context: *mut c_void, cpu: u32) -> c_int {
+    // SAFETY: see the function's safety section.
+    let p = unsafe { &*context.cast::<Profiler>() };
+    match p.cpu_up(cpu) {
+        Ok(()) => 0,
+        Err(e) => e.to_errno(),
+    }
+}
+
+/// CPU hotplug: `cpu` goes offline (also called for every CPU at stop).
+///
+/// # Safety
+///
+/// As [`oprofile_rs_cpu_up`].
+#[unsafe(no_mangle)]
+unsafe extern "C" fn oprofile_rs_cpu_down(context: *mut c_void, cpu: u32) -> c_int {
+    // SAFETY: see the function's safety section.
+    let p = unsafe { &*context.cast::<Profiler>() };
+    p.cpu_down(cpu);
+    0
+}
+
+/// The hotplug registration, created by [`Profiler::start`], removed by
+/// [`Profiler::stop`].
 struct Running {
-    counters: KVec<Counter>,
-    sync_work: *mut c_void,
+    hotplug: *mut c_void,
 }
 
-// SAFETY: the sync work handle is only passed back to glue.c.
+// SAFETY: the handle is only passed back to glue.c, from any thread.
 unsafe impl Send for Running {}
 
-#[pin_data]
+#[pin_data(PinnedDrop)]
 pub(crate) struct Profiler {
     pub(crate) config: Config,
-    /// Whether the active event is the hardware cycles counter (NMI), else cpu-clock.
-    hardware: AtomicBool,
+    /// The sampled event ([`Event::index`]), resolved at start.
+    active: AtomicU8,
     pub(crate) cpus: KVec<CpuSampler>,
     trampolines: KVec<Trampoline>,
     #[pin]
     pub(crate) events: Mutex<EventBuffer>,
     #[pin]
-    pub(crate) readers: CondVar,
+    pub(crate) readers: PollCondVar,
     #[pin]
     pub(crate) sync_state: Mutex<SyncState>,
+    /// One counter slot per possible CPU: `Some` while the CPU is online.
+    #[pin]
+    counters: Mutex<KVec<Option<Counter>>>,
+    /// The per-CPU sync works (glue.c), from start to stop.
+    sync_works: AtomicPtr<c_void>,
+    /// Set while `start` brings the online CPUs up: a failure then fails the load.
+    starting: AtomicBool,
     #[pin]
     running: Mutex<Option<Running>>,
     /// Set while `/dev/oprofile/buffer` is open (one reader at a time).
     pub(crate) reader_open: AtomicBool,
-}
-
-fn nr_cpu_ids() -> u32 {
-    // SAFETY: `nr_cpu_ids` is set during boot and constant afterwards.
-    unsafe { kernel::bindings::nr_cpu_ids }
 }
 
 impl Profiler {
@@ -92,11 +132,18 @@ impl Profiler {
             set: &RUNNING,
         };
         let mut cpus = KVec::with_capacity(n as usize, GFP_KERNEL)?;
+        let mut slots = KVec::with_capacity(n as usize, GFP_KERNEL)?;
         for cpu in 0..n {
             cpus.push(
-                CpuSampler::new(cpu, config.cpu_buffer_size, switches)?,
+                CpuSampler::new(
+                    cpu,
+                    config.cpu_buffer_size,
+                    config.backtrace_depth,
+                    switches,
+                )?,
                 GFP_KERNEL,
             )?;
+            slots.push(None, GFP_KERNEL)?;
         }
         // Each counter's overflow context: the sampler of its CPU. They point
         // into the heap buffer of `cpus`, which never moves or grows.
@@ -107,12 +154,15 @@ impl Profiler {
         let p = Arc::pin_init(
             try_pin_init!(Self {
                 config,
-                hardware: AtomicBool::new(false),
+                active: AtomicU8::new(Event::CpuClock.index()),
                 cpus,
                 trampolines,
                 events <- new_mutex!(EventBuffer::new(config.buffer_size)?),
-                readers <- new_condvar!(),
+                readers <- new_poll_condvar!(),
                 sync_state <- new_mutex!(SyncState::new(n as usize)?),
+                counters <- new_mutex!(slots),
+                sync_works: AtomicPtr::new(core::ptr::null_mut()),
+                starting: AtomicBool::new(false),
                 running <- new_mutex!(None),
                 reader_open: AtomicBool::new(false),
             }? Error),
@@ -122,95 +172,183 @@ impl Profiler {
         Ok(p)
     }
 
-    fn start(self: &Arc<Self>) -> Result {
-        let mut running = self.running.lock();
-        let mut counters = KVec::new();
-        let mut event = Event::Cycles;
-        for s in self.cpus.iter() {
-            let Some(t) = self.trampoline(s.cpu) else {
-                continue;
+    /// How counters sample the event `event`.
+    fn attr(&self, event: Event) -> Attr {
+        Attr {
+            event,
+            period: self.config.sample_period,
+            freq: self.config.sample_freq,
+            exclude_user: self.config.exclude_user,
+            exclude_kernel: self.config.exclude_kernel,
+        }
+    }
+
+    /// Makes a counter of `event` on `cpu` calling that CPU's sampler.
+    fn counter(&self, cpu: u32, event: Event) -> Result<Counter> {
+        let t = self.trampolines.get(cpu as usize).ok_or(EINVAL)?;
+        // SAFETY: `t` and the sampler it calls live in `self`, which outlives
+        // every counter: `stop` drops them all before the module drops `self`.
+        unsafe { Counter::new(cpu, &self.attr(event), t) }
+    }
+
+    /// The event to sample: `event=`, or for the default cycles if this
+    /// machine can count them (tried on one online CPU), else cpu-clock.
+    fn resolve_event(&self) -> Event {
+        let EventChoice::Only(event) = self.config.event else {
+            let Some(cpu) = (0..nr_cpu_ids())
+                .filter_map(CpuId::from_u32)
+                .find(|c| nmi::cpu_online(*c))
+            else {
+                return Event::CpuClock;
             };
-            // SAFETY: `t` and the sampler it calls live in `self` (an Arc kept
-            // by the module) until `stop` drops the counters.
-            let made =
-                unsafe { Counter::new(s.cpu, event, self.config.sample_period, false, false, t) };
-            let made = match made {
-                Err(e) if event == Event::Cycles => {
-                    pr_info!("no hardware PMU (cycles: error {}): sampling with cpu-clock in hard-IRQ context\n", e.to_errno());
-                    event = Event::CpuClock;
-                    // SAFETY: as above.
-                    unsafe {
-                        Counter::new(s.cpu, event, self.config.sample_period, false, false, t)
-                    }
-                }
-                r => r,
-            };
-            match made {
-                Ok(c) => counters.push(c, GFP_KERNEL)?,
-                // Offline or absent CPUs have no counter.
-                Err(e) if s.cpu != 0 => pr_debug!("cpu{}: no counter ({})\n", s.cpu, e.to_errno()),
+            // RUNNING is off: a sample of this probe is not recorded.
+            return match self.counter(cpu.as_u32(), Event::Cycles) {
+                Ok(_probe) => Event::Cycles,
                 Err(e) => {
-                    pr_err!(
-                        "cannot create a {} counter on cpu0: error {}\n",
-                        event.name(),
+                    pr_info!(
+                        "no hardware PMU (cycles: error {}): sampling cpu-clock in hard-IRQ context\n",
                         e.to_errno()
                     );
-                    return Err(e);
+                    Event::CpuClock
                 }
-            }
-        }
-        // SAFETY: `self` outlives the work: `stop` ends it before the last
-        // reference can go (the module keeps one until after `stop`).
-        let work = unsafe {
-            ffi::oprofile_rs_sync_start(
-                core::ptr::from_ref(&**self).cast_mut().cast(),
-                sync_interval(),
-            )
+            };
         };
-        if work.is_null() {
+        event
+    }
+
+    fn start(self: &Arc<Self>) -> Result {
+        let mut running = self.running.lock();
+        let event = self.resolve_event();
+        self.active.store(event.index(), Ordering::Relaxed);
+        let me = core::ptr::from_ref(&**self).cast_mut().cast::<c_void>();
+        // SAFETY: `self` outlives the works: `stop` frees them before the
+        // module drops its reference.
+        let works = unsafe { ffi::oprofile_rs_sync_alloc(me, sync_interval()) };
+        if works.is_null() {
             return Err(ENOMEM);
         }
-        pr_info!(
-            "sampling {} every {} on {} CPUs\n",
-            event.name(),
-            self.config.sample_period,
-            counters.len()
-        );
-        *running = Some(Running {
-            counters,
-            sync_work: work,
-        });
-        self.hardware
-            .store(event == Event::Cycles, Ordering::Relaxed);
+        self.sync_works.store(works, Ordering::Release);
         RUNNING.set(true);
+        self.starting.store(true, Ordering::Relaxed);
+        let mut err: c_int = 0;
+        // SAFETY: as above, `stop` unregisters before `self` can go.
+        let hotplug = unsafe { ffi::oprofile_rs_hotplug_start(me, &mut err) };
+        self.starting.store(false, Ordering::Relaxed);
+        if hotplug.is_null() {
+            RUNNING.set(false);
+            self.sync_works
+                .store(core::ptr::null_mut(), Ordering::Release);
+            // SAFETY: every CPU that came up was brought down again by the
+            // rollback of the failed registration: no work runs.
+            unsafe { ffi::oprofile_rs_sync_free(works) };
+            return Err(Error::from_errno(err));
+        }
+        let online = self.counters.lock().iter().flatten().count();
+        let mode = if self.config.sample_freq != 0 {
+            "Hz"
+        } else if event == Event::CpuClock {
+            "ns period"
+        } else {
+            "events period"
+        };
+        pr_info!(
+            "sampling {} ({}) at {} {} on {} online CPUs\n",
+            event.name(),
+            if event.is_hardware() {
+                "NMI"
+            } else {
+                "hard IRQ"
+            },
+            self.config.sample_period.max(self.config.sample_freq),
+            mode,
+            online
+        );
+        *running = Some(Running { hotplug });
         Ok(())
     }
 
-    fn trampoline(&self, cpu: u32) -> Option<&Trampoline> {
-        self.trampolines.get(cpu as usize)
+    /// A CPU came online: give it a counter and a sync work.
+    fn cpu_up(&self, cpu: u32) -> Result {
+        let event = self.event();
+        let counter = match self.counter(cpu, event) {
+            Ok(c) => c,
+            Err(e) => {
+                pr_err!(
+                    "cpu{cpu}: cannot sample {}: error {}{}\n",
+                    event.name(),
+                    e.to_errno(),
+                    if event.is_hardware() {
+                        " (no hardware PMU for it on this machine?)"
+                    } else {
+                        ""
+                    }
+                );
+                // At load this fails the load (perf's ENOENT, "no PMU for
+                // this event", as EOPNOTSUPP: insmod's ENOENT text speaks of
+                // unknown symbols); a CPU hotplugged later stays online
+                // without samples.
+                return if !self.starting.load(Ordering::Relaxed) {
+                    Ok(())
+                } else if e == ENOENT || e == ENODEV {
+                    Err(EOPNOTSUPP)
+                } else {
+                    Err(e)
+                };
+            }
+        };
+        if let Some(slot) = self.counters.lock().get_mut(cpu as usize) {
+            *slot = Some(counter);
+        }
+        let works = self.sync_works.load(Ordering::Acquire);
+        if !works.is_null() {
+            // SAFETY: `works` is live from start to stop and `cpu` < nr_cpu_ids.
+            unsafe { ffi::oprofile_rs_sync_start_cpu(works, cpu) };
+        }
+        pr_debug!("cpu{cpu}: online, sampling\n");
+        Ok(())
+    }
+
+    /// A CPU goes offline: release its counter, stop its work, drain its buffer.
+    fn cpu_down(&self, cpu: u32) {
+        let counter = self
+            .counters
+            .lock()
+            .get_mut(cpu as usize)
+            .and_then(Option::take);
+        // Released outside the lock; no overflow handler runs after this.
+        drop(counter);
+        let works = self.sync_works.load(Ordering::Acquire);
+        if !works.is_null() {
+            // SAFETY: as in `cpu_up`; stopping a work that never started is a no-op.
+            unsafe { ffi::oprofile_rs_sync_stop_cpu(works, cpu) };
+        }
+        sync_cpu(self, cpu);
+        pr_debug!("cpu{cpu}: offline, drained\n");
     }
 
     /// The event being sampled.
     pub(crate) fn event(&self) -> Event {
-        if self.hardware.load(Ordering::Relaxed) {
-            Event::Cycles
-        } else {
-            Event::CpuClock
-        }
+        Event::from_index(self.active.load(Ordering::Relaxed))
     }
 
-    /// Stops sampling: no overflow handler and no sync runs after this.
+    /// Stops sampling: no overflow handler and no sync work runs after this.
     pub(crate) fn stop(&self) {
-        RUNNING.set(false);
-        if let Some(r) = self.running.lock().take() {
-            drop(r.counters);
-            // SAFETY: `sync_work` came from `oprofile_rs_sync_start` and is
-            // stopped once (taken out of the mutex).
-            unsafe { ffi::oprofile_rs_sync_stop(r.sync_work) };
+        let running = self.running.lock().take();
+        if let Some(r) = running {
+            // SAFETY: `hotplug` came from `oprofile_rs_hotplug_start` and is
+            // stopped once (taken out of the mutex). It brings every CPU down.
+            unsafe { ffi::oprofile_rs_hotplug_stop(r.hotplug) };
+            RUNNING.set(false);
+            let works = self
+                .sync_works
+                .swap(core::ptr::null_mut(), Ordering::AcqRel);
+            if !works.is_null() {
+                // SAFETY: every CPU's work was stopped by `cpu_down`.
+                unsafe { ffi::oprofile_rs_sync_free(works) };
+            }
         }
         self.flush();
     }
-
     /// Pushes everything buffered to the event buffer and wakes readers.
     pub(crate) fn flush(&self) {
         sync(self);
@@ -234,6 +372,16 @@ impl Profiler {
         if !self.events.lock().push(&record) {
             pr_warn!("event buffer full: tracing marker dropped\n");
         }
+    }
+}
+
+#[pinned_drop]
+impl PinnedDrop for Profiler {
+    fn drop(self: Pin<&mut Self>) {
+        // The hotplug callbacks and sync works hold raw pointers to `self`:
+        // they must be gone before its memory is (a no-op if the module
+        // already stopped it; this covers a load that fails after `new`).
+        self.stop();
     }
 }
 

@@ -5,8 +5,6 @@
 //! The per-CPU ring buffers hold records already in stream form, so the sync
 //! only moves bytes. Fields are in native byte order (the header says which).
 
-use kernel::prelude::*;
-
 /// Record types.
 pub(crate) const SAMPLE: u16 = 1;
 pub(crate) const COMM: u16 = 2;
@@ -20,8 +18,8 @@ pub(crate) const LOST_LEN: usize = 24;
 pub(crate) const TRACING_LEN: usize = 16;
 /// Bytes of the stream header.
 pub(crate) const HEADER_LEN: usize = 64;
-/// The largest record the module writes.
-pub(crate) const MAX_RECORD: usize = COMM_LEN;
+/// The largest record the module writes: a SAMPLE with the deepest callchain.
+pub(crate) const MAX_RECORD: usize = SAMPLE_LEN + 8 * crate::sampler::MAX_DEPTH;
 
 fn put(buf: &mut [u8], at: usize, bytes: &[u8]) {
     if let Some(dst) = buf.get_mut(at..at + bytes.len()) {
@@ -37,7 +35,8 @@ fn prefix(buf: &mut [u8], kind: u16, len: usize, cpu: u16, b6: u8, b7: u8) {
     put(buf, 6, &[b6, b7]);
 }
 
-/// A SAMPLE record without callchain.
+/// The fixed part of a SAMPLE record announcing `depth` callchain entries,
+/// which follow it as native-endian u64s.
 pub(crate) fn sample(
     cpu: u16,
     kernel: bool,
@@ -45,9 +44,11 @@ pub(crate) fn sample(
     pc: u64,
     pid: u32,
     tgid: u32,
+    depth: u8,
 ) -> [u8; SAMPLE_LEN] {
     let mut b = [0u8; SAMPLE_LEN];
-    prefix(&mut b, SAMPLE, SAMPLE_LEN, cpu, u8::from(kernel), 0);
+    let len = SAMPLE_LEN + 8 * usize::from(depth);
+    prefix(&mut b, SAMPLE, len, cpu, u8::from(kernel), depth);
     put(&mut b, 8, &time.to_ne_bytes());
     put(&mut b, 16, &pc.to_ne_bytes());
     put(&mut b, 24, &pid.to_ne_bytes());
@@ -89,6 +90,7 @@ pub(crate) struct HeaderInfo<'a> {
     pub(crate) nr_cpus: u32,
     pub(crate) backtrace_depth: u32,
     pub(crate) sample_period: u64,
+    pub(crate) sample_freq: u64,
     pub(crate) start_time: u64,
     pub(crate) event_name: &'a str,
 }
@@ -113,6 +115,7 @@ pub(crate) fn header(h: &HeaderInfo<'_>) -> [u8; HEADER_LEN] {
     put(&mut b, 16, &h.nr_cpus.to_ne_bytes());
     put(&mut b, 20, &h.backtrace_depth.to_ne_bytes());
     put(&mut b, 24, &h.sample_period.to_ne_bytes());
+    put(&mut b, 32, &h.sample_freq.to_ne_bytes());
     put(&mut b, 40, &h.start_time.to_ne_bytes());
     let name = h.event_name.as_bytes();
     put(&mut b, 48, name.get(..name.len().min(15)).unwrap_or(&[]));
@@ -125,27 +128,36 @@ pub(crate) fn record_len(buf: &[u8]) -> Option<usize> {
     Some(usize::from(u16::from_ne_bytes([b[0], b[1]])))
 }
 
-/// Time of a record (bytes 8..16; every record type has it there).
-pub(crate) fn record_time(buf: &[u8]) -> u64 {
-    let mut t = [0u8; 8];
-    if let Some(b) = buf.get(8..16) {
-        t.copy_from_slice(b);
-    }
-    u64::from_ne_bytes(t)
-}
-
-#[kunit_tests(oprofile_rs_records)]
+#[cfg(oprofile_rs_kunit)]
+#[kernel::prelude::kunit_tests(oprofile_rs_records)]
 mod tests {
     use super::*;
 
+    /// Time of a record (bytes 8..16; every record type has it there).
+    fn record_time(buf: &[u8]) -> u64 {
+        let mut t = [0u8; 8];
+        if let Some(b) = buf.get(8..16) {
+            t.copy_from_slice(b);
+        }
+        u64::from_ne_bytes(t)
+    }
+
     #[test]
     fn sample_layout() {
-        let s = sample(3, true, 0x1122, 0xffff_ffff_8100_0000, 42, 41);
+        let s = sample(3, true, 0x1122, 0xffff_ffff_8100_0000, 42, 41, 0);
         assert_eq!(record_len(&s), Some(SAMPLE_LEN));
         assert_eq!(record_time(&s), 0x1122);
         assert_eq!(&s[0..2], &SAMPLE.to_ne_bytes());
         assert_eq!(&s[4..8], &[3, 0, 1, 0]);
         assert_eq!(&s[24..28], &42u32.to_ne_bytes());
+    }
+
+    #[test]
+    fn sample_with_callchain_announces_its_depth() {
+        let s = sample(1, true, 5, 0xffff_ffff_8100_0000, 42, 41, 3);
+        assert_eq!(record_len(&s), Some(SAMPLE_LEN + 24));
+        assert_eq!(&s[4..8], &[1, 0, 1, 3]);
+        assert!(MAX_RECORD >= SAMPLE_LEN + 8 * 64);
     }
 
     #[test]
@@ -155,6 +167,7 @@ mod tests {
             nr_cpus: 4,
             backtrace_depth: 0,
             sample_period: 1000,
+            sample_freq: 0,
             start_time: 7,
             event_name: "cpu-clock",
         });

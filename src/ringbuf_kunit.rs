@@ -160,7 +160,7 @@ struct StressNmi;
 impl nmi::NmiHandler for StressNmi {
     const NAME: &'static CStr = c"oprofile_rs_kunit";
 
-    fn handle() -> bool {
+    fn handle(_regs: &crate::perf::Regs) -> bool {
         let p = ACTIVE.load(Ordering::Acquire);
         if p.is_null() {
             return false;
@@ -509,6 +509,7 @@ fn print(name: &str, r: &Report) {
     );
 }
 
+#[cfg(oprofile_rs_kunit)]
 #[kunit_tests(oprofile_rs_ringbuf_stress)]
 mod tests {
     use super::*;

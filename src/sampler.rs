@@ -7,14 +7,59 @@
 //! buffer and bumps per-CPU atomic counters. No sleeping, no allocation, no
 //! lock.
 
-use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use core::{
+    cell::UnsafeCell,
+    sync::atomic::{
+        AtomicBool, AtomicU64,
+        Ordering::{Acquire, Relaxed, Release},
+    },
+};
 use kernel::prelude::*;
 
 use crate::{
-    perf::OverflowHandler,
+    params::limits::BACKTRACE_DEPTH,
+    perf::{OverflowHandler, Regs},
     records,
     ringbuf::{CpuBuffer, Mode, ReserveError, Switches},
 };
+
+/// Most callchain entries a sample can carry.
+pub(crate) const MAX_DEPTH: usize = BACKTRACE_DEPTH.1 as usize;
+
+/// A CPU's callchain scratch space, so that the NMI stack does not hold it.
+///
+/// # Invariants
+///
+/// `chain` is only accessed between a successful acquire of `busy` and its
+/// release, so at most one `&mut` to it exists (an overflow that interrupts
+/// another on the same CPU finds it busy and records no callchain).
+struct Scratch {
+    busy: AtomicBool,
+    chain: UnsafeCell<[u64; MAX_DEPTH]>,
+}
+
+// SAFETY: access to `chain` is exclusive by the invariant.
+unsafe impl Sync for Scratch {}
+
+impl Scratch {
+    fn new() -> Self {
+        Self {
+            busy: AtomicBool::new(false),
+            chain: UnsafeCell::new([0; MAX_DEPTH]),
+        }
+    }
+
+    /// Runs `f` on the scratch space, or returns `None` if it is in use.
+    fn with<R>(&self, f: impl FnOnce(&mut [u64; MAX_DEPTH]) -> R) -> Option<R> {
+        if self.busy.swap(true, Acquire) {
+            return None;
+        }
+        // SAFETY: `busy` was clear and is now ours: no other reference exists.
+        let r = f(unsafe { &mut *self.chain.get() });
+        self.busy.store(false, Release);
+        Some(r)
+    }
+}
 
 mod ffi {
     extern "C" {
@@ -29,6 +74,20 @@ pub(crate) fn now() -> u64 {
     unsafe { ffi::oprofile_rs_clock() }
 }
 
+/// pid, tgid and comm of the current task (any context, NMI included).
+pub(crate) fn current_task() -> (u32, u32, [u8; 16]) {
+    let (mut pid, mut tgid, mut comm) = (0u32, 0u32, [0u8; 16]);
+    // SAFETY: the pointers are valid for the writes (comm: 16 bytes).
+    unsafe { ffi::oprofile_rs_current_task(&mut pid, &mut tgid, comm.as_mut_ptr()) };
+    (pid, tgid, comm)
+}
+
+/// A comm as two words, for a cheap comparison.
+fn comm_words(comm: &[u8; 16]) -> [u64; 2] {
+    let v = u128::from_ne_bytes(*comm);
+    [v as u64, (v >> 64) as u64]
+}
+
 /// Storage of a CPU ring buffer.
 pub(crate) type Storage = KVVec<AtomicU64>;
 
@@ -41,7 +100,9 @@ pub(crate) struct Counters {
     pub(crate) sample_lost_overflow: AtomicU64,
     /// Samples with no usable PC.
     pub(crate) sample_invalid_eip: AtomicU64,
-    /// Callchains cut short (none are recorded yet: always 0).
+    /// Kernel callchains cut short: the unwinder failed before the outermost
+    /// frame, or (an overflow nested in another on this CPU) no scratch space
+    /// was free. Chains deeper than `backtrace_depth` are cut there silently.
     pub(crate) backtrace_aborted: AtomicU64,
     /// Overflow handler cost: sum and maximum in ns.
     pub(crate) handler_ns_sum: AtomicU64,
@@ -54,11 +115,22 @@ pub(crate) struct CpuSampler {
     pub(crate) buffer: CpuBuffer<'static, Storage>,
     /// pid of the task the last COMM record on this CPU named (u64::MAX: none).
     last_pid: AtomicU64,
+    /// The comm that COMM record gave, as two native-endian words: a task
+    /// that `exec`s keeps its pid but changes its name.
+    last_comm: [AtomicU64; 2],
     pub(crate) counters: Counters,
+    /// Kernel callchain entries to record (0: none).
+    depth: usize,
+    scratch: Scratch,
 }
 
 impl CpuSampler {
-    pub(crate) fn new(cpu: u32, bytes: usize, switches: Switches<'static>) -> Result<Self> {
+    pub(crate) fn new(
+        cpu: u32,
+        bytes: usize,
+        depth: u32,
+        switches: Switches<'static>,
+    ) -> Result<Self> {
         let words = bytes / 8;
         let mut storage = Storage::with_capacity(words, GFP_KERNEL)?;
         for _ in 0..words {
@@ -70,28 +142,42 @@ impl CpuSampler {
             cpu,
             buffer,
             last_pid: AtomicU64::new(u64::MAX),
+            last_comm: [AtomicU64::new(0), AtomicU64::new(0)],
             counters: Counters::default(),
+            depth: (depth as usize).min(MAX_DEPTH),
+            scratch: Scratch::new(),
         })
     }
 
-    fn write(&self, record: &[u8], ts: u64) -> core::result::Result<(), ReserveError> {
-        let mut slot = self.buffer.reserve(record.len(), ts)?;
-        slot.write_bytes(0, record);
+    /// Writes one record: the bytes of `head` (a multiple of 8 long), then
+    /// the words of `tail`.
+    fn write(&self, head: &[u8], tail: &[u64], ts: u64) -> core::result::Result<(), ReserveError> {
+        let mut slot = self.buffer.reserve(head.len() + 8 * tail.len(), ts)?;
+        slot.write_bytes(0, head);
+        slot.write_words(head.len() / 8, tail);
         slot.commit();
         Ok(())
     }
 
-    /// Records one sample of the current task.
-    pub(crate) fn log_sample(&self, pc: u64, kernel_mode: bool) {
+    /// Records one sample of the current task, interrupted with `regs`.
+    pub(crate) fn log_sample(&self, regs: &Regs) {
+        let pc = regs.ip();
+        let kernel_mode = !regs.user_mode();
         let ts = now();
-        let (mut pid, mut tgid, mut comm) = (0u32, 0u32, [0u8; 16]);
-        // SAFETY: the pointers are valid for the writes (comm: 16 bytes).
-        unsafe { ffi::oprofile_rs_current_task(&mut pid, &mut tgid, comm.as_mut_ptr()) };
+        let (pid, tgid, comm) = current_task();
         let cpu = self.cpu as u16;
         let c = &self.counters;
-        if self.last_pid.load(Relaxed) != u64::from(pid) {
-            match self.write(&records::comm(cpu, ts, pid, tgid, &comm), ts) {
-                Ok(()) => self.last_pid.store(u64::from(pid), Relaxed),
+        let words = comm_words(&comm);
+        let named = self.last_pid.load(Relaxed) == u64::from(pid)
+            && self.last_comm[0].load(Relaxed) == words[0]
+            && self.last_comm[1].load(Relaxed) == words[1];
+        if !named {
+            match self.write(&records::comm(cpu, ts, pid, tgid, &comm), &[], ts) {
+                Ok(()) => {
+                    self.last_pid.store(u64::from(pid), Relaxed);
+                    self.last_comm[0].store(words[0], Relaxed);
+                    self.last_comm[1].store(words[1], Relaxed);
+                }
                 Err(ReserveError::Disabled) => return,
                 Err(_) => {
                     c.sample_received.fetch_add(1, Relaxed);
@@ -105,7 +191,29 @@ impl CpuSampler {
             c.sample_invalid_eip.fetch_add(1, Relaxed);
             return;
         }
-        match self.write(&records::sample(cpu, kernel_mode, ts, pc, pid, tgid), ts) {
+        // The SAMPLE record with `chain` (at most MAX_DEPTH entries) after it.
+        let sample = |chain: &[u64]| {
+            let head = records::sample(cpu, kernel_mode, ts, pc, pid, tgid, chain.len() as u8);
+            self.write(&head, chain, ts)
+        };
+        let result = if kernel_mode && self.depth > 0 {
+            self.scratch
+                .with(|chain| {
+                    let chain = chain.get_mut(..self.depth).unwrap_or(&mut []);
+                    let (n, aborted) = regs.kernel_backtrace(chain);
+                    if aborted {
+                        c.backtrace_aborted.fetch_add(1, Relaxed);
+                    }
+                    sample(chain.get(..n).unwrap_or(&[]))
+                })
+                .unwrap_or_else(|| {
+                    c.backtrace_aborted.fetch_add(1, Relaxed);
+                    sample(&[])
+                })
+        } else {
+            sample(&[])
+        };
+        match result {
             Ok(()) => {
                 c.sample_received.fetch_add(1, Relaxed);
             }
@@ -119,9 +227,9 @@ impl CpuSampler {
 }
 
 impl OverflowHandler for CpuSampler {
-    fn overflow(&self, pc: u64, kernel_mode: bool) {
+    fn overflow(&self, regs: &Regs) {
         let start = now();
-        self.log_sample(pc, kernel_mode);
+        self.log_sample(regs);
         let cost = now().wrapping_sub(start);
         self.counters.handler_ns_sum.fetch_add(cost, Relaxed);
         self.counters.handler_ns_max.fetch_max(cost, Relaxed);

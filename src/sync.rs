@@ -1,13 +1,16 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The sync: moves records from the per-CPU ring buffers into the event
-//! buffer, merged by time, with a LOST record wherever a CPU dropped samples.
+//! buffer, with a LOST record wherever a CPU dropped samples.
 //!
-//! Runs from a self-rearming delayed work (every `HZ/10`, see glue.c) and
-//! synchronously from `flush` and `tracing_on` writes; `SyncState`'s mutex
-//! serialises them. When the event buffer is full the sync stops: records
-//! wait in the CPU buffers (which then drop and count new samples), so
-//! every loss is counted per CPU and shows in the stream.
+//! Runs from a self-rearming delayed work per online CPU (every `HZ/10`,
+//! staggered by a jiffy per CPU, see glue.c) that moves that CPU's records,
+//! when a CPU goes offline (its last records), and synchronously from
+//! `flush` and `tracing_on` writes, which move every CPU's records merged by
+//! time; `SyncState`'s mutex serialises them. When the event buffer is full
+//! the sync stops: records wait in the CPU buffers (which then drop and
+//! count new samples), so every loss is counted per CPU and shows in the
+//! stream.
 
 use kernel::prelude::*;
 
@@ -54,13 +57,26 @@ impl SyncState {
 /// work running forever.
 const MAX_BATCH: usize = 1 << 20;
 
-/// Moves what the CPU buffers hold into the event buffer. Returns the number
-/// of records moved.
+/// Moves what every CPU buffer holds into the event buffer, merged by time.
+/// Returns the number of records moved.
 pub(crate) fn sync(p: &Profiler) -> usize {
+    sync_some(p, None)
+}
+
+/// Moves what CPU `cpu`'s buffer holds into the event buffer.
+pub(crate) fn sync_cpu(p: &Profiler, cpu: u32) -> usize {
+    sync_some(p, Some(cpu))
+}
+
+fn sync_some(p: &Profiler, only: Option<u32>) -> usize {
+    let picked = |cpu: u32| only.is_none_or(|o| o == cpu);
     let mut st = p.sync_state.lock();
     let st = &mut *st;
     let mut eb = p.events.lock();
     for (cpu, reported) in p.cpus.iter().zip(st.lost_reported.iter_mut()) {
+        if !picked(cpu.cpu) {
+            continue;
+        }
         let lost = cpu
             .counters
             .sample_lost_overflow
@@ -74,6 +90,9 @@ pub(crate) fn sync(p: &Profiler) -> usize {
         // Refill empty staging slots, then move the oldest staged record.
         let mut oldest: Option<(usize, u64)> = None;
         for (i, (cpu, s)) in p.cpus.iter().zip(st.staged.iter_mut()).enumerate() {
+            if !picked(cpu.cpu) {
+                continue;
+            }
             if s.len == 0 {
                 match cpu.buffer.consume(&mut s.buf) {
                     Ok(info) => {

@@ -5,8 +5,9 @@
 n=0
 for p in cpu_buffer_size=5000 cpu_buffer_size=1024 cpu_buffer_size=134217728 \
          buffer_size=1 buffer_size=1073741824 buffer_watershed=1048576 \
-         sample_period=0 sample_period=2000000000 backtrace_depth=65 \
-         cpu_buffer_size=abc sample_period=-1; do
+         sample_period=9999 sample_period=2000000000 backtrace_depth=65 \
+         cpu_buffer_size=abc sample_period=-1 sample_freq=100001 event=bogus event=CYCLES \
+         exclude_user=maybe; do
     name=${p%%=*}
     mark "bad$n"
     out=$(insmod /oprofile_rs.ko "$p" 2>&1) && fail "insmod $p succeeded"
@@ -18,6 +19,33 @@ for p in cpu_buffer_size=5000 cpu_buffer_size=1024 cpu_buffer_size=134217728 \
     [ -e $DBG ] && fail "$DBG exists after failed insmod $p"
     n=$((n + 1))
 done
+# Combinations: named in the log line too.
+for p in "sample_period=100000 sample_freq=1000" "exclude_user=1 exclude_kernel=1"; do
+    mark "bad$n"
+    out=$(insmod /oprofile_rs.ko $p 2>&1) && fail "insmod $p succeeded"
+    case $out in *"Invalid argument"*) pass "insmod $p: EINVAL" ;; *) fail "insmod $p: $out" ;; esac
+    check "log names ${p%%=*}" sh -c "dmesg | sed -n '/oprofile-test-mark bad$n\$/,\$p' | grep -q '${p%%=*}'"
+    n=$((n + 1))
+done
+# A PMU event on a machine without a PMU fails the load with perf's error
+# and a line naming the event; the default falls back to cpu-clock.
+check "the default event loads" insmod /oprofile_rs.ko
+default_event=$(cut -d' ' -f1 $DBG/event)
+check "rmmod" rmmod oprofile_rs
+if [ "$default_event" = cpu-clock ]; then
+    mark "bad$n"
+    out=$(insmod /oprofile_rs.ko event=instructions 2>&1) && fail "insmod event=instructions succeeded without a PMU"
+    echo "insmod event=instructions: $out"
+    case $out in *"not supported"*) pass "insmod event=instructions: EOPNOTSUPP" ;;
+        *) fail "insmod event=instructions: expected EOPNOTSUPP, got: $out" ;; esac
+    check "log says instructions cannot be sampled" sh -c "dmesg | sed -n '/oprofile-test-mark bad$n\$/,\$p' | grep -q 'cannot sample instructions'"
+    [ -e $DEV ] && fail "$DEV exists after failed insmod event=instructions"
+else
+    echo "a PMU is present ($default_event): event=instructions is not a failure case here"
+fi
+check "event=cpu-clock sample_freq=2000 exclude_kernel=1 loads" insmod /oprofile_rs.ko event=cpu-clock sample_freq=2000 exclude_kernel=1
+expect_eq "debugfs event shows them" "$(cut -d' ' -f1-6 $DBG/event)" "cpu-clock period=0 freq=2000 context=hardirq exclude_user=0 exclude_kernel=1"
+check "rmmod" rmmod oprofile_rs
 check "good parameters load" insmod /oprofile_rs.ko cpu_buffer_size=4096 buffer_size=65536 sample_period=10000 backtrace_depth=64
 check "rmmod" rmmod oprofile_rs
 finish

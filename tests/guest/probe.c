@@ -8,6 +8,15 @@
  *   probe read FILE SIZE [nonblock] one read(2) of at most SIZE bytes
  *   probe read2 FILE SIZE [nonblock] read(2) 64 bytes, then SIZE bytes
  *   probe open2 FILE               open twice; report the second open's result
+ *   probe wait FILE HOW MS [KICK]  open FILE O_NONBLOCK, read it empty (until
+ *                                  EAGAIN), then wait up to MS ms for it to be
+ *                                  readable with HOW = poll, select or epoll;
+ *                                  if KICK is given, a child writes "1" to the
+ *                                  file KICK after 300 ms. Prints "readable
+ *                                  after N ms" and one read's
+ *                                  result, or "timeout".
+ *   probe drain FILE               open FILE O_NONBLOCK, read it with 1 MiB reads
+ *                                  until EAGAIN; prints "drained B bytes in N ns"
  *   probe -u UID ...               drop to UID/GID first (permission tests)
  *
  * Prints "ok N" (bytes) or "err ENAME" and exits 0 unless usage is wrong.
@@ -18,7 +27,38 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/select.h>
+#include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+/* Waits for fd to be readable with poll(2), select(2) or epoll(7): 1 if it
+ * is, 0 on timeout, -1 on error. */
+static int wait_readable(int fd, const char *how, int ms)
+{
+	if (!strcmp(how, "poll")) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		int r = poll(&p, 1, ms);
+		return r < 0 ? -1 : r > 0 && (p.revents & POLLIN);
+	}
+	if (!strcmp(how, "select")) {
+		fd_set set;
+		struct timeval tv = { .tv_sec = ms / 1000, .tv_usec = ms % 1000 * 1000 };
+		FD_ZERO(&set);
+		FD_SET(fd, &set);
+		int r = select(fd + 1, &set, NULL, NULL, &tv);
+		return r < 0 ? -1 : r > 0 && FD_ISSET(fd, &set);
+	}
+	int ep = epoll_create1(0);
+	struct epoll_event ev = { .events = EPOLLIN, .data.fd = fd }, out;
+	if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev))
+		return -1;
+	int r = epoll_wait(ep, &out, 1, ms);
+	close(ep);
+	return r < 0 ? -1 : r > 0 && (out.events & EPOLLIN);
+}
 
 static int report(long r)
 {
@@ -85,6 +125,53 @@ int main(int argc, char **argv)
 		if (fd1 < 0)
 			return report(-1);
 		return report(open(path, O_RDONLY));
+	}
+	if (!strcmp(cmd, "wait") && argc >= 5) {
+		static char buf[1 << 20];
+		int fd = open(path, O_RDONLY | O_NONBLOCK);
+		if (fd < 0)
+			return report(-1);
+		while (read(fd, buf, sizeof(buf)) > 0)
+			;
+		if (errno != EAGAIN)
+			return report(-1);
+		if (argc > 5 && fork() == 0) {
+			usleep(300000);
+			int k = open(argv[5], O_WRONLY);
+			_exit(k < 0 || write(k, "1", 1) != 1);
+		}
+		struct timespec t0, t1;
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		int r = wait_readable(fd, argv[3], atoi(argv[4]));
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		if (argc > 5)
+			wait(NULL);
+		if (r < 0)
+			return report(-1);
+		if (r == 0) {
+			printf("timeout\n");
+			return 0;
+		}
+		printf("readable after %ld ms ", (t1.tv_sec - t0.tv_sec) * 1000 +
+							   (t1.tv_nsec - t0.tv_nsec) / 1000000);
+		return report(read(fd, buf, sizeof(buf)));
+	}
+	if (!strcmp(cmd, "drain")) {
+		static char buf[1 << 20];
+		struct timespec t0, t1;
+		long total = 0, r;
+		int fd = open(path, O_RDONLY | O_NONBLOCK);
+		if (fd < 0)
+			return report(-1);
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		while ((r = read(fd, buf, sizeof(buf))) > 0)
+			total += r;
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		if (errno != EAGAIN)
+			return report(-1);
+		printf("drained %ld bytes in %ld ns\n", total,
+		       (t1.tv_sec - t0.tv_sec) * 1000000000L + (t1.tv_nsec - t0.tv_nsec));
+		return 0;
 	}
 usage:
 	fprintf(stderr, "usage: see the comment in probe.c\n");

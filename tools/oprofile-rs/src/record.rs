@@ -63,7 +63,8 @@ pub struct RecordSummary {
     pub lost: u64,
     pub processes: usize,
     pub maps_captured: usize,
-    /// tgid → why its maps could not be captured.
+    /// tgid → why its maps could not be captured (only processes with
+    /// user-mode samples, the ones that need maps).
     pub maps_missing: Vec<(u32, String)>,
     pub elapsed: Duration,
     pub stop: StopReason,
@@ -100,6 +101,8 @@ pub struct Scanner {
     pub samples: u64,
     pub lost: u64,
     seen: HashSet<u32>,
+    /// tgids with at least one user-mode sample: the only ones that need maps.
+    user: HashSet<u32>,
     new_tgids: Vec<u32>,
     /// First decoding problem; scanning stops there (the bytes are still saved).
     pub error: Option<String>,
@@ -133,8 +136,14 @@ impl Scanner {
                     match r {
                         Record::Sample(s) => {
                             self.samples += 1;
+                            // Every process is tracked from its first sample, even a
+                            // kernel-mode one: its maps are read while it still lives,
+                            // should user-mode samples of it follow.
                             if s.tgid != 0 && self.seen.insert(s.tgid) {
                                 self.new_tgids.push(s.tgid);
+                            }
+                            if !s.kernel {
+                                self.user.insert(s.tgid);
                             }
                         }
                         Record::Lost(l) => self.lost += l.count,
@@ -164,6 +173,13 @@ impl Scanner {
     pub fn processes(&self) -> usize {
         self.seen.len()
     }
+
+    /// True if `tgid` has at least one user-mode sample so far.  Only those
+    /// processes need maps: kernel-mode samples and callchains (kernel
+    /// threads, system calls) are symbolised through kallsyms.
+    pub fn needs_maps(&self, tgid: u32) -> bool {
+        self.user.contains(&tgid)
+    }
 }
 
 /// Keeps the latest non-empty `/proc/<tgid>/maps` of every tracked process.
@@ -190,11 +206,18 @@ impl MapsTracker {
 
     fn read(&mut self, tgid: u32) {
         match std::fs::read_to_string(self.proc_root.join(tgid.to_string()).join("maps")) {
-            Ok(text) => {
-                // A zombie's maps are empty: never replace a real snapshot with that.
-                if !text.is_empty() || !self.maps.contains_key(&tgid) {
-                    self.maps.insert(tgid, text);
+            // A zombie's (or a kernel thread's) maps are empty: that is no
+            // snapshot, and it never replaces a real one.
+            Ok(text) if text.is_empty() => {
+                if !self.maps.contains_key(&tgid) {
+                    self.errors.insert(
+                        tgid,
+                        "its maps were empty when read (the process had exited: a zombie)".into(),
+                    );
                 }
+            }
+            Ok(text) => {
+                self.maps.insert(tgid, text);
                 self.errors.remove(&tgid);
             }
             Err(e) => {
@@ -230,8 +253,15 @@ impl MapsTracker {
         }
     }
 
-    pub fn missing(&self) -> Vec<(u32, String)> {
-        let mut v: Vec<_> = self.errors.iter().map(|(t, e)| (*t, e.clone())).collect();
+    /// Processes whose maps could not be read, among those `needed` says need
+    /// them, with the reason.
+    pub fn missing(&self, needed: impl Fn(u32) -> bool) -> Vec<(u32, String)> {
+        let mut v: Vec<_> = self
+            .errors
+            .iter()
+            .filter(|(t, _)| needed(**t))
+            .map(|(t, e)| (*t, e.clone()))
+            .collect();
         v.sort();
         v
     }
@@ -259,6 +289,19 @@ fn flush(debugfs: &Path) -> Result<(), String> {
         .open(&p)
         .and_then(|mut f| f.write_all(b"1\n"))
         .map_err(|e| format!("cannot write 1 to {}: {e}", p.display()))
+}
+
+/// Waits up to `ms` for `dev` to be readable; whether it is.
+fn wait_readable(dev: &File, ms: i32) -> bool {
+    use std::os::fd::AsRawFd;
+    let mut p = libc::pollfd {
+        fd: dev.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd for the duration of the call.
+    let r = unsafe { libc::poll(&mut p, 1, ms) };
+    r > 0 && p.revents & libc::POLLIN != 0
 }
 
 enum ReadOutcome {
@@ -417,7 +460,15 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
                     tracker.track(t);
                 }
             }
-            ReadOutcome::Empty => std::thread::sleep(Duration::from_millis(20)),
+            // Sleep in poll(2) until the module reports data (the watershed
+            // or a flush) or 100 ms pass (to check the duration, the command,
+            // signals); then read whatever waits. A file that polls readable
+            // with nothing to read (not the device) gets 20 ms naps instead.
+            ReadOutcome::Empty => {
+                if wait_readable(&dev, 100) {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            }
         }
         tracker.refresh(false);
         if let Some(pb) = &pb {
@@ -466,7 +517,9 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
         ));
     }
 
-    let missing = tracker.missing();
+    // Only processes with user-mode samples need maps; a kernel thread (or a
+    // process seen only in kernel mode) that exited early is not missing anything.
+    let missing = tracker.missing(|t| scanner.needs_maps(t));
     info.push(format!("maps-captured: {}", tracker.maps.len()));
     for (t, why) in &missing {
         info.push(format!("maps-missing: {t}: {why}"));

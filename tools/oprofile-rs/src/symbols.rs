@@ -75,6 +75,7 @@ impl Kallsyms {
     /// Parses `/proc/kallsyms` text (and optionally `/proc/modules` text).
     /// Addresses resolve to text symbols (`t`, `T`, `w`, `W`) only; every
     /// symbol with a non-zero address bounds the extent of the one before it.
+    /// Rust names (v0 and legacy) are demangled like ELF symbols ([`demangle`]).
     pub fn parse(kallsyms: &str, modules: Option<&str>) -> Kallsyms {
         let mut k = Kallsyms::default();
         let mut mod_index: HashMap<String, usize> = HashMap::new();
@@ -106,7 +107,8 @@ impl Kallsyms {
             let text = matches!(ty, "t" | "T" | "w" | "W") && !marker;
             k.syms.push(KSym {
                 addr,
-                name: name.to_string(),
+                // Rust symbols (the module's own, Rust-for-Linux's) read as in ELF files.
+                name: demangle(name),
                 module,
                 text,
             });
@@ -558,6 +560,42 @@ ffffffffc0001100 t mod_fn_b\t[mymod]
     }
 
     #[test]
+    fn kallsyms_rust_symbols_are_demangled() {
+        let k = Kallsyms::parse(
+            "\
+ffffffff81000000 T _text
+ffffffff81001000 T _RNvMNtCseXaqAx3fgx2_8oprofile4taskNtB2_4Task7current
+ffffffff81002000 t _ZN4core3fmt5write17h0123456789abcdefE
+ffffffff81003000 T do_syscall_64
+ffffffff81004000 T _etext
+ffffffffc0001000 t _RNvNtCseXaqAx3fgx2_8oprofile13ringbuf_kunit13writer_thread\t[oprofile_rs]
+ffffffffc0001100 t _RINvNtCseXaqAx3fgx2_8oprofile7ringbuf5drainNtB2_6SampleEB4_\t[oprofile_rs]
+ffffffffc0001200 t _RNotvalid\t[oprofile_rs]
+",
+            Some("oprofile_rs 8192 0 - Live 0xffffffffc0001000 (O)\n"),
+        );
+        let name = |addr| k.resolve(addr).symbol.unwrap();
+        // v0, hash-free form.
+        assert_eq!(
+            name(0xffffffffc0001010),
+            "oprofile::ringbuf_kunit::writer_thread"
+        );
+        assert_eq!(k.resolve(0xffffffffc0001010).dso, "[oprofile_rs]");
+        assert_eq!(
+            name(0xffffffffc0001110),
+            "oprofile::ringbuf::drain::<oprofile::ringbuf::Sample>"
+        );
+        assert_eq!(name(0xffffffff81001010), "<oprofile::task::Task>::current");
+        // Legacy mangling, without the hash.
+        assert_eq!(name(0xffffffff81002010), "core::fmt::write");
+        // C names and names that only look mangled are kept as they are.
+        assert_eq!(name(0xffffffff81003010), "do_syscall_64");
+        assert_eq!(name(0xffffffffc0001210), "_RNotvalid");
+        // The `_etext` marker is still recognised (it is not mangled).
+        assert_eq!(k.resolve(0xffffffff81004010).symbol, None);
+    }
+
+    #[test]
     fn kallsyms_restricted_has_no_symbols() {
         let k = Kallsyms::parse("0000000000000000 T _text\n0000000000000000 T foo\n", None);
         assert!(k.is_empty());
@@ -585,6 +623,10 @@ ffffffffc0001100 t mod_fn_b\t[mymod]
         assert_eq!(
             demangle("_ZN4core3fmt5write17h0123456789abcdefE"),
             "core::fmt::write"
+        );
+        assert_eq!(
+            demangle("_RNvNtCseXaqAx3fgx2_8oprofile13ringbuf_kunit13writer_thread"),
+            "oprofile::ringbuf_kunit::writer_thread"
         );
         assert_eq!(demangle("main"), "main");
     }

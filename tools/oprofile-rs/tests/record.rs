@@ -1,5 +1,6 @@
 mod common;
 
+use std::path::Path;
 use std::process::{Command as StdCommand, Stdio};
 use std::time::{Duration, Instant};
 
@@ -33,6 +34,15 @@ fn stream_for(pids: &[u32]) -> Vec<u8> {
     e.finish()
 }
 
+/// `oprofile-rs record -o OUT --device DEV --debugfs DEBUGFS --duration SECS`.
+fn record_for(out: &Path, dev: &Path, debugfs: &Path, secs: &str) -> Command {
+    let mut c = Command::cargo_bin("oprofile-rs").unwrap();
+    c.args(["record", "-o", out.to_str().unwrap()])
+        .args(["--device", dev.to_str().unwrap()])
+        .args(["--debugfs", debugfs.to_str().unwrap(), "--duration", secs]);
+    c
+}
+
 #[test]
 fn scanner_counts_records_fed_in_pieces() {
     let data = stream_for(&[10, 20]);
@@ -53,6 +63,116 @@ fn scanner_counts_records_fed_in_pieces() {
     assert!(s.feed(b"garbage garbage garbage").is_err());
 }
 
+/// A kernel thread (or a process seen only in kernel mode, e.g. in a system
+/// call) that exited before its maps were read.
+const DEAD_KTHREAD: u32 = 3_999_998;
+
+fn sample(pid: u32, kernel: bool, time: u64) -> Record {
+    Record::Sample(Sample {
+        cpu: 0,
+        kernel,
+        time,
+        pc: if kernel {
+            0xffff_ffff_8100_1000
+        } else {
+            0x1000
+        },
+        pid,
+        tgid: pid,
+        callchain: if kernel {
+            vec![0xffff_ffff_8100_2000, 0xffff_ffff_8100_3000]
+        } else {
+            vec![]
+        },
+    })
+}
+
+#[test]
+fn scanner_knows_which_processes_need_maps() {
+    let mut e = Encoder::new(&Header::default());
+    // 10: kernel mode only; 20: user mode; 30: kernel mode first, user mode later.
+    for (pid, kernel) in [(10, true), (10, true), (20, false), (30, true)] {
+        e.record(&sample(pid, kernel, 1));
+    }
+    let first = e.len();
+    e.record(&sample(30, false, 2)).record(&sample(10, true, 3));
+    let data = e.finish();
+    let mut s = Scanner::default();
+    s.feed(&data[..first]).unwrap();
+    assert_eq!(s.take_new_tgids(), vec![10, 20, 30]);
+    assert!(!s.needs_maps(10));
+    assert!(s.needs_maps(20));
+    assert!(!s.needs_maps(30));
+    s.feed(&data[first..]).unwrap();
+    assert!(s.take_new_tgids().is_empty());
+    assert!(!s.needs_maps(10));
+    assert!(s.needs_maps(30));
+    assert!(!s.needs_maps(0));
+    assert_eq!((s.samples, s.processes()), (6, 3));
+}
+
+/// Only processes with user-mode samples need maps: `record` warns about (and
+/// counts as missing) those alone, and `report` does not complain about the
+/// missing maps of a kernel-only process either.
+#[test]
+fn missing_maps_only_matter_for_user_mode_processes() {
+    let dir = tempfile::tempdir().unwrap();
+    let dev = dir.path().join("dev");
+    let mut e = Encoder::new(&Header::default());
+    e.record(&Record::Comm(Comm::new(
+        0,
+        0,
+        DEAD_KTHREAD,
+        DEAD_KTHREAD,
+        "kworker/0:1",
+    )));
+    for t in 1..4 {
+        e.record(&sample(DEAD_KTHREAD, true, t));
+    }
+    e.record(&Record::Comm(Comm::new(0, 5, DEAD_PID, DEAD_PID, "victim")));
+    e.record(&sample(DEAD_PID, true, 6))
+        .record(&sample(DEAD_PID, false, 7));
+    let data = e.finish();
+    std::fs::write(&dev, &data).unwrap();
+    let out = dir.path().join("rec");
+    let o = record_for(&out, &dev, dir.path(), "0.3").output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("5 samples, 0 lost, 2 processes (0 maps captured, 1 missing)"),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("maps of pid {DEAD_PID} not captured")),
+        "{err}"
+    );
+    assert!(!err.contains(&format!("pid {DEAD_KTHREAD}")), "{err}");
+    let info = std::fs::read_to_string(dir.path().join("rec.meta/info")).unwrap();
+    assert!(
+        info.contains(&format!("maps-missing: {DEAD_PID}: ")),
+        "{info}"
+    );
+    assert!(!info.contains(&DEAD_KTHREAD.to_string()), "{info}");
+
+    let o = Command::cargo_bin("oprofile-rs")
+        .unwrap()
+        .args(["report", "-i", out.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains(&format!("no maps captured for pid {DEAD_PID}")),
+        "{err}"
+    );
+    assert!(!err.contains(&format!("pid {DEAD_KTHREAD}")), "{err}");
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("kworker/0:1"),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+}
+
 #[test]
 fn record_duration_flush_and_sidecar() {
     let mut live = StdCommand::new("sleep").arg("20").spawn().unwrap();
@@ -65,18 +185,7 @@ fn record_duration_flush_and_sidecar() {
     std::fs::write(dbg.join("flush"), "").unwrap();
     let out = dir.path().join("rec");
     let t = Instant::now();
-    let o = Command::cargo_bin("oprofile-rs")
-        .unwrap()
-        .args([
-            "record",
-            "-o",
-            out.to_str().unwrap(),
-            "--device",
-            dev.to_str().unwrap(),
-        ])
-        .args(["--debugfs", dbg.to_str().unwrap(), "--duration", "0.5"])
-        .output()
-        .unwrap();
+    let o = record_for(&out, &dev, &dbg, "0.5").output().unwrap();
     let _ = live.kill();
     let _ = live.wait();
     let err = String::from_utf8_lossy(&o.stderr);
@@ -208,4 +317,40 @@ fn record_without_device_fails_clearly() {
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("cannot open /nonexistent/buffer"), "{err}");
+}
+
+/// A process whose maps read empty (it had exited: a zombie) has no maps
+/// captured: `record` says so instead of counting an empty snapshot.
+#[test]
+fn empty_maps_of_a_user_process_count_as_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let proc_root = dir.path().join("proc");
+    for (pid, maps) in [
+        (4242u32, ""),
+        (4343, "00400000-00401000 r-xp 00000000 00:00 0 /bin/x\n"),
+    ] {
+        std::fs::create_dir_all(proc_root.join(pid.to_string())).unwrap();
+        std::fs::write(proc_root.join(pid.to_string()).join("maps"), maps).unwrap();
+    }
+    let mut e = Encoder::new(&Header::default());
+    e.record(&Record::Comm(Comm::new(0, 0, 4242, 4242, "zombie")))
+        .record(&sample(4242, false, 1))
+        .record(&Record::Comm(Comm::new(0, 2, 4343, 4343, "alive")))
+        .record(&sample(4343, false, 3));
+    let dev = dir.path().join("dev");
+    std::fs::write(&dev, e.finish()).unwrap();
+    let out = dir.path().join("rec");
+    let o = record_for(&out, &dev, dir.path(), "0.3")
+        .args(["--proc-root", proc_root.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("(1 maps captured, 1 missing)"), "{err}");
+    assert!(
+        err.contains("maps of pid 4242 not captured: its maps were empty"),
+        "{err}"
+    );
+    assert!(dir.path().join("rec.meta/maps/4343").exists());
+    assert!(!dir.path().join("rec.meta/maps/4242").exists());
 }

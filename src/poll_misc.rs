@@ -1,0 +1,179 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! A misc device with `poll`: the kernel crate's `MiscDevice` has no poll
+//! hook, so this is a small copy of its registration and vtable (open,
+//! release, read_iter) plus `poll`, which `select`, `poll` and `epoll` use.
+//!
+//! The device's private data is a `KBox<T>` created by [`PollMiscDevice::open`]
+//! and dropped by `release`; `read_iter` and `poll` borrow it.
+
+use core::{ffi::c_int, marker::PhantomData};
+use kernel::{
+    bindings,
+    error::to_result,
+    fs::{File, Kiocb},
+    iov::IovIterDest,
+    prelude::*,
+    sync::poll::PollTable,
+    types::{ForeignOwnable, Opaque},
+    ModuleMetadata,
+};
+
+/// Poll mask bits from `include/uapi/linux/eventpoll.h` (stable UAPI; the
+/// bindings cannot evaluate their `__poll_t` casts).
+pub(crate) mod mask {
+    /// There is data to read.
+    pub(crate) const EPOLLIN: u32 = 0x0001;
+    /// Normal data to read (what `select` tests together with `EPOLLIN`).
+    pub(crate) const EPOLLRDNORM: u32 = 0x0040;
+}
+
+/// The operations of a pollable misc device.
+pub(crate) trait PollMiscDevice: Sized + Send + Sync + 'static {
+    /// Called on `open`; the result becomes the file's private data.
+    fn open(file: &File, misc: &PollMiscRegistration<Self>) -> Result<KBox<Self>>;
+    /// Called on the last `close`.
+    fn release(me: KBox<Self>, file: &File);
+    /// `read`.
+    fn read_iter(kiocb: Kiocb<'_, KBox<Self>>, iov: &mut IovIterDest<'_>) -> Result<usize>;
+    /// `poll`: registers `table` with the wait queues that signal a change and
+    /// returns the current `EPOLL*` mask.
+    fn poll(me: &Self, file: &File, table: PollTable<'_>) -> u32;
+}
+
+/// A registered misc device whose file operations call `T`.
+///
+/// # Invariants
+///
+/// `inner` is a `struct miscdevice` registered with `misc_register()`, whose
+/// `fops` is `Vtable::<T>::FOPS`; it is deregistered exactly once, on drop.
+#[pin_data(PinnedDrop)]
+#[repr(transparent)]
+pub(crate) struct PollMiscRegistration<T> {
+    #[pin]
+    inner: Opaque<bindings::miscdevice>,
+    _t: PhantomData<T>,
+}
+
+// SAFETY: `misc_deregister` may run on another thread than `misc_register`.
+unsafe impl<T> Send for PollMiscRegistration<T> {}
+// SAFETY: no `&self` method mutates the registration.
+unsafe impl<T> Sync for PollMiscRegistration<T> {}
+
+impl<T: PollMiscDevice> PollMiscRegistration<T> {
+    /// Registers a misc device called `name` (mode 0600: root only).
+    pub(crate) fn register(name: &'static CStr) -> impl PinInit<Self, Error> {
+        try_pin_init!(Self {
+            inner <- Opaque::try_ffi_init(move |slot: *mut bindings::miscdevice| {
+                let mut misc: bindings::miscdevice = pin_init::zeroed();
+                misc.minor = bindings::MISC_DYNAMIC_MINOR as c_int;
+                misc.name = name.as_char_ptr();
+                misc.fops = &Vtable::<T>::FOPS;
+                misc.mode = 0o600;
+                // SAFETY: `slot` is valid for writes.
+                unsafe { slot.write(misc) };
+                // SAFETY: `slot` holds a filled-in miscdevice; it stays pinned
+                // and is deregistered in `drop` before its memory goes.
+                // INVARIANT: on success it is registered with our fops.
+                to_result(unsafe { bindings::misc_register(slot) })
+            }),
+            _t: PhantomData,
+        })
+    }
+}
+
+#[pinned_drop]
+impl<T> PinnedDrop for PollMiscRegistration<T> {
+    fn drop(self: Pin<&mut Self>) {
+        // SAFETY: registered by the type invariant, deregistered only here.
+        unsafe { bindings::misc_deregister(self.inner.get()) };
+    }
+}
+
+struct Vtable<T>(PhantomData<T>);
+
+impl<T: PollMiscDevice> Vtable<T> {
+    const FOPS: bindings::file_operations = bindings::file_operations {
+        open: Some(Self::open),
+        release: Some(Self::release),
+        read_iter: Some(Self::read_iter),
+        poll: Some(Self::poll),
+        llseek: Some(bindings::noop_llseek),
+        owner: <crate::LocalModule as ModuleMetadata>::THIS_MODULE.as_ptr(),
+        ..pin_init::zeroed()
+    };
+
+    /// # Safety
+    ///
+    /// Called by the VFS for a file being opened on a device registered by
+    /// [`PollMiscRegistration<T>`] (`misc_open` set `private_data` to it).
+    unsafe extern "C" fn open(inode: *mut bindings::inode, raw: *mut bindings::file) -> c_int {
+        // SAFETY: valid inode and file of an open in progress.
+        let ret = unsafe { bindings::generic_file_open(inode, raw) };
+        if ret != 0 {
+            return ret;
+        }
+        // SAFETY: `misc_open` stored the miscdevice, which is the
+        // `#[repr(transparent)]` content of a live `PollMiscRegistration<T>`
+        // (misc_open keeps it registered during this call).
+        let misc = unsafe { &*(*raw).private_data.cast::<PollMiscRegistration<T>>() };
+        // SAFETY: the file is valid for the call; no fdget_pos region is active.
+        let file = unsafe { File::from_raw_file(raw) };
+        match T::open(file, misc) {
+            Ok(me) => {
+                // SAFETY: open may set the private data; the other callbacks
+                // read it back as a `KBox<T>`.
+                unsafe { (*raw).private_data = me.into_foreign() };
+                0
+            }
+            Err(e) => e.to_errno(),
+        }
+    }
+
+    /// # Safety
+    ///
+    /// Called by the VFS on the last close of a file opened by `open`.
+    unsafe extern "C" fn release(_inode: *mut bindings::inode, raw: *mut bindings::file) -> c_int {
+        // SAFETY: the private data is the `KBox<T>` of `open`, owned by release.
+        let me = unsafe { <KBox<T> as ForeignOwnable>::from_foreign((*raw).private_data) };
+        // SAFETY: the file is valid for the call.
+        T::release(me, unsafe { File::from_raw_file(raw) });
+        0
+    }
+
+    /// # Safety
+    ///
+    /// Called by the VFS with a valid kiocb of a file opened by `open` and an
+    /// iov_iter to write to.
+    unsafe extern "C" fn read_iter(
+        kiocb: *mut bindings::kiocb,
+        iter: *mut bindings::iov_iter,
+    ) -> isize {
+        // SAFETY: a valid kiocb whose file's private data is a `KBox<T>`.
+        let kiocb = unsafe { Kiocb::from_raw(kiocb) };
+        // SAFETY: a valid iov_iter for writing, for the duration of the call.
+        let iov = unsafe { IovIterDest::from_raw(iter) };
+        match T::read_iter(kiocb, iov) {
+            Ok(n) => n as isize,
+            Err(e) => e.to_errno() as isize,
+        }
+    }
+
+    /// # Safety
+    ///
+    /// Called by the VFS with a file opened by `open` and a valid (or null)
+    /// poll table.
+    unsafe extern "C" fn poll(
+        raw: *mut bindings::file,
+        table: *mut bindings::poll_table,
+    ) -> bindings::__poll_t {
+        // SAFETY: the private data is the `KBox<T>` of `open`, alive until
+        // release, which cannot run during a poll of the file.
+        let me = unsafe { <KBox<T> as ForeignOwnable>::borrow((*raw).private_data) };
+        // SAFETY: the file is valid for the call.
+        let file = unsafe { File::from_raw_file(raw) };
+        // SAFETY: `table` is null or valid for the duration of the call.
+        let table = unsafe { PollTable::from_raw(table) };
+        T::poll(me, file, table)
+    }
+}
