@@ -42,6 +42,7 @@ mod ffi {
             err: *mut c_int,
         ) -> *mut c_void;
         pub(super) fn oprofile_rs_hotplug_stop(h: *mut c_void);
+        pub(super) fn synchronize_rcu();
     }
 }
 
@@ -363,6 +364,7 @@ impl Profiler {
             TRACING_ON.set(true);
         } else {
             TRACING_ON.set(false);
+            wait_for_handlers();
             sync(self);
             self.push_marker(records::tracing(0, now(), false));
         }
@@ -383,6 +385,17 @@ impl PinnedDrop for Profiler {
         // already stopped it; this covers a load that fails after `new`).
         self.stop();
     }
+}
+
+/// Waits until every overflow handler that is running has returned.
+///
+/// Handlers run in hard-IRQ (cpu-clock) or NMI (hardware events) context, and
+/// `synchronize_rcu()` waits for both: a handler that checked a record switch
+/// before it was turned off has committed its record and updated its
+/// counters when this returns, so a sync afterwards sees all of it.
+fn wait_for_handlers() {
+    // SAFETY: plain call from process context (debugfs write), which may sleep.
+    unsafe { ffi::synchronize_rcu() };
 }
 
 /// HZ/10 in jiffies (at least 1).

@@ -19,25 +19,14 @@ echo 1 >$DBG/flush
 sleep 1
 kill -TERM $catpid; wait $catpid; rc=$?
 check "SIGTERM ends the blocked reader (status $rc)" [ "$rc" -ne 0 ]
-cat $DBG/stats
+cat $DBG/stats | tee /tmp/stats.txt
 oprofile-rs report -i /tmp/a.bin -n 1 >/tmp/rep.txt 2>/dev/null
 grep '^#' /tmp/rep.txt
-lost_total=0
-for cpu in $(sed -n 's/^cpu\([0-9]*\) .*/\1/p' $DBG/stats); do
-    line=$(grep "^cpu$cpu " $DBG/stats)
-    recv=$(echo "$line" | sed 's/.*sample_received=\([0-9]*\).*/\1/')
-    inval=$(echo "$line" | sed 's/.*sample_invalid_eip=\([0-9]*\).*/\1/')
-    got=$(awk -v c="$cpu" '$1 == "#" && $2 == c { print $3 + $4 }' /tmp/rep.txt)
-    lost=$(awk -v c="$cpu" '$1 == "#" && $2 == c { print $4 }' /tmp/rep.txt)
-    lost_total=$((lost_total + ${lost:-0}))
-    expect_eq "cpu$cpu: stream samples + lost == received - invalid" "${got:-none}" $((recv - inval))
-done
+check_accounting /tmp/stats.txt /tmp/rep.txt
 check "the stress run lost samples on purpose ($lost_total)" [ "$lost_total" -gt 0 ]
 oprofile-rs script -i /tmp/a.bin --events >/tmp/a.txt 2>/dev/null
 grep -c TRACING /tmp/a.txt
-bad=$(awk '/TRACING off/ { off = 1; next } /TRACING on/ { off = 0; on++; next }
-           off && !/LOST/ { n++ } END { print n + 0 }' /tmp/a.txt)
-expect_eq "no sample timed between TRACING off and on" "$bad" 0
+expect_eq "no sample between TRACING off and on" "$(samples_while_off /tmp/a.txt)" 0
 resumed=$(awk '/TRACING on/ { on = 1; next } /TRACING off/ { on = 0 } on && !/LOST/ { n++ } END { print n + 0 }' /tmp/a.txt)
 check "samples resume after TRACING on ($resumed)" [ "$resumed" -gt 0 ]
 check "rmmod" rmmod oprofile_rs

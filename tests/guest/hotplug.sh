@@ -26,16 +26,10 @@ echo 1 >$DBG/flush
 sleep 1
 kill $catpid; wait $catpid
 wait
-cat $DBG/stats
+cat $DBG/stats | tee /tmp/stats.txt
 oprofile-rs report -i /tmp/h.bin -n 1 >/tmp/rep.txt 2>/dev/null
 grep '^#' /tmp/rep.txt
-for cpu in $(sed -n "s/^cpu\([0-9]*\) .*/\1/p" $DBG/stats); do
-    line=$(grep "^cpu$cpu " $DBG/stats)
-    recv=$(echo "$line" | sed 's/.*sample_received=\([0-9]*\).*/\1/')
-    inval=$(echo "$line" | sed 's/.*sample_invalid_eip=\([0-9]*\).*/\1/')
-    got=$(awk -v c="$cpu" '$1 == "#" && $2 == c { print $3 + $4 }' /tmp/rep.txt)
-    expect_eq "cpu$cpu: stream samples + lost == received - invalid" "${got:-none}" $((recv - inval))
-done
+check_accounting /tmp/stats.txt /tmp/rep.txt
 check "rmmod" rmmod oprofile_rs
 check "cpu1 can still go offline and online after rmmod" sh -c "echo 0 >$CPU1 && echo 1 >$CPU1"
 finish

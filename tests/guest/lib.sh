@@ -13,6 +13,29 @@ expect_eq() { if [ "$2" = "$3" ]; then pass "$1"; else fail "$1: got '$2', expec
 # dmesg_since MARK: kernel log lines after the line containing MARK.
 mark() { echo "oprofile-test-mark $1" >/dev/kmsg; }
 dmesg_since() { dmesg | sed -n "/oprofile-test-mark $1\$/,\$p"; }
+# check_accounting STATS REPORT: for every CPU in STATS (debugfs `stats`
+# saved to a file), the stream's samples + LOST counts in REPORT (the `#`
+# header of `oprofile-rs report`) equal sample_received - sample_invalid_eip.
+# Sets lost_total to the sum of the LOST counts.
+check_accounting() {
+    local cpu line recv inval got lost
+    lost_total=0
+    for cpu in $(sed -n 's/^cpu\([0-9]*\) .*/\1/p' "$1"); do
+        line=$(grep "^cpu$cpu " "$1")
+        recv=$(echo "$line" | sed 's/.*sample_received=\([0-9]*\).*/\1/')
+        inval=$(echo "$line" | sed 's/.*sample_invalid_eip=\([0-9]*\).*/\1/')
+        got=$(awk -v c="$cpu" '$1 == "#" && $2 == c { print $3 + $4 }' "$2")
+        lost=$(awk -v c="$cpu" '$1 == "#" && $2 == c { print $4 }' "$2")
+        lost_total=$((lost_total + ${lost:-0}))
+        expect_eq "cpu$cpu: stream samples + lost == received - invalid" "${got:-none}" $((recv - inval))
+    done
+}
+# samples_while_off SCRIPT: SAMPLE lines of `oprofile-rs script --events`
+# output that stand between a TRACING off and the next TRACING on.
+samples_while_off() {
+    awk '/TRACING off/ { off = 1; next } /TRACING on/ { off = 0; next }
+         off && !/LOST/ { n++ } END { print n + 0 }' "$1"
+}
 finish() {
     if [ "$failures" -ne 0 ]; then echo "$failures check(s) failed"; exit 1; fi
     echo "all checks passed"

@@ -1,6 +1,10 @@
 #!/bin/sh
 # tracing_on round-trips 0/1 (with or without newline) and refuses anything
-# else with EINVAL and a log line, leaving the value unchanged.
+# else with EINVAL and a log line, leaving the value unchanged. Under
+# sampling at 20 kHz, toggled many times: once `echo 0` returns, no CPU
+# records anything more (the counters stand still, nothing is left to sync),
+# no sample lies between a TRACING off and the next on in the stream, and the
+# accounting is exact.
 . /tmp/lib.sh
 T=$DBG/tracing_on
 check "insmod" insmod /oprofile_rs.ko
@@ -22,5 +26,32 @@ expect_eq "refuses a 4 KiB write while 0" "$(/tmp/probe writen $T 4096)" "err EI
 expect_eq "still 0" "$(cat $T)" 0
 logs=$(dmesg_since garbage | grep -c 'oprofile_rs: tracing_on: refused')
 check "each refusal logged ($logs lines)" [ "$logs" -ge 9 ]
+check "rmmod" rmmod oprofile_rs
+
+check "insmod at 20 kHz" insmod /oprofile_rs.ko sample_period=50000
+cat $DEV >/tmp/t.bin &
+catpid=$!
+/tmp/workload 4 & /tmp/workload 4 &
+sleep 0.5
+i=0
+while [ $i -lt 50 ]; do echo 0 >$T; echo 1 >$T; i=$((i + 1)); done
+echo 0 >$T
+cat $DBG/stats >/tmp/stats-at-off.txt
+sleep 0.5
+cat $DBG/stats >/tmp/stats-later.txt
+counts() { grep "^cpu" "$1" | sed "s/ handler_.*//"; }
+expect_eq "no CPU records after echo 0 returned" "$(counts /tmp/stats-later.txt)" "$(counts /tmp/stats-at-off.txt)"
+echo 1 >$DBG/flush
+sleep 1
+kill $catpid; wait $catpid
+wait
+expect_eq "nothing was left to sync after echo 0" \
+    "$(sed -n 's/^event_buffer bytes_waiting=\([0-9]*\).*/\1/p' $DBG/stats)" 0
+oprofile-rs report -i /tmp/t.bin -n 1 >/tmp/rep.txt 2>/dev/null
+grep '^#' /tmp/rep.txt
+check_accounting /tmp/stats-at-off.txt /tmp/rep.txt
+oprofile-rs script -i /tmp/t.bin --events >/tmp/t.txt 2>/dev/null
+expect_eq "51 TRACING off markers" "$(grep -c 'TRACING off' /tmp/t.txt)" 51
+expect_eq "no sample between TRACING off and on" "$(samples_while_off /tmp/t.txt)" 0
 check "rmmod" rmmod oprofile_rs
 finish
