@@ -13,6 +13,7 @@ use poll_misc::PollMiscRegistration;
 mod control;
 mod device;
 mod event_buffer;
+mod kthread;
 // NMI handlers and IPIs drive the KUnit tests' NMI writers; only
 // `cpu_online` serves the module itself.
 #[cfg_attr(not(oprofile_rs_kunit), allow(dead_code))]

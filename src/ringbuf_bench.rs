@@ -28,6 +28,7 @@ use kernel::{
     time::{delay::fsleep, Delta},
 };
 
+use crate::kthread::{park, Thread};
 use crate::nmi;
 use crate::ringbuf::{CpuBuffer, Mode, ReadError, RecordSwitch, Switches};
 
@@ -155,58 +156,6 @@ unsafe extern "C" fn consumer_thread(data: *mut c_void) -> c_int {
     b.consumer();
     park();
     0
-}
-
-/// Waits for `kthread_stop` (a kthread stopped that way must not exit first).
-pub(crate) fn park() {
-    // SAFETY: only called from kthreads.
-    while !unsafe { bindings::kthread_should_stop() } {
-        fsleep(Delta::from_millis(1));
-    }
-}
-
-/// A started kthread bound to one CPU, stopped (`kthread_stop`) on drop.
-///
-/// # Invariants
-///
-/// `self.0` is a kthread that only exits after `kthread_stop` (its function
-/// ends with [`park`]).
-pub(crate) struct Thread(*mut bindings::task_struct);
-
-impl Thread {
-    /// Creates and wakes a kthread running `f(data)` bound to `cpu`.
-    ///
-    /// # Safety
-    ///
-    /// `f` must end by calling [`park`], and whatever `data` points to must
-    /// stay valid for `f` until the returned `Thread` is dropped.
-    pub(crate) unsafe fn start(
-        f: unsafe extern "C" fn(*mut c_void) -> c_int,
-        data: *mut c_void,
-        cpu: CpuId,
-    ) -> Result<Thread> {
-        // SAFETY: `f` has the kthread ABI; the name is a NUL-terminated format
-        // with one `%u` (the CPU), as `kthread_create_on_cpu` expects.
-        let task = unsafe {
-            bindings::kthread_create_on_cpu(
-                Some(f),
-                data,
-                cpu.as_u32(),
-                c"oprofile_rs/%u".as_char_ptr(),
-            )
-        };
-        let task = kernel::error::from_err_ptr(task)?;
-        // SAFETY: `task` is a valid, newly created kthread.
-        unsafe { bindings::wake_up_process(task) };
-        Ok(Thread(task))
-    }
-}
-
-impl Drop for Thread {
-    fn drop(&mut self) {
-        // SAFETY: by the type invariant the kthread has not exited yet.
-        unsafe { bindings::kthread_stop(self.0) };
-    }
 }
 
 /// The `bench_ring_secs` module parameter: runs the benchmark during module

@@ -41,9 +41,9 @@ use kernel::{
     },
 };
 
+use crate::kthread::{park, Thread};
 use crate::nmi;
 use crate::ringbuf::{CpuBuffer, Mode, RecordSwitch, Stats, Switches};
-use crate::ringbuf_bench::{park, Thread};
 
 /// Period of the IRQ writer.
 const TIMER_PERIOD_US: i64 = 50;
