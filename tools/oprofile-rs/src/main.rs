@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
 
-use oprofile_tool::profile::{LoadOptions, Profile};
+use oprofile_tool::profile::{Filter, LoadOptions, Profile};
 use oprofile_tool::record::{self, RecordOptions, StopReason};
 use oprofile_tool::report::{self, ReportOptions, SortKey};
 use oprofile_tool::script::{self, ScriptOptions};
@@ -84,11 +84,20 @@ struct Input {
     /// Do not print warnings.
     #[arg(short, long)]
     quiet: bool,
+    /// Only samples of these processes or threads (comma-separated ids).
+    #[arg(long, value_name = "PID,...", value_delimiter = ',')]
+    pid: Vec<u32>,
+    /// Only samples of tasks with these command names (comma-separated).
+    #[arg(long, value_name = "COMM,...", value_delimiter = ',')]
+    comm: Vec<String>,
+    /// Only samples taken on these CPUs (comma-separated).
+    #[arg(long, value_name = "CPU,...", value_delimiter = ',')]
+    cpu: Vec<u16>,
 }
 
 impl Input {
     fn load(&self) -> Result<Profile> {
-        let p = Profile::load(
+        let mut p = Profile::load(
             &self.input,
             &LoadOptions {
                 symfs: self.symfs.clone(),
@@ -96,9 +105,21 @@ impl Input {
                 allow_corrupt: self.allow_corrupt,
             },
         )?;
+        p.retain(&Filter {
+            pids: self.pid.clone(),
+            comms: self.comm.clone(),
+            cpus: self.cpu.clone(),
+        });
         if !self.quiet {
             for w in &p.warnings {
                 eprintln!("oprofile-rs: warning: {w}");
+            }
+            if p.samples.is_empty() && p.filtered_out > 0 {
+                eprintln!(
+                    "oprofile-rs: warning: the filter ({}) keeps none of the {} samples",
+                    p.filter.describe(),
+                    p.filtered_out
+                );
             }
         }
         Ok(p)

@@ -58,9 +58,56 @@ pub struct CpuStats {
     pub lost: u64,
 }
 
+/// Which samples an analysis keeps (`--pid`, `--comm`, `--cpu`): a sample is
+/// kept when it matches every non-empty list (any entry of a list matches).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Filter {
+    /// Process ids (tgid) or thread ids (pid).
+    pub pids: Vec<u32>,
+    /// Command names, exactly as the COMM records give them.
+    pub comms: Vec<String>,
+    pub cpus: Vec<u16>,
+}
+
+impl Filter {
+    pub fn is_empty(&self) -> bool {
+        self.pids.is_empty() && self.comms.is_empty() && self.cpus.is_empty()
+    }
+
+    pub fn matches(&self, s: &ResolvedSample) -> bool {
+        (self.pids.is_empty() || self.pids.contains(&s.tgid) || self.pids.contains(&s.pid))
+            && (self.comms.is_empty() || self.comms.iter().any(|c| *c == *s.comm))
+            && (self.cpus.is_empty() || self.cpus.contains(&s.cpu))
+    }
+
+    /// How the filter reads on a report's header line, e.g. `pid 42, comm sh`.
+    pub fn describe(&self) -> String {
+        fn list<T: ToString>(name: &str, v: &[T]) -> Option<String> {
+            (!v.is_empty()).then(|| {
+                let items: Vec<String> = v.iter().map(T::to_string).collect();
+                format!("{name} {}", items.join(","))
+            })
+        }
+        [
+            list("pid", &self.pids),
+            list("comm", &self.comms),
+            list("cpu", &self.cpus),
+        ]
+        .into_iter()
+        .flatten()
+        .collect::<Vec<_>>()
+        .join(", ")
+    }
+}
+
 pub struct Profile {
     pub header: Header,
+    /// The samples the analysis uses (all, or those `filter` kept).
     pub samples: Vec<ResolvedSample>,
+    /// The filter applied with [`Profile::retain`] (empty: none).
+    pub filter: Filter,
+    /// Samples the filter left out.
+    pub filtered_out: u64,
     pub events: Vec<Event>,
     pub per_cpu: BTreeMap<u16, CpuStats>,
     /// Warnings for the user (decoder, missing side-car data, truncation).
@@ -76,6 +123,15 @@ impl Profile {
     }
     pub fn total_lost(&self) -> u64 {
         self.per_cpu.values().map(|c| c.lost).sum()
+    }
+
+    /// Keeps only the samples `filter` matches. The per-CPU totals (samples
+    /// and LOST counts of the whole stream) stay as recorded.
+    pub fn retain(&mut self, filter: &Filter) {
+        let before = self.samples.len();
+        self.samples.retain(|s| filter.matches(s));
+        self.filtered_out += (before - self.samples.len()) as u64;
+        self.filter = filter.clone();
     }
 
     /// Loads `file` and its side-car.
@@ -190,6 +246,8 @@ impl Profile {
         Ok(Profile {
             header: decoded.header,
             samples,
+            filter: Filter::default(),
+            filtered_out: 0,
             events,
             per_cpu,
             warnings,

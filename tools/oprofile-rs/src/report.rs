@@ -132,9 +132,18 @@ pub fn write(p: &Profile, o: &ReportOptions, out: &mut dyn Write) -> std::io::Re
     writeln!(
         out,
         "# samples: {}, lost: {}",
-        p.total_samples(),
+        p.total_samples() + p.filtered_out,
         p.total_lost()
     )?;
+    if !p.filter.is_empty() {
+        writeln!(
+            out,
+            "# filter: {}: {} of {} samples",
+            p.filter.describe(),
+            p.total_samples(),
+            p.total_samples() + p.filtered_out
+        )?;
+    }
     writeln!(out, "# {:>4} {:>10} {:>10}", "cpu", "samples", "lost")?;
     for (cpu, st) in &p.per_cpu {
         writeln!(out, "# {:>4} {:>10} {:>10}", cpu, st.samples, st.lost)?;

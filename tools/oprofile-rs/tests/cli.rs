@@ -123,6 +123,77 @@ fn report_sort_and_split_options() {
     assert_eq!(&rows[1][..4], ["5", "25.00%", "0", "alpha"]);
 }
 
+fn rows(out: &str) -> Vec<Vec<&str>> {
+    out.lines()
+        .filter(|l| !l.starts_with('#') && !l.contains("Samples"))
+        .map(|l| l.split_whitespace().collect())
+        .collect()
+}
+
+#[test]
+fn filters_keep_matching_samples_only() {
+    let (_d, file) = recording();
+    let f = file.to_str().unwrap();
+    // CPU 1 holds 5 alpha and 6 beta samples; the stream totals stay.
+    let (ok, out, err) = run(&["report", "-i", f, "--cpu", "1"]);
+    assert!(ok, "{err}");
+    assert!(out.contains("# samples: 20, lost: 5"), "{out}");
+    assert!(out.contains("# filter: cpu 1: 11 of 20 samples"), "{out}");
+    let r = rows(&out);
+    assert_eq!(r.len(), 2, "{out}");
+    assert_eq!(&r[0][..3], ["6", "54.55%", "beta"]);
+    assert_eq!(&r[1][..3], ["5", "45.45%", "alpha"]);
+
+    let pid = PID.to_string();
+    let (ok, out, _) = run(&[
+        "report",
+        "-i",
+        f,
+        "--pid",
+        &format!("1,{pid}"),
+        "--comm",
+        "victim",
+        "--cpu",
+        "0",
+    ]);
+    assert!(ok);
+    assert!(
+        out.contains(&format!(
+            "# filter: pid 1,{pid}, comm victim, cpu 0: 9 of 20 samples"
+        )),
+        "{out}"
+    );
+    assert_eq!(
+        rows(&out)
+            .iter()
+            .map(|r| r[0].parse::<u64>().unwrap())
+            .sum::<u64>(),
+        9
+    );
+
+    // A filter that matches nothing: an empty profile and a warning, not an error.
+    let (ok, out, err) = run(&["report", "-i", f, "--comm", "nosuch"]);
+    assert!(ok, "{err}");
+    assert!(rows(&out).is_empty(), "{out}");
+    assert!(err.contains("keeps none of the 20 samples"), "{err}");
+
+    // Every analysis honours the filter.
+    let (ok, out, _) = run(&["script", "-i", f, "--cpu", "1"]);
+    assert!(ok);
+    assert_eq!(out.lines().count(), 11, "{out}");
+    let (ok, out, _) = run(&["folded", "-i", f, "--cpu", "0"]);
+    assert!(ok);
+    let total: u64 = out
+        .lines()
+        .map(|l| l.rsplit_once(' ').unwrap().1.parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(total, 9, "{out}");
+
+    let (ok, _, err) = run(&["report", "-i", f, "--cpu", "x"]);
+    assert!(!ok);
+    assert!(err.contains("--cpu"), "{err}");
+}
+
 #[test]
 fn script_prints_one_line_per_sample() {
     let (_d, file) = recording();
