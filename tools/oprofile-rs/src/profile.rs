@@ -58,6 +58,15 @@ pub struct CpuStats {
     pub lost: u64,
 }
 
+/// `lost` as a share of all samples taken (`kept` + `lost`), e.g. `6.99%`.
+pub fn lost_share(kept: u64, lost: u64) -> String {
+    let taken = kept + lost;
+    if taken == 0 {
+        return "0.00%".into();
+    }
+    format!("{:.2}%", 100.0 * lost as f64 / taken as f64)
+}
+
 /// Which samples an analysis keeps (`--pid`, `--comm`, `--cpu`): a sample is
 /// kept when it matches every non-empty list (any entry of a list matches).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -243,6 +252,14 @@ impl Profile {
             }
         }
         warnings.extend(resolver.take_warnings());
+        let lost: u64 = per_cpu.values().map(|c| c.lost).sum();
+        if lost > 0 {
+            warnings.push(format!(
+                "{lost} samples were lost ({}): a per-CPU buffer or the event buffer was full; \
+                 raise the module's cpu_buffer_size or buffer_size, or read the device sooner",
+                lost_share(samples.len() as u64, lost)
+            ));
+        }
         Ok(Profile {
             header: decoded.header,
             samples,

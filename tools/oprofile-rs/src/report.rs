@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::io::Write;
 
-use crate::profile::Profile;
+use crate::profile::{lost_share, Profile};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum SortKey {
@@ -129,12 +129,16 @@ pub fn write(p: &Profile, o: &ReportOptions, out: &mut dyn Write) -> std::io::Re
         mode,
         h.nr_cpus
     )?;
-    writeln!(
-        out,
-        "# samples: {}, lost: {}",
-        p.total_samples() + p.filtered_out,
-        p.total_lost()
-    )?;
+    let recorded = p.total_samples() + p.filtered_out;
+    write!(out, "# samples: {}, lost: {}", recorded, p.total_lost())?;
+    if p.total_lost() > 0 {
+        write!(
+            out,
+            " ({} of the samples taken)",
+            lost_share(recorded, p.total_lost())
+        )?;
+    }
+    writeln!(out)?;
     if !p.filter.is_empty() {
         writeln!(
             out,

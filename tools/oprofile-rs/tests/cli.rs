@@ -39,7 +39,14 @@ fn report_lists_symbols_in_order_with_percentages() {
     let (ok, out, err) = run(&["report", "-i", file.to_str().unwrap()]);
     assert!(ok, "{err}");
     println!("{out}");
-    assert!(out.contains("# samples: 20, lost: 5"), "{out}");
+    assert!(
+        out.contains("# samples: 20, lost: 5 (20.00% of the samples taken)"),
+        "{out}"
+    );
+    assert!(
+        err.contains("warning: 5 samples were lost (20.00%)") && err.contains("cpu_buffer_size"),
+        "{err}"
+    );
     // Per-CPU totals: CPU 0 = 5 alpha + 3 + 1 kernel, CPU 1 = 5 alpha + 6 beta, 5 lost.
     assert!(
         out.lines()
