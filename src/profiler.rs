@@ -42,7 +42,6 @@ mod ffi {
             err: *mut c_int,
         ) -> *mut c_void;
         pub(super) fn oprofile_rs_hotplug_stop(h: *mut c_void);
-        pub(super) fn synchronize_rcu();
     }
 }
 
@@ -402,8 +401,8 @@ impl PinnedDrop for Profiler {
 /// before it was turned off has committed its record and updated its
 /// counters when this returns, so a sync afterwards sees all of it.
 fn wait_for_handlers() {
-    // SAFETY: plain call from process context (debugfs write), which may sleep.
-    unsafe { ffi::synchronize_rcu() };
+    // Called from process context (debugfs write), which may sleep.
+    kernel::sync::rcu::synchronize_rcu();
 }
 
 /// HZ/10 in jiffies (at least 1).
