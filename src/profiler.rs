@@ -373,7 +373,7 @@ impl Profiler {
             wait_for_handlers();
             sync(self);
             self.push_marker(records::tracing(0, now(), false));
-            //XX self.wake_readers();
+            self.wake_readers();
         }
     }
 
