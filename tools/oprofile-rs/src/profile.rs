@@ -119,6 +119,8 @@ pub struct Profile {
     pub filtered_out: u64,
     pub events: Vec<Event>,
     pub per_cpu: BTreeMap<u16, CpuStats>,
+    /// Time of the stream's last record (the header's start time if none).
+    pub last_time: u64,
     /// Warnings for the user (decoder, missing side-car data, truncation).
     pub warnings: Vec<String>,
     /// The error that stopped decoding (truncation, or corruption with
@@ -132,6 +134,52 @@ impl Profile {
     }
     pub fn total_lost(&self) -> u64 {
         self.per_cpu.values().map(|c| c.lost).sum()
+    }
+
+    /// How long recording was on, in ns: from the stream's start to its last
+    /// record, less the spans between a TRACING off and the next TRACING on
+    /// (a first marker that turns recording on means it was off before).
+    pub fn recording_ns(&self) -> u64 {
+        let mut on_ns = 0u64;
+        let mut on_since = None;
+        let mut first = true;
+        for e in &self.events {
+            let Event::Tracing { time, on, .. } = *e else {
+                continue;
+            };
+            if first && !on {
+                on_since = Some(self.header.start_time);
+            }
+            first = false;
+            match (on, on_since) {
+                (false, Some(since)) => {
+                    on_ns += time.saturating_sub(since);
+                    on_since = None;
+                }
+                (true, None) => on_since = Some(time),
+                _ => {}
+            }
+        }
+        if first {
+            on_since = Some(self.header.start_time);
+        }
+        if let Some(since) = on_since {
+            on_ns += self.last_time.saturating_sub(since);
+        }
+        on_ns
+    }
+
+    /// The sampling rate per CPU the recording asked for, where the header
+    /// tells it: the frequency, or 1 s / period for the cpu-clock event.
+    pub fn requested_rate(&self) -> Option<f64> {
+        let h = &self.header;
+        if h.sample_freq != 0 {
+            Some(h.sample_freq as f64)
+        } else if h.event_name() == "cpu-clock" && h.sample_period != 0 {
+            Some(1e9 / h.sample_period as f64)
+        } else {
+            None
+        }
     }
 
     /// Keeps only the samples `filter` matches. The per-CPU totals (samples
@@ -198,7 +246,9 @@ impl Profile {
         let mut samples = Vec::new();
         let mut events = Vec::new();
         let mut per_cpu: BTreeMap<u16, CpuStats> = BTreeMap::new();
+        let mut last_time = decoded.header.start_time;
         for r in decoded.records {
+            last_time = last_time.max(r.time());
             match r {
                 Record::Comm(c) => {
                     comms.insert(c.pid, Rc::from(c.name().as_str()));
@@ -267,8 +317,79 @@ impl Profile {
             filtered_out: 0,
             events,
             per_cpu,
+            last_time,
             warnings,
             error: decoded.error,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use oprofile_stream::{Encoder, Sample, Tracing};
+
+    fn profile(start: u64, records: &[Record]) -> Profile {
+        let h = Header {
+            start_time: start,
+            ..Header::default()
+        };
+        let mut e = Encoder::new(&h);
+        for r in records {
+            e.record(r);
+        }
+        Profile::from_bytes(&e.finish(), &Sidecar::default(), &LoadOptions::default()).unwrap()
+    }
+
+    fn sample(time: u64) -> Record {
+        Record::Sample(Sample {
+            cpu: 0,
+            kernel: true,
+            time,
+            pc: 0xffff_ffff_8100_0000,
+            pid: 1,
+            tgid: 1,
+            callchain: vec![],
+        })
+    }
+
+    fn tracing(time: u64, on: bool) -> Record {
+        Record::Tracing(Tracing { cpu: 0, time, on })
+    }
+
+    #[test]
+    fn recording_time_leaves_out_the_spans_while_off() {
+        // No marker: from the start to the last record.
+        assert_eq!(profile(1000, &[sample(4000)]).recording_ns(), 3000);
+        // Off from 3000 to 7000.
+        let p = profile(
+            1000,
+            &[
+                sample(2000),
+                tracing(3000, false),
+                tracing(7000, true),
+                sample(9000),
+            ],
+        );
+        assert_eq!(p.recording_ns(), 2000 + 2000);
+        // Ends off: nothing after the last off counts.
+        let p = profile(1000, &[sample(2000), tracing(3000, false)]);
+        assert_eq!(p.recording_ns(), 2000);
+        // The first marker turns recording on: it was off before.
+        let p = profile(1000, &[tracing(5000, true), sample(6000)]);
+        assert_eq!(p.recording_ns(), 1000);
+        // An empty stream recorded nothing.
+        assert_eq!(profile(1000, &[]).recording_ns(), 0);
+    }
+
+    #[test]
+    fn requested_rate_from_the_header() {
+        let mut p = profile(0, &[]);
+        assert_eq!(p.requested_rate(), Some(1000.0)); // cpu-clock, 1 ms period
+        p.header.sample_freq = 4000;
+        assert_eq!(p.requested_rate(), Some(4000.0));
+        p.header.sample_freq = 0;
+        p.header.set_event_name("cycles");
+        assert_eq!(p.requested_rate(), None); // a period of events: no rate
     }
 }

@@ -148,9 +148,28 @@ pub fn write(p: &Profile, o: &ReportOptions, out: &mut dyn Write) -> std::io::Re
             p.total_samples() + p.filtered_out
         )?;
     }
-    writeln!(out, "# {:>4} {:>10} {:>10}", "cpu", "samples", "lost")?;
+    let secs = p.recording_ns() as f64 / 1e9;
+    write!(out, "# recording: {secs:.2} s")?;
+    if let Some(rate) = p.requested_rate() {
+        write!(out, ", {rate:.0} samples/s per CPU asked for")?;
+    }
+    writeln!(out)?;
+    writeln!(
+        out,
+        "# {:>4} {:>10} {:>10} {:>10}",
+        "cpu", "samples", "lost", "taken/s"
+    )?;
     for (cpu, st) in &p.per_cpu {
-        writeln!(out, "# {:>4} {:>10} {:>10}", cpu, st.samples, st.lost)?;
+        let rate = if secs > 0.0 {
+            format!("{:.0}", (st.samples + st.lost) as f64 / secs)
+        } else {
+            "-".into()
+        };
+        writeln!(
+            out,
+            "# {:>4} {:>10} {:>10} {:>10}",
+            cpu, st.samples, st.lost, rate
+        )?;
     }
     writeln!(out, "#")?;
     let rows = rows(p, o);

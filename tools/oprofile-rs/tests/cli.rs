@@ -47,15 +47,21 @@ fn report_lists_symbols_in_order_with_percentages() {
         err.contains("warning: 5 samples were lost (20.00%)") && err.contains("cpu_buffer_size"),
         "{err}"
     );
+    // 20 samples 1 ms apart after the start: 20 ms; per CPU, samples taken
+    // (kept + lost) per second of that.
+    assert!(
+        out.contains("# recording: 0.02 s, 1000 samples/s per CPU asked for"),
+        "{out}"
+    );
     // Per-CPU totals: CPU 0 = 5 alpha + 3 + 1 kernel, CPU 1 = 5 alpha + 6 beta, 5 lost.
     assert!(
         out.lines()
-            .any(|l| l.split_whitespace().collect::<Vec<_>>() == ["#", "0", "9", "0"]),
+            .any(|l| l.split_whitespace().collect::<Vec<_>>() == ["#", "0", "9", "0", "450"]),
         "{out}"
     );
     assert!(
         out.lines()
-            .any(|l| l.split_whitespace().collect::<Vec<_>>() == ["#", "1", "11", "5"]),
+            .any(|l| l.split_whitespace().collect::<Vec<_>>() == ["#", "1", "11", "5", "800"]),
         "{out}"
     );
     let rows: Vec<Vec<&str>> = out
