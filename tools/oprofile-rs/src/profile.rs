@@ -119,6 +119,10 @@ pub struct Profile {
     pub filtered_out: u64,
     pub events: Vec<Event>,
     pub per_cpu: BTreeMap<u16, CpuStats>,
+    /// Time of the stream's first record, or its start (the device's open)
+    /// if that is earlier: records can predate the open, when the per-CPU
+    /// buffers held samples taken since the module was loaded.
+    pub first_time: u64,
     /// Time of the stream's last record (the header's start time if none).
     pub last_time: u64,
     /// Warnings for the user (decoder, missing side-car data, truncation).
@@ -136,8 +140,8 @@ impl Profile {
         self.per_cpu.values().map(|c| c.lost).sum()
     }
 
-    /// How long recording was on, in ns: from the stream's start to its last
-    /// record, less the spans between a TRACING off and the next TRACING on
+    /// How long recording was on, in ns: from [`Profile::first_time`] to the
+    /// last record, less the spans between a TRACING off and the next TRACING on
     /// (a first marker that turns recording on means it was off before).
     pub fn recording_ns(&self) -> u64 {
         let mut on_ns = 0u64;
@@ -148,7 +152,7 @@ impl Profile {
                 continue;
             };
             if first && !on {
-                on_since = Some(self.header.start_time);
+                on_since = Some(self.first_time);
             }
             first = false;
             match (on, on_since) {
@@ -161,7 +165,7 @@ impl Profile {
             }
         }
         if first {
-            on_since = Some(self.header.start_time);
+            on_since = Some(self.first_time);
         }
         if let Some(since) = on_since {
             on_ns += self.last_time.saturating_sub(since);
@@ -246,8 +250,10 @@ impl Profile {
         let mut samples = Vec::new();
         let mut events = Vec::new();
         let mut per_cpu: BTreeMap<u16, CpuStats> = BTreeMap::new();
+        let mut first_time = decoded.header.start_time;
         let mut last_time = decoded.header.start_time;
         for r in decoded.records {
+            first_time = first_time.min(r.time());
             last_time = last_time.max(r.time());
             match r {
                 Record::Comm(c) => {
@@ -317,6 +323,7 @@ impl Profile {
             filtered_out: 0,
             events,
             per_cpu,
+            first_time,
             last_time,
             warnings,
             error: decoded.error,
@@ -361,6 +368,11 @@ mod tests {
     fn recording_time_leaves_out_the_spans_while_off() {
         // No marker: from the start to the last record.
         assert_eq!(profile(1000, &[sample(4000)]).recording_ns(), 3000);
+        // Samples buffered before the open count from the first.
+        assert_eq!(
+            profile(1000, &[sample(500), sample(4000)]).recording_ns(),
+            3500
+        );
         // Off from 3000 to 7000.
         let p = profile(
             1000,
