@@ -1,5 +1,7 @@
 #!/bin/sh
-# The device node and the debugfs files exist, are root-only, and behave.
+# The device node and the debugfs files exist, are root-only, and behave:
+# flush takes only 1 (anything else: EINVAL and a log line), the read-only
+# files refuse writes.
 . /tmp/lib.sh
 check "insmod" insmod /oprofile_rs.ko
 check "$DEV is a character device" [ -c $DEV ]
@@ -8,5 +10,19 @@ expect_eq "$DBG/tracing_on mode and owner" "$(stat -c '%a %u %g' $DBG/tracing_on
 expect_eq "nobody cannot open tracing_on" "$(/tmp/probe -u 65534 read $DBG/tracing_on 16)" "err EACCES"
 expect_eq "debugfs mount is root-only" "$(stat -c '%a' /sys/kernel/debug)" "700"
 expect_eq "nobody cannot open $DEV" "$(/tmp/probe -u 65534 read $DEV 4096 nonblock)" "err EACCES"
+expect_eq "flush takes 1" "$(/tmp/probe write $DBG/flush 1)" "ok 1"
+expect_eq "flush takes 1 with a newline" "$(/tmp/probe write $DBG/flush '1
+')" "ok 2"
+mark flush
+for bad in 0 2 x "" " 1"; do
+    expect_eq "flush refuses '$bad'" "$(/tmp/probe write $DBG/flush "$bad")" "err EINVAL"
+done
+expect_eq "flush refuses a 4 KiB write" "$(/tmp/probe writen $DBG/flush 4096)" "err EINVAL"
+logs=$(dmesg_since flush | grep -c 'oprofile_rs: flush: refused')
+check "each refusal logged ($logs lines)" [ "$logs" -ge 6 ]
+for f in stats event buffer_sizes; do
+    out=$(/tmp/probe write $DBG/$f 1)
+    check "$f refuses writes ($out)" [ "${out#err }" != "$out" ]
+done
 check "rmmod" rmmod oprofile_rs
 finish
