@@ -369,8 +369,7 @@ impl Profiler {
             self.push_marker(records::tracing(0, now(), true));
             TRACING_ON.set(true);
         } else {
-            TRACING_ON.set(false);
-            wait_for_handlers();
+            stop_recording(&TRACING_ON);
             sync(self);
             self.push_marker(records::tracing(0, now(), false));
             self.wake_readers();
@@ -394,14 +393,16 @@ impl PinnedDrop for Profiler {
     }
 }
 
-/// Waits until every overflow handler that is running has returned.
+/// Turns `switch` off and waits until every overflow handler that may have
+/// seen it on has returned: when this returns, no CPU records anything more
+/// through it, and a handler that passed the switch check before has
+/// committed its record and updated its counters, so a sync afterwards sees
+/// all of it (tested by the `oprofile_rs_quiesce` KUnit suite).
 ///
-/// Handlers run in hard-IRQ (cpu-clock) or NMI (hardware events) context, and
-/// `synchronize_rcu()` waits for both: a handler that checked a record switch
-/// before it was turned off has committed its record and updated its
-/// counters when this returns, so a sync afterwards sees all of it.
-fn wait_for_handlers() {
-    // Called from process context (debugfs write), which may sleep.
+/// Handlers run in hard-IRQ (cpu-clock) or NMI (hardware events) context;
+/// `synchronize_rcu()` waits for both. Process context only (it sleeps).
+pub(crate) fn stop_recording(switch: &RecordSwitch) {
+    switch.set(false);
     kernel::sync::rcu::synchronize_rcu();
 }
 
