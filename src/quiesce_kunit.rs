@@ -62,6 +62,15 @@ const GIVE_UP_NS: u64 = 1_000_000_000;
 /// The held record's payload.
 const MAGIC: u64 = 0x6f70_726f_6669_6c65;
 
+/// A clock for the writer's waits, which run with interrupts off: the
+/// clocksource itself. `local_clock()` is no use there: where the sched
+/// clock is unstable (the lockdep kernel under QEMU) it advances at most one
+/// tick past the last tick this CPU took, so a wait on it may never end.
+fn mono_ns() -> u64 {
+    // SAFETY: NMI-safe, no precondition.
+    unsafe { bindings::ktime_get_mono_fast_ns() }
+}
+
 /// The writer, in hard-IRQ or NMI context on the target CPU.
 fn write_held_record() {
     let p = ACTIVE.load(Ordering::Acquire);
@@ -76,17 +85,17 @@ fn write_held_record() {
         return;
     };
     STATE.store(W_HOLDING, Ordering::Release);
-    let start = now();
+    let start = mono_ns();
     let mut done = W_COMMITTED;
     while GLOBAL.is_on() {
-        if now().wrapping_sub(start) > GIVE_UP_NS {
+        if mono_ns().wrapping_sub(start) > GIVE_UP_NS {
             done = W_GAVE_UP;
             break;
         }
         core::hint::spin_loop();
     }
-    let off = now();
-    while now().wrapping_sub(off) < HOLD_NS {
+    let off = mono_ns();
+    while mono_ns().wrapping_sub(off) < HOLD_NS {
         core::hint::spin_loop();
     }
     slot.write_words(0, &[MAGIC]);
@@ -139,6 +148,7 @@ enum Via {
     HardIrq,
     Nmi,
 }
+use Via::{HardIrq, Nmi};
 
 /// The stopper kthread's task and what it saw.
 struct Stopper {
@@ -171,22 +181,22 @@ impl Stopper {
             }
             Nmi => nmi::send_nmi(self.writer_cpu),
         }
-        let start = now();
-        while STATE.load(Ordering::Acquire) == W_IDLE && now().wrapping_sub(start) < GIVE_UP_NS {
+        let start = mono_ns();
+        while STATE.load(Ordering::Acquire) == W_IDLE && mono_ns().wrapping_sub(start) < GIVE_UP_NS
+        {
             fsleep(Delta::from_micros(100));
         }
         self.before
             .store(STATE.load(Ordering::Acquire), Ordering::Relaxed);
-        let t0 = now();
+        let t0 = mono_ns();
         stop_recording(&GLOBAL);
         self.waited_ns
-            .store(now().wrapping_sub(t0), Ordering::Relaxed);
+            .store(mono_ns().wrapping_sub(t0), Ordering::Relaxed);
         self.after
             .store(STATE.load(Ordering::Acquire), Ordering::Relaxed);
         self.done.store(true, Ordering::Release);
     }
 }
-use Via::{HardIrq, Nmi};
 
 /// The stopper kthread.
 ///
