@@ -36,6 +36,12 @@ pub struct ResolvedSample {
     pub pc: Rc<Frame>,
     /// Callers, innermost first.
     pub callchain: Vec<Rc<Frame>>,
+    /// TRACING records before this sample in the stream. The module writes
+    /// a TRACING record after every record taken before the switch and
+    /// before any taken after it, so stream segments order samples around
+    /// the switches exactly, where time stamps of CPUs whose clocks are
+    /// skewed may not.
+    pub segment: u32,
 }
 
 impl ResolvedSample {
@@ -48,8 +54,19 @@ impl ResolvedSample {
 /// Non-sample events, kept for `script`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
-    Lost { time: u64, cpu: u16, count: u64 },
-    Tracing { time: u64, cpu: u16, on: bool },
+    Lost {
+        time: u64,
+        cpu: u16,
+        count: u64,
+        segment: u32,
+    },
+    /// A TRACING record starts a new segment (its own `segment`).
+    Tracing {
+        time: u64,
+        cpu: u16,
+        on: bool,
+        segment: u32,
+    },
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -250,6 +267,7 @@ impl Profile {
         let mut samples = Vec::new();
         let mut events = Vec::new();
         let mut per_cpu: BTreeMap<u16, CpuStats> = BTreeMap::new();
+        let mut segment = 0u32;
         let mut first_time = decoded.header.start_time;
         let mut last_time = decoded.header.start_time;
         for r in decoded.records {
@@ -265,13 +283,18 @@ impl Profile {
                         time: l.time,
                         cpu: l.cpu,
                         count: l.count,
+                        segment,
                     });
                 }
-                Record::Tracing(t) => events.push(Event::Tracing {
-                    time: t.time,
-                    cpu: t.cpu,
-                    on: t.on,
-                }),
+                Record::Tracing(t) => {
+                    segment += 1;
+                    events.push(Event::Tracing {
+                        time: t.time,
+                        cpu: t.cpu,
+                        on: t.on,
+                        segment,
+                    })
+                }
                 Record::Sample(s) => {
                     per_cpu.entry(s.cpu).or_default().samples += 1;
                     let comm = comms
@@ -303,6 +326,7 @@ impl Profile {
                         kernel: s.kernel,
                         pc,
                         callchain,
+                        segment,
                     });
                 }
             }
@@ -392,6 +416,62 @@ mod tests {
         assert_eq!(p.recording_ns(), 1000);
         // An empty stream recorded nothing.
         assert_eq!(profile(1000, &[]).recording_ns(), 0);
+    }
+
+    #[test]
+    fn script_keeps_samples_on_their_side_of_tracing_records() {
+        // CPU clocks skewed: the sample taken before the switch has a later
+        // stamp than the TRACING off record, the one after it an earlier
+        // stamp than the TRACING on record.
+        let mut before = sample(5000);
+        let mut after = sample(5500);
+        if let (Record::Sample(b), Record::Sample(a)) = (&mut before, &mut after) {
+            b.cpu = 1;
+            a.cpu = 2;
+        }
+        let p = profile(
+            1000,
+            &[
+                sample(2000),
+                before,
+                tracing(4000, false),
+                tracing(6000, true),
+                after,
+                sample(7000),
+            ],
+        );
+        let mut out = Vec::new();
+        crate::script::write(
+            &p,
+            &crate::script::ScriptOptions {
+                callchain: false,
+                events: true,
+            },
+            &mut out,
+        )
+        .unwrap();
+        let out = String::from_utf8(out).unwrap();
+        let order: Vec<&str> = out
+            .lines()
+            .map(|l| {
+                if l.contains("TRACING off") {
+                    "off"
+                } else if l.contains("TRACING on") {
+                    "on"
+                } else if l.contains("[001]") {
+                    "before"
+                } else if l.contains("[002]") {
+                    "after"
+                } else {
+                    "other"
+                }
+            })
+            .collect();
+        assert_eq!(
+            order,
+            ["other", "before", "off", "on", "after", "other"],
+            "{out}"
+        );
     }
 
     #[test]

@@ -17,24 +17,32 @@ pub fn format_time(ns: u64) -> String {
     format!("{}.{:06}", ns / 1_000_000_000, (ns % 1_000_000_000) / 1_000)
 }
 
-/// Writes every sample in time order:
+/// Writes every sample in time order (within the spans between TRACING
+/// records, which keep their place in the stream):
 /// `TIME [CPU] PID/TID COMM ADDRESS SYMBOL (BINARY)`.
 pub fn write(p: &Profile, o: &ScriptOptions, out: &mut dyn Write) -> std::io::Result<()> {
     enum Item<'a> {
         S(&'a crate::profile::ResolvedSample),
         E(&'a Event),
     }
-    let mut items: Vec<(u64, Item)> = p.samples.iter().map(|s| (s.time, Item::S(s))).collect();
+    // Order: by stream segment (TRACING records delimit them, exactly), then
+    // by time within a segment, where records of different CPUs may trail
+    // by one sync batch; a TRACING record opens its segment. Stable sort.
+    let mut items: Vec<((u32, u8, u64), Item)> = p
+        .samples
+        .iter()
+        .map(|s| ((s.segment, 1, s.time), Item::S(s)))
+        .collect();
     if o.events {
         items.extend(p.events.iter().map(|e| {
-            let t = match e {
-                Event::Lost { time, .. } | Event::Tracing { time, .. } => *time,
+            let key = match e {
+                Event::Lost { time, segment, .. } => (*segment, 1, *time),
+                Event::Tracing { time, segment, .. } => (*segment, 0, *time),
             };
-            (t, Item::E(e))
+            (key, Item::E(e))
         }));
     }
-    // Records of different CPUs may trail by one sync batch: sort (stable).
-    items.sort_by_key(|(t, _)| *t);
+    items.sort_by_key(|(k, _)| *k);
     for (_, it) in items {
         match it {
             Item::S(s) => {
@@ -59,13 +67,15 @@ pub fn write(p: &Profile, o: &ScriptOptions, out: &mut dyn Write) -> std::io::Re
                     }
                 }
             }
-            Item::E(Event::Lost { time, cpu, count }) => writeln!(
+            Item::E(Event::Lost {
+                time, cpu, count, ..
+            }) => writeln!(
                 out,
                 "{:>16} [{:03}] LOST {count} samples",
                 format_time(*time),
                 cpu
             )?,
-            Item::E(Event::Tracing { time, cpu, on }) => writeln!(
+            Item::E(Event::Tracing { time, cpu, on, .. }) => writeln!(
                 out,
                 "{:>16} [{:03}] TRACING {}",
                 format_time(*time),
