@@ -366,14 +366,22 @@ impl Profiler {
     /// recorded until then to the reader (as a flush does), 1 resumes.
     pub(crate) fn set_tracing(&self, on: bool) {
         if on {
-            self.push_marker(records::tracing(0, now(), true));
+            self.push_marker(records::tracing(0, self.marker_time(), true));
             TRACING_ON.set(true);
         } else {
             stop_recording(&TRACING_ON);
             sync(self);
-            self.push_marker(records::tracing(0, now(), false));
+            self.push_marker(records::tracing(0, self.marker_time(), false));
             self.wake_readers();
         }
+    }
+
+    /// A TRACING record's time: now, or the latest record's time if a CPU
+    /// clock ahead of this one stamped it later, so that the record's time
+    /// is not before that of a sample it follows in the stream.
+    fn marker_time(&self) -> u64 {
+        let t = now();
+        t.max(self.sync_state.lock().last_ts)
     }
 
     fn push_marker(&self, record: [u8; records::TRACING_LEN]) {

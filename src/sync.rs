@@ -29,6 +29,8 @@ pub(crate) struct SyncState {
     staged: KVec<Staged>,
     /// Per CPU: lost samples already reported in LOST records.
     lost_reported: KVec<u64>,
+    /// The latest time stamp of a record moved so far.
+    pub(crate) last_ts: u64,
 }
 
 impl SyncState {
@@ -49,6 +51,7 @@ impl SyncState {
         Ok(Self {
             staged,
             lost_reported,
+            last_ts: 0,
         })
     }
 }
@@ -113,6 +116,7 @@ fn sync_some(p: &Profiler, only: Option<u32>) -> usize {
         if !eb.push(s.buf.get(..s.len).unwrap_or(&[])) {
             break;
         }
+        st.last_ts = st.last_ts.max(s.ts);
         s.len = 0;
         moved += 1;
     }

@@ -4,8 +4,9 @@
 # sampling at 20 kHz, toggled many times: once `echo 0` returns, no CPU
 # records anything more (the counters stand still) and a blocked reader gets
 # everything recorded until then without a flush,
-# no sample lies between a TRACING off and the next on in the stream, and the
-# accounting is exact.
+# no sample lies between a TRACING off and the next on in the stream, no
+# TRACING off is stamped before a sample it follows, and the accounting is
+# exact.
 . /tmp/lib.sh
 T=$DBG/tracing_on
 check "insmod" insmod /oprofile_rs.ko
@@ -55,5 +56,8 @@ check_accounting /tmp/stats-at-off.txt /tmp/rep.txt
 oprofile-rs script -i /tmp/t.bin --events >/tmp/t.txt 2>/dev/null
 expect_eq "51 TRACING off markers" "$(grep -c 'TRACING off' /tmp/t.txt)" 51
 expect_eq "no sample between TRACING off and on" "$(samples_while_off /tmp/t.txt)" 0
+early=$(awk '/TRACING off/ { if ($1 + 0 < last) n++; next } /TRACING|LOST/ { next } { last = $1 + 0 }
+             END { print n + 0 }' /tmp/t.txt)
+expect_eq "no TRACING off stamped before a sample it follows" "$early" 0
 check "rmmod" rmmod oprofile_rs
 finish
