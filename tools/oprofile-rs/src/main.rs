@@ -114,11 +114,11 @@ impl Input {
             for w in &p.warnings {
                 eprintln!("oprofile-rs: warning: {w}");
             }
-            if p.samples.is_empty() && p.filtered_out > 0 {
+            if p.samples.is_empty() && p.filtered_out() > 0 {
                 eprintln!(
                     "oprofile-rs: warning: the filter ({}) keeps none of the {} samples",
                     p.filter.describe(),
-                    p.filtered_out
+                    p.filtered_out()
                 );
             }
         }

@@ -132,8 +132,6 @@ pub struct Profile {
     pub samples: Vec<ResolvedSample>,
     /// The filter applied with [`Profile::retain`] (empty: none).
     pub filter: Filter,
-    /// Samples the filter left out.
-    pub filtered_out: u64,
     pub events: Vec<Event>,
     pub per_cpu: BTreeMap<u16, CpuStats>,
     /// Time of the stream's first record, or its start (the device's open)
@@ -150,8 +148,17 @@ pub struct Profile {
 }
 
 impl Profile {
+    /// Samples the analysis uses (those the filter kept).
     pub fn total_samples(&self) -> u64 {
         self.samples.len() as u64
+    }
+    /// Samples in the recording, whatever the filter.
+    pub fn recorded_samples(&self) -> u64 {
+        self.per_cpu.values().map(|c| c.samples).sum()
+    }
+    /// Samples the filter left out.
+    pub fn filtered_out(&self) -> u64 {
+        self.recorded_samples() - self.total_samples()
     }
     pub fn total_lost(&self) -> u64 {
         self.per_cpu.values().map(|c| c.lost).sum()
@@ -206,9 +213,7 @@ impl Profile {
     /// Keeps only the samples `filter` matches. The per-CPU totals (samples
     /// and LOST counts of the whole stream) stay as recorded.
     pub fn retain(&mut self, filter: &Filter) {
-        let before = self.samples.len();
         self.samples.retain(|s| filter.matches(s));
-        self.filtered_out += (before - self.samples.len()) as u64;
         self.filter = filter.clone();
     }
 
@@ -344,7 +349,6 @@ impl Profile {
             header: decoded.header,
             samples,
             filter: Filter::default(),
-            filtered_out: 0,
             events,
             per_cpu,
             first_time,

@@ -129,7 +129,7 @@ pub fn write(p: &Profile, o: &ReportOptions, out: &mut dyn Write) -> std::io::Re
         mode,
         h.nr_cpus
     )?;
-    let recorded = p.total_samples() + p.filtered_out;
+    let recorded = p.recorded_samples();
     write!(out, "# samples: {}, lost: {}", recorded, p.total_lost())?;
     if p.total_lost() > 0 {
         write!(
@@ -145,7 +145,7 @@ pub fn write(p: &Profile, o: &ReportOptions, out: &mut dyn Write) -> std::io::Re
             "# filter: {}: {} of {} samples",
             p.filter.describe(),
             p.total_samples(),
-            p.total_samples() + p.filtered_out
+            p.recorded_samples()
         )?;
     }
     let secs = p.recording_ns() as f64 / 1e9;
