@@ -22,13 +22,13 @@ mod params;
 mod perf;
 mod poll_misc;
 mod profiler;
+#[cfg(oprofile_rs_kunit)]
+mod quiesce_kunit;
 mod records;
 mod sampler;
 mod sync;
 // The ring-buffer core is shared with the host crate `crates/ringbuf`; parts of
 // its public API serve only the host tests and benchmarks.
-#[cfg(oprofile_rs_kunit)]
-mod quiesce_kunit;
 #[allow(dead_code, unreachable_pub, unused_imports)]
 #[path = "ringbuf/mod.rs"]
 mod ringbuf;

@@ -77,6 +77,19 @@ pub(crate) struct Raw<'a> {
     pub(crate) backtrace_depth: u64,
 }
 
+/// The names `event=` accepts, for its error message: `default` and those
+/// of [`Event::ALL`].
+struct EventNames;
+
+impl kernel::fmt::Display for EventNames {
+    fn fmt(&self, f: &mut kernel::fmt::Formatter<'_>) -> kernel::fmt::Result {
+        f.write_str("default")?;
+        Event::ALL
+            .iter()
+            .try_for_each(|e| write!(f, ", {}", e.name()))
+    }
+}
+
 /// Parses `event=`: `default` (or empty) or one of [`Event::ALL`]'s names.
 pub(crate) fn parse_event(name: &[u8]) -> Result<EventChoice> {
     if name.is_empty() || name == b"default" {
@@ -86,9 +99,9 @@ pub(crate) fn parse_event(name: &[u8]) -> Result<EventChoice> {
         .map(EventChoice::Only)
         .ok_or_else(|| {
             pr_err!(
-                "invalid event={:?}: must be default, cycles, instructions, cache-references, \
-             cache-misses, branch-instructions, branch-misses or cpu-clock\n",
-                kernel::str::BStr::from_bytes(name)
+                "invalid event={:?}: must be one of {}\n",
+                kernel::str::BStr::from_bytes(name),
+                EventNames
             );
             EINVAL
         })

@@ -34,7 +34,7 @@ use crate::{
     perf::Regs,
     profiler::stop_recording,
     ringbuf::{RecordSwitch, Switches},
-    sampler::{now, CpuSampler},
+    sampler::{mono_ns, now, CpuSampler},
 };
 
 static GLOBAL: RecordSwitch = RecordSwitch::new(true);
@@ -61,15 +61,6 @@ const HOLD_NS: u64 = 2_000_000;
 const GIVE_UP_NS: u64 = 1_000_000_000;
 /// The held record's payload.
 const MAGIC: u64 = 0x6f70_726f_6669_6c65;
-
-/// A clock for the writer's waits, which run with interrupts off: the
-/// clocksource itself. `local_clock()` is no use there: where the sched
-/// clock is unstable (the lockdep kernel under QEMU) it advances at most one
-/// tick past the last tick this CPU took, so a wait on it may never end.
-fn mono_ns() -> u64 {
-    // SAFETY: NMI-safe, no precondition.
-    unsafe { bindings::ktime_get_mono_fast_ns() }
-}
 
 /// The writer, in hard-IRQ or NMI context on the target CPU.
 fn write_held_record() {

@@ -31,6 +31,7 @@ use kernel::{
 use crate::kthread::{park, Thread};
 use crate::nmi;
 use crate::ringbuf::{CpuBuffer, Mode, ReadError, RecordSwitch, Switches};
+use crate::sampler::mono_ns;
 
 /// Buffer size: ftrace's benchmark allocates 1,000,000 bytes per CPU.
 const BUFFER_WORDS: usize = (1 << 20) / 8;
@@ -60,11 +61,6 @@ struct Bench {
 fn clock() -> u64 {
     // SAFETY: no precondition.
     unsafe { bindings::trace_clock_local() }
-}
-
-fn mono_ns() -> u64 {
-    // SAFETY: no precondition.
-    unsafe { bindings::ktime_get_mono_fast_ns() }
 }
 
 impl Bench {

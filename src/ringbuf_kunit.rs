@@ -27,7 +27,6 @@ use core::pin::Pin;
 use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
 use kernel::{
-    bindings,
     cpu::CpuId,
     impl_has_hr_timer,
     prelude::*,
@@ -44,6 +43,7 @@ use kernel::{
 use crate::kthread::{park, Thread};
 use crate::nmi;
 use crate::ringbuf::{CpuBuffer, Mode, RecordSwitch, Stats, Switches};
+use crate::sampler::mono_ns;
 
 /// Period of the IRQ writer.
 const TIMER_PERIOD_US: i64 = 50;
@@ -69,12 +69,6 @@ static SET_ON: RecordSwitch = RecordSwitch::new(true);
 
 /// The running test, for the NMI handler (which gets no context pointer).
 static ACTIVE: AtomicPtr<Stress> = AtomicPtr::new(core::ptr::null_mut());
-
-/// NMI-safe monotonic clock.
-fn now_ns() -> u64 {
-    // SAFETY: no precondition; NMI safe.
-    unsafe { bindings::ktime_get_mono_fast_ns() }
-}
 
 fn checksum(words: &[u64]) -> u64 {
     words.iter().fold(0x9e37_79b9_7f4a_7c15u64, |c, &w| {
@@ -231,7 +225,7 @@ impl Stress {
         let seq = w.seq.load(Ordering::Relaxed).wrapping_add(1);
         w.seq.store(seq, Ordering::Relaxed);
         let nwords = MIN_WORDS + (seq as usize % (MAX_WORDS - MIN_WORDS + 1));
-        let ts = now_ns();
+        let ts = mono_ns();
         match self.buf.reserve(nwords * 8, ts) {
             Ok(mut slot) => {
                 let depth = self.open.fetch_add(1, Ordering::Relaxed) + 1;
@@ -277,10 +271,10 @@ impl Stress {
             }
             fsleep(Delta::from_millis(1));
         }
-        let deadline = now_ns().wrapping_add(RUN_NS);
+        let deadline = mono_ns().wrapping_add(RUN_NS);
         this.start_scoped(Delta::from_micros(TIMER_PERIOD_US), || {
             let mut i = 0u64;
-            while now_ns() < deadline {
+            while mono_ns() < deadline {
                 let self_nmi = i % 64 == 0;
                 this.write_one(TASK, || {
                     if self_nmi {
@@ -303,7 +297,7 @@ impl Stress {
             let done = self.writer_done.load(Ordering::Acquire)
                 && self.nmi_pending.load(Ordering::Acquire) == 0;
             if !self.writer_done.load(Ordering::Relaxed) {
-                let t = now_ns();
+                let t = mono_ns();
                 if t.wrapping_sub(last_nmi) >= NMI_INTERVAL_NS {
                     last_nmi = t;
                     self.try_send_nmi();
@@ -509,7 +503,6 @@ fn print(name: &str, r: &Report) {
     );
 }
 
-#[cfg(oprofile_rs_kunit)]
 #[kunit_tests(oprofile_rs_ringbuf_stress)]
 mod tests {
     use super::*;

@@ -74,6 +74,16 @@ pub(crate) fn now() -> u64 {
     unsafe { ffi::oprofile_rs_clock() }
 }
 
+/// The clocksource's monotonic time in ns: NMI safe, consistent across
+/// CPUs, and it advances while interrupts are off, where `local_clock()` may
+/// not (an unstable sched clock, as on the lockdep kernel under QEMU, moves at
+/// most a tick past this CPU's last tick). For waits and durations in tests
+/// and benchmarks; the stream's time stamps are [`now`].
+pub(crate) fn mono_ns() -> u64 {
+    // SAFETY: plain call; ktime_get_mono_fast_ns() is safe in any context.
+    unsafe { kernel::bindings::ktime_get_mono_fast_ns() }
+}
+
 /// pid, tgid and comm of the current task (any context, NMI included).
 pub(crate) fn current_task() -> (u32, u32, [u8; 16]) {
     let (mut pid, mut tgid, mut comm) = (0u32, 0u32, [0u8; 16]);
