@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Kernel threads bound to one CPU, for the in-kernel stress test and
-//! benchmark of the ring buffer (the kernel crate has no kthread wrapper).
+//! Kernel threads bound to one CPU, for the in-kernel tests and the
+//! benchmark of the ring buffer (the kernel crate has no kthread wrapper),
+//! and waiting for what they do.
 
 use core::ffi::{c_int, c_void};
 
@@ -18,6 +19,20 @@ pub(crate) fn park() {
     while !unsafe { bindings::kthread_should_stop() } {
         fsleep(Delta::from_millis(1));
     }
+}
+
+/// Waits, sleeping a millisecond at a time, until `done` holds or `timeout_ms`
+/// have passed; returns whether it holds. (The KUnit tests' wait; the
+/// benchmark waits as long as its run takes.)
+#[cfg(oprofile_rs_kunit)]
+pub(crate) fn wait_until(timeout_ms: u32, done: impl Fn() -> bool) -> bool {
+    for _ in 0..timeout_ms {
+        if done() {
+            return true;
+        }
+        fsleep(Delta::from_millis(1));
+    }
+    done()
 }
 
 /// A started kthread bound to one CPU, stopped (`kthread_stop`) on drop.

@@ -29,7 +29,7 @@ use kernel::{
 };
 
 use crate::{
-    kthread::{park, Thread},
+    kthread::{park, wait_until, Thread},
     nmi,
     perf::Regs,
     profiler::stop_recording,
@@ -211,16 +211,8 @@ struct Outcome {
     read_back: bool,
 }
 
-/// Waits (sleeping) until `f` holds, for at most 5 s.
-fn wait_until(f: impl Fn() -> bool) -> bool {
-    for _ in 0..5000 {
-        if f() {
-            return true;
-        }
-        fsleep(Delta::from_millis(1));
-    }
-    f()
-}
+/// How long the test waits for the stopper and the writer.
+const TIMEOUT_MS: u32 = 5000;
 
 fn run(via: Via) -> Result<Outcome> {
     let mut online = (0..nr_cpu_ids())
@@ -264,11 +256,11 @@ fn run(via: Via) -> Result<Outcome> {
     // thread, which is stopped (dropped) below before it.
     let thread = unsafe { Thread::start(stopper_thread, data, stopper_cpu) };
     if thread.is_ok() {
-        wait_until(|| stopper.done.load(Ordering::Acquire));
+        wait_until(TIMEOUT_MS, || stopper.done.load(Ordering::Acquire));
     }
     // Whatever happened, no writer may run once the sampler is freed.
     TARGET.store(0, Ordering::Release);
-    wait_until(|| STATE.load(Ordering::Acquire) != W_HOLDING);
+    wait_until(TIMEOUT_MS, || STATE.load(Ordering::Acquire) != W_HOLDING);
     ACTIVE.store(null_mut(), Ordering::Release);
     drop(thread);
     // A call still queued on the writer's CPU runs before this one returns.

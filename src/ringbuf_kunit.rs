@@ -40,7 +40,7 @@ use kernel::{
     },
 };
 
-use crate::kthread::{park, Thread};
+use crate::kthread::{park, wait_until, Thread};
 use crate::nmi;
 use crate::ringbuf::{CpuBuffer, Mode, RecordSwitch, Stats, Switches};
 use crate::sampler::mono_ns;
@@ -422,7 +422,7 @@ fn run(mode: Mode, words: usize) -> Result<Option<Report>> {
     let ptr = core::ptr::from_ref::<Stress>(&stress).cast_mut();
     let nmi_reg = KBox::pin_init(nmi::Registration::<StressNmi>::new(), GFP_KERNEL)?;
     ACTIVE.store(ptr, Ordering::Release);
-    let mut timed_out = false;
+    let timed_out;
     {
         // SAFETY: `stress` is pinned and outlives both threads (dropped at
         // the end of this block, before `stress`).
@@ -431,17 +431,12 @@ fn run(mode: Mode, words: usize) -> Result<Option<Report>> {
         let writer = unsafe { Thread::start(writer_thread, ptr.cast(), w) };
         if reader.is_err() || writer.is_err() {
             stress.writer_done.store(true, Ordering::Release);
-        }
-        let mut waited = 0;
-        while !(stress.writer_done.load(Ordering::Acquire)
-            && stress.reader_done.load(Ordering::Acquire))
-        {
-            if reader.is_err() || writer.is_err() || waited >= TIMEOUT_MS {
-                timed_out = true;
-                break;
-            }
-            fsleep(Delta::from_millis(2));
-            waited += 2;
+            timed_out = true;
+        } else {
+            timed_out = !wait_until(TIMEOUT_MS, || {
+                stress.writer_done.load(Ordering::Acquire)
+                    && stress.reader_done.load(Ordering::Acquire)
+            });
         }
         // Threads stop here (the writer's timer is cancelled before it returns).
         drop(writer);
