@@ -22,6 +22,7 @@ mod params;
 mod perf;
 mod poll_misc;
 mod profiler;
+mod ratelimit;
 #[cfg(oprofile_rs_kunit)]
 mod quiesce_kunit;
 mod records;
