@@ -3,26 +3,45 @@
 //! The character device `/dev/oprofile/buffer`.
 //!
 //! A misc device named `oprofile!buffer`: devtmpfs turns the `!` into a
-//! directory and gives it mode 0600 (root only). One reader at a time (a
-//! second `open` gets `EBUSY`). Each open starts a stream
+//! directory and gives it mode 0600. Opening it needs what perf needs to
+//! sample the whole system (`CAP_PERFMON` or `CAP_SYS_ADMIN`): the stream holds kernel addresses and every user's pids,
+//! names and PCs, so a `chmod 666` of the node changes nothing (`EACCES`).
+//!
+//! One reader at a time: an open with read access takes the reader slot (a
+//! second one gets `EBUSY`); an open for writing only (`O_WRONLY`) is a
+//! control file that takes no slot. Each reader's open starts a stream
 //! (`Documentation/stream-format.md`): the header, then whole records. A
-//! blocking read waits until the event buffer holds `buffer_watershed` bytes
-//! or a flush (or `tracing_on=0`) happens, and is interrupted by signals; `O_NONBLOCK` gives
-//! `EAGAIN` when nothing waits. A user buffer that cannot hold the next whole
-//! record gets `EINVAL`. `poll`/`select`/`epoll` report the device readable
-//! exactly when a blocking read would return at once.
+//! blocking read waits until the event buffer holds `buffer_watershed`
+//! bytes, a flush (or `tracing_on=0`) happens, or the event buffer is full,
+//! and is interrupted by signals; `O_NONBLOCK` gives `EAGAIN` when nothing
+//! waits. A zero-length read returns 0; a user buffer that cannot hold the
+//! next whole record gets `EINVAL`. `poll`/`select`/`epoll` report the
+//! device readable exactly when a blocking read would return at once. The
+//! file is a stream: `lseek`/`pread` get `ESPIPE`. Threads sharing the file
+//! read one at a time.
+//!
+//! The ioctls below control recording like the debugfs files (which
+//! `lockdown=integrity` makes unwritable), on any open file of the device:
+//! `OPROFILE_RS_IOC_TRACING_ON`/`_OFF` (as `echo 1`/`echo 0 > tracing_on`),
+//! `OPROFILE_RS_IOC_FLUSH` (as `echo 1 > flush`), `OPROFILE_RS_IOC_GET_TRACING`
+//! (writes 0 or 1 as a `__u32`). Other commands get `ENOTTY`.
 
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use kernel::{
+    bindings,
     fs::{File, Kiocb},
+    ioctl::{_IO, _IOR},
     iov::IovIterDest,
     prelude::*,
     sync::{poll::PollTable, Arc},
+    uaccess::{UserPtr, UserSlice},
 };
 
 use crate::{
+    event_buffer::EventBuffer,
     poll_misc::{mask, PollMiscDevice, PollMiscRegistration},
-    profiler::Profiler,
+    profiler::{Profiler, TRACING_ON},
+    ratelimit::pr_ratelimited,
     records,
     sampler::now,
 };
@@ -30,67 +49,113 @@ use crate::{
 /// The name of the device; devtmpfs creates `/dev/oprofile/buffer`.
 pub(crate) const DEVICE_NAME: &CStr = c"oprofile!buffer";
 
-/// `O_NONBLOCK` from the UAPI headers.
-const O_NONBLOCK: u32 = kernel::bindings::O_NONBLOCK;
+/// The ioctl commands (`Documentation/user-guide.md`).
+pub(crate) mod ioctl {
+    use super::*;
+
+    const MAGIC: u32 = b'O' as u32;
+    /// Resume recording.
+    pub(crate) const TRACING_ON: u32 = _IO(MAGIC, 1);
+    /// Stop recording and hand everything recorded to the reader.
+    pub(crate) const TRACING_OFF: u32 = _IO(MAGIC, 2);
+    /// Hand everything recorded to the reader now.
+    pub(crate) const FLUSH: u32 = _IO(MAGIC, 3);
+    /// Write the `tracing_on` state (0 or 1) to a `__u32`.
+    pub(crate) const GET_TRACING: u32 = _IOR::<u32>(MAGIC, 4);
+}
+
+/// `O_NONBLOCK` and `O_ACCMODE` from the UAPI headers.
+const O_NONBLOCK: u32 = bindings::O_NONBLOCK;
+const O_ACCMODE: u32 = bindings::O_ACCMODE;
+const O_WRONLY: u32 = bindings::O_WRONLY;
 
 /// One open file of the device.
 pub(crate) struct BufferReader {
     profiler: Arc<Profiler>,
+    /// This file holds the reader slot (opened with read access).
+    reads: bool,
     header_sent: AtomicBool,
+    /// The stream's opening records (after the header) are not all read.
+    prefix_pending: AtomicBool,
     /// The flush generation whose data this reader has drained.
     seen_flush: AtomicU64,
 }
 
+/// Whether the caller may read the whole system's samples: what perf's
+/// `perfmon_capable()` asks for a CPU-wide counter with kernel samples
+/// whatever `perf_event_paranoid` says. (perf also calls the LSM's
+/// `security_perf_event_open`, which is not exported to modules.)
+fn may_profile_system() -> Result {
+    // SAFETY: plain calls on the current task's credentials.
+    let capable = unsafe {
+        bindings::capable(bindings::CAP_PERFMON as i32)
+            || bindings::capable(bindings::CAP_SYS_ADMIN as i32)
+    };
+    if capable {
+        Ok(())
+    } else {
+        Err(EACCES)
+    }
+}
+
 impl BufferReader {
     /// Whether a blocking read would return now (the condition `poll` reports).
-    fn readable(&self, eb: &crate::event_buffer::EventBuffer) -> bool {
+    fn readable(&self, eb: &EventBuffer) -> bool {
         let flushed = eb.flush_seq != self.seen_flush.load(Ordering::Relaxed);
         !self.header_sent.load(Ordering::Acquire)
+            || self.prefix_pending.load(Ordering::Acquire)
             || eb.len() >= self.profiler.config.buffer_watershed
+            || self.profiler.nearly_full(eb)
             || (flushed && eb.len() > 0)
     }
 }
 
-impl PollMiscDevice for BufferReader {
-    fn open(_file: &File, misc: &PollMiscRegistration<Self>) -> Result<KBox<Self>> {
-        let profiler = crate::OprofileModule::profiler_of(misc);
-        if profiler.reader_open.swap(true, Ordering::AcqRel) {
-            pr_info!("/dev/oprofile/buffer: refused a second reader (EBUSY)\n");
-            return Err(EBUSY);
+/// The reader slot's busy flag, held for one `read`: threads sharing the
+/// file read one after another, and the reader state is theirs meanwhile.
+struct Busy<'a>(&'a Profiler);
+
+impl<'a> Busy<'a> {
+    /// Waits (interruptibly) for the flag, or `EAGAIN` with `nonblock`.
+    fn take(p: &'a Profiler, nonblock: bool) -> Result<Self> {
+        let mut eb = p.events.lock();
+        while p.read_busy.swap(true, Ordering::Acquire) {
+            if nonblock {
+                return Err(EAGAIN);
+            }
+            if p.readers.wait_interruptible(&mut eb) {
+                return Err(ERESTARTSYS);
+            }
         }
-        let seen = profiler.events.lock().flush_seq;
-        let open = profiler.clone();
-        KBox::new(
-            BufferReader {
-                profiler,
-                header_sent: AtomicBool::new(false),
-                seen_flush: AtomicU64::new(seen),
-            },
-            GFP_KERNEL,
-        )
-        .map_err(|e| {
-            // Not opened after all.
-            open.reader_open.store(false, Ordering::Release);
-            e.into()
-        })
+        Ok(Busy(p))
     }
+}
 
-    fn release(me: KBox<Self>, _file: &File) {
-        me.profiler.reader_open.store(false, Ordering::Release);
+impl Drop for Busy<'_> {
+    fn drop(&mut self) {
+        // Under the lock the waiters check the flag with: no lost wake-up.
+        let _eb = self.0.events.lock();
+        self.0.read_busy.store(false, Ordering::Release);
+        self.0.readers.notify_all();
     }
+}
 
-    fn read_iter(kiocb: Kiocb<'_, KBox<Self>>, iov: &mut IovIterDest<'_>) -> Result<usize> {
-        // SAFETY: the kiocb of a read in progress has a valid file.
-        let nonblock = unsafe { (*(*kiocb.as_raw()).ki_filp).f_flags } & O_NONBLOCK != 0;
-        let me = kiocb.file();
-        let p = &*me.profiler;
-        let room = iov.len();
+impl BufferReader {
+    /// Copies the header and the stream's opening records that fit in
+    /// `room` bytes; returns the bytes copied.
+    fn read_prefix(&self, iov: &mut IovIterDest<'_>, room: usize) -> Result<usize> {
+        let p = &*self.profiler;
         let mut copied = 0;
-        if !me.header_sent.load(Ordering::Acquire) {
+        let mut st = p.reader.lock();
+        if !self.header_sent.load(Ordering::Acquire) {
             if room < records::HEADER_LEN {
-                pr_info!("/dev/oprofile/buffer: a {room}-byte read cannot hold the 64-byte header (EINVAL)\n");
+                pr_ratelimited!(
+                    pr_info,
+                    "/dev/oprofile/buffer: a {room}-byte read cannot hold the {}-byte header (EINVAL)\n",
+                    records::HEADER_LEN
+                );
                 return Err(EINVAL);
             }
+            st.start_stream()?;
             let event = p.event();
             let header = records::header(&records::HeaderInfo {
                 hardware: event.is_hardware(),
@@ -104,40 +169,154 @@ impl PollMiscDevice for BufferReader {
             if iov.copy_to_iter(&header) != header.len() {
                 return Err(EFAULT);
             }
-            me.header_sent.store(true, Ordering::Release);
+            self.header_sent.store(true, Ordering::Release);
+            self.prefix_pending
+                .store(st.prefix_pending(), Ordering::Release);
             copied = header.len();
         }
-        let mut eb = p.events.lock();
-        loop {
-            let flushed = eb.flush_seq != me.seen_flush.load(Ordering::Relaxed);
-            if me.readable(&eb) || (nonblock && eb.len() > 0) || (copied > 0 && eb.len() > 0) {
-                break;
+        if st.prefix_pending() {
+            let chunk = st.prefix_chunk(room - copied);
+            if chunk.is_empty() && copied == 0 {
+                pr_ratelimited!(
+                    pr_info,
+                    "/dev/oprofile/buffer: a {room}-byte read cannot hold the next record (EINVAL)\n"
+                );
+                return Err(EINVAL);
             }
-            if flushed && eb.len() == 0 {
-                me.seen_flush.store(eb.flush_seq, Ordering::Relaxed);
+            let n = iov.copy_to_iter(chunk);
+            let whole = if n == chunk.len() { n } else { 0 };
+            if whole == 0 && copied == 0 && !chunk.is_empty() {
+                return Err(EFAULT);
             }
-            if copied > 0 {
-                return Ok(copied);
-            }
-            if nonblock {
-                return Err(EAGAIN);
-            }
-            if p.readers.wait_interruptible(&mut eb) {
-                return Err(ERESTARTSYS);
-            }
+            st.prefix_consumed(whole);
+            copied += whole;
+            self.prefix_pending
+                .store(st.prefix_pending(), Ordering::Release);
         }
-        let chunk = eb.whole_records(room - copied);
-        if chunk.is_empty() {
-            if copied > 0 {
-                return Ok(copied);
-            }
-            let need = eb.first_len().unwrap_or(0);
-            pr_info!("/dev/oprofile/buffer: a {room}-byte read cannot hold the next {need}-byte record (EINVAL)\n");
-            return Err(EINVAL);
+        Ok(copied)
+    }
+}
+
+/// Bytes of the whole records at the start of `a` then `b` within `n`.
+fn whole_records(a: &[u8], b: &[u8], n: usize) -> usize {
+    let byte = |i: usize| -> u8 {
+        if i < a.len() {
+            a.get(i).copied().unwrap_or(0)
+        } else {
+            b.get(i - a.len()).copied().unwrap_or(0)
         }
-        let n = iov.copy_to_iter(chunk);
+    };
+    let mut at = 0;
+    while at + 8 <= n {
+        let len = usize::from(u16::from_ne_bytes([byte(at + 2), byte(at + 3)]));
+        if len < 8 || at + len > n {
+            break;
+        }
+        at += len;
+    }
+    at
+}
+
+impl PollMiscDevice for BufferReader {
+    fn open(file: &File, misc: &PollMiscRegistration<Self>) -> Result<KBox<Self>> {
+        may_profile_system()?;
+        let profiler = crate::OprofileModule::profiler_of(misc);
+        let reads = file.flags() & O_ACCMODE != O_WRONLY;
+        if reads && profiler.reader_open.swap(true, Ordering::AcqRel) {
+            pr_ratelimited!(
+                pr_info,
+                "/dev/oprofile/buffer: refused a second reader (EBUSY)\n"
+            );
+            return Err(EBUSY);
+        }
+        let seen = profiler.events.lock().flush_seq;
+        let open = profiler.clone();
+        KBox::new(
+            BufferReader {
+                profiler,
+                reads,
+                header_sent: AtomicBool::new(false),
+                prefix_pending: AtomicBool::new(false),
+                seen_flush: AtomicU64::new(seen),
+            },
+            GFP_KERNEL,
+        )
+        .map_err(|e| {
+            // Not opened after all.
+            if reads {
+                open.reader_open.store(false, Ordering::Release);
+            }
+            e.into()
+        })
+    }
+
+    fn release(me: KBox<Self>, _file: &File) {
+        if me.reads {
+            me.profiler.reader_open.store(false, Ordering::Release);
+        }
+    }
+
+    fn read_iter(kiocb: Kiocb<'_, KBox<Self>>, iov: &mut IovIterDest<'_>) -> Result<usize> {
+        // SAFETY: the kiocb of a read in progress has a valid file.
+        let nonblock = unsafe { (*(*kiocb.as_raw()).ki_filp).f_flags } & O_NONBLOCK != 0;
+        let me = kiocb.file();
+        let p = &*me.profiler;
+        let room = iov.len();
+        if room == 0 {
+            return Ok(0);
+        }
+        let _busy = Busy::take(p, nonblock)?;
+        let copied = me.read_prefix(iov, room)?;
+        if me.prefix_pending.load(Ordering::Acquire) {
+            return Ok(copied);
+        }
+        let (chunk, view) = {
+            let mut eb = p.events.lock();
+            loop {
+                let flushed = eb.flush_seq != me.seen_flush.load(Ordering::Relaxed);
+                if me.readable(&eb) || (nonblock && eb.len() > 0) || (copied > 0 && eb.len() > 0) {
+                    break;
+                }
+                if flushed && eb.len() == 0 {
+                    me.seen_flush.store(eb.flush_seq, Ordering::Relaxed);
+                }
+                if copied > 0 {
+                    return Ok(copied);
+                }
+                if nonblock {
+                    return Err(EAGAIN);
+                }
+                if p.readers.wait_interruptible(&mut eb) {
+                    return Err(ERESTARTSYS);
+                }
+            }
+            let chunk = eb.chunk(room - copied);
+            if chunk.len == 0 {
+                if copied > 0 {
+                    return Ok(copied);
+                }
+                let need = eb.first_len().unwrap_or(0);
+                pr_ratelimited!(
+                    pr_info,
+                    "/dev/oprofile/buffer: a {room}-byte read cannot hold the next {need}-byte record (EINVAL)\n"
+                );
+                return Err(EINVAL);
+            }
+            (chunk, eb.view())
+        };
+        // The copy runs without the events lock: the sync goes on meanwhile.
+        // SAFETY: `p` (which owns the event buffer) outlives this call; this
+        // is the only reader (`_busy`), so nothing is consumed until the
+        // slices are gone (below).
+        let (a, b) = unsafe { view.bytes(chunk) };
+        let mut n = iov.copy_to_iter(a);
+        if n == a.len() {
+            n += iov.copy_to_iter(b);
+        }
         // Only whole records count; a fault part-way keeps the rest queued.
-        let whole = eb.whole_records(n).len();
+        let whole = whole_records(a, b, n);
+        p.reader.lock().delivered(a, b, whole);
+        let mut eb = p.events.lock();
         eb.consume(whole);
         if eb.len() == 0 {
             me.seen_flush.store(eb.flush_seq, Ordering::Relaxed);
@@ -148,7 +327,27 @@ impl PollMiscDevice for BufferReader {
         Ok(copied + whole)
     }
 
+    fn ioctl(me: &Self, _file: &File, cmd: u32, arg: usize) -> Result<isize> {
+        let p = &*me.profiler;
+        match cmd {
+            ioctl::TRACING_ON => p.set_tracing(true),
+            ioctl::TRACING_OFF => p.set_tracing(false),
+            ioctl::FLUSH => p.flush(),
+            ioctl::GET_TRACING => {
+                let v = u32::from(TRACING_ON.is_on());
+                UserSlice::new(UserPtr::from_addr(arg), core::mem::size_of::<u32>())
+                    .writer()
+                    .write(&v)?;
+            }
+            _ => return Err(ENOTTY),
+        }
+        Ok(0)
+    }
+
     fn poll(me: &Self, file: &File, table: PollTable<'_>) -> u32 {
+        if !me.reads {
+            return 0;
+        }
         table.register_wait(file, &me.profiler.readers);
         if me.readable(&me.profiler.events.lock()) {
             mask::EPOLLIN | mask::EPOLLRDNORM

@@ -165,11 +165,14 @@ struct oprofile_rs_sync_cpu *oprofile_rs_sync_alloc(void *context, unsigned long
 	return s;
 }
 
-/* Starts CPU cpu's work, staggered by a jiffy per CPU like oprofile's. */
+/*
+ * Starts CPU cpu's work, staggered by a jiffy per CPU like oprofile's (modulo
+ * the interval: the first sync of a high CPU number is not late).
+ */
 void oprofile_rs_sync_start_cpu(struct oprofile_rs_sync_cpu *s, unsigned int cpu)
 {
 	WRITE_ONCE(s[cpu].stopping, false);
-	schedule_delayed_work_on(cpu, &s[cpu].work, s[cpu].interval + cpu);
+	schedule_delayed_work_on(cpu, &s[cpu].work, s[cpu].interval + cpu % s[cpu].interval);
 }
 
 /* Stops CPU cpu's work; it is not running when this returns. */

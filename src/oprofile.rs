@@ -22,9 +22,10 @@ mod params;
 mod perf;
 mod poll_misc;
 mod profiler;
-mod ratelimit;
 #[cfg(oprofile_rs_kunit)]
 mod quiesce_kunit;
+mod ratelimit;
+mod reader_state;
 mod records;
 mod sampler;
 mod sync;

@@ -2,10 +2,14 @@
 
 //! A misc device with `poll`: the kernel crate's `MiscDevice` has no poll
 //! hook, so this is a small copy of its registration and vtable (open,
-//! release, read_iter) plus `poll`, which `select`, `poll` and `epoll` use.
+//! release, read_iter, ioctl) plus `poll`, which `select`, `poll` and `epoll`
+//! use.
 //!
-//! The device's private data is a `KBox<T>` created by [`PollMiscDevice::open`]
-//! and dropped by `release`; `read_iter` and `poll` borrow it.
+//! Files are streams (`stream_open`): `lseek`, `pread` and `pwrite` fail with
+//! `ESPIPE`. The device's private data is a `KBox<T>` created by
+//! [`PollMiscDevice::open`] and dropped by `release`; `read_iter`, `ioctl`
+//! and `poll` borrow it. The file operations name this module as their owner,
+//! so an open file keeps the module loaded.
 
 use core::{ffi::c_int, marker::PhantomData};
 use kernel::{
@@ -36,6 +40,9 @@ pub(crate) trait PollMiscDevice: Sized + Send + Sync + 'static {
     fn release(me: KBox<Self>, file: &File);
     /// `read`.
     fn read_iter(kiocb: Kiocb<'_, KBox<Self>>, iov: &mut IovIterDest<'_>) -> Result<usize>;
+    /// `ioctl` (and the 32-bit `compat_ioctl`, whose arguments are the same
+    /// here: the commands take no pointer-sized fields).
+    fn ioctl(me: &Self, file: &File, cmd: u32, arg: usize) -> Result<isize>;
     /// `poll`: registers `table` with the wait queues that signal a change and
     /// returns the current `EPOLL*` mask.
     fn poll(me: &Self, file: &File, table: PollTable<'_>) -> u32;
@@ -97,6 +104,8 @@ impl<T: PollMiscDevice> Vtable<T> {
         open: Some(Self::open),
         release: Some(Self::release),
         read_iter: Some(Self::read_iter),
+        unlocked_ioctl: Some(Self::ioctl),
+        compat_ioctl: Some(Self::compat_ioctl),
         poll: Some(Self::poll),
         llseek: Some(bindings::noop_llseek),
         owner: <crate::LocalModule as ModuleMetadata>::THIS_MODULE.as_ptr(),
@@ -109,7 +118,7 @@ impl<T: PollMiscDevice> Vtable<T> {
     /// [`PollMiscRegistration<T>`] (`misc_open` set `private_data` to it).
     unsafe extern "C" fn open(inode: *mut bindings::inode, raw: *mut bindings::file) -> c_int {
         // SAFETY: valid inode and file of an open in progress.
-        let ret = unsafe { bindings::generic_file_open(inode, raw) };
+        let ret = unsafe { bindings::stream_open(inode, raw) };
         if ret != 0 {
             return ret;
         }
@@ -157,6 +166,31 @@ impl<T: PollMiscDevice> Vtable<T> {
             Ok(n) => n as isize,
             Err(e) => e.to_errno() as isize,
         }
+    }
+
+    /// # Safety
+    ///
+    /// Called by the VFS with a file opened by `open`.
+    unsafe extern "C" fn ioctl(raw: *mut bindings::file, cmd: u32, arg: usize) -> isize {
+        // SAFETY: the private data is the `KBox<T>` of `open`, alive until
+        // release, which cannot run during an ioctl of the file.
+        let me = unsafe { <KBox<T> as ForeignOwnable>::borrow((*raw).private_data) };
+        // SAFETY: the file is valid for the call.
+        let file = unsafe { File::from_raw_file(raw) };
+        match T::ioctl(me, file, cmd, arg) {
+            Ok(n) => n,
+            Err(e) => e.to_errno() as isize,
+        }
+    }
+
+    /// # Safety
+    ///
+    /// As [`Self::ioctl`]; `arg` comes from a 32-bit process.
+    unsafe extern "C" fn compat_ioctl(raw: *mut bindings::file, cmd: u32, arg: usize) -> isize {
+        // A 32-bit user pointer zero-extended is the 64-bit one on x86-64
+        // (`compat_ptr`).
+        // SAFETY: as for `ioctl`.
+        unsafe { Self::ioctl(raw, cmd, arg) }
     }
 
     /// # Safety

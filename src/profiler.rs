@@ -5,7 +5,7 @@
 
 use core::{
     ffi::{c_int, c_void},
-    sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, Ordering},
+    sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, Ordering},
 };
 use kernel::{
     cpu::{nr_cpu_ids, CpuId},
@@ -19,10 +19,12 @@ use crate::{
     nmi,
     params::{Config, EventChoice},
     perf::{Attr, Counter, Event, Trampoline},
+    ratelimit::pr_ratelimited,
+    reader_state::ReaderState,
     records,
     ringbuf::{RecordSwitch, Switches},
     sampler::{now, CpuSampler},
-    sync::{sync, sync_cpu, SyncState},
+    sync::{self, CpuSync, Reserve, Target},
 };
 
 /// The global record switch, bound to debugfs `tracing_on`.
@@ -33,7 +35,10 @@ static RUNNING: RecordSwitch = RecordSwitch::new(false);
 mod ffi {
     use core::ffi::{c_int, c_void};
     extern "C" {
-        pub(super) fn oprofile_rs_sync_alloc(context: *mut c_void, interval: u64) -> *mut c_void;
+        pub(super) fn oprofile_rs_sync_alloc(
+            context: *mut c_void,
+            interval: kernel::ffi::c_ulong,
+        ) -> *mut c_void;
         pub(super) fn oprofile_rs_sync_start_cpu(s: *mut c_void, cpu: u32);
         pub(super) fn oprofile_rs_sync_stop_cpu(s: *mut c_void, cpu: u32);
         pub(super) fn oprofile_rs_sync_free(s: *mut c_void);
@@ -55,7 +60,7 @@ mod ffi {
 unsafe extern "C" fn oprofile_rs_sync_work(context: *mut c_void, cpu: u32) {
     // SAFETY: see the function's safety section.
     let p = unsafe { &*context.cast::<Profiler>() };
-    sync_cpu(p, cpu);
+    p.sync_one(cpu);
 }
 
 /// CPU hotplug: `cpu` came online (also called for every online CPU at start).
@@ -96,22 +101,50 @@ struct Running {
 // SAFETY: the handle is only passed back to glue.c, from any thread.
 unsafe impl Send for Running {}
 
+/// The profiler.
+///
+/// Locks, outermost first (never taken the other way round): `control`
+/// (tracing_on and flush writers, one at a time), a CPU's `cpu_sync` (one
+/// at a time, never two), `events`. `reader` is taken only by the one
+/// reader of the moment (the device's busy flag) and never held with
+/// another. `counters` and `running` are leaves. CPU hotplug callbacks run
+/// under the hotplug lock and take a `cpu_sync` and `events`; nothing here
+/// takes the hotplug lock while holding one of these.
 #[pin_data(PinnedDrop)]
 pub(crate) struct Profiler {
     pub(crate) config: Config,
     /// The sampled event ([`Event::index`]), resolved at start.
     active: AtomicU8,
-    pub(crate) cpus: KVec<CpuSampler>,
-    trampolines: KVec<Trampoline>,
+    /// Per possible CPU (kvmalloc: large `nr_cpu_ids` need no high-order
+    /// allocation).
+    pub(crate) cpus: KVVec<CpuSampler>,
+    trampolines: KVVec<Trampoline>,
+    /// Per possible CPU: its sync state, behind its own mutex.
+    cpu_sync: KVVec<Pin<KBox<Mutex<CpuSync>>>>,
+    /// What the sync keeps free in the event buffer for `tracing_on=0`.
+    reserve: Reserve,
+    /// The latest time stamp of a record moved to the event buffer.
+    last_ts: AtomicU64,
+    /// The time of a TRACING on record that did not fit in the event buffer
+    /// yet (0: none). The sync writes it before any other record.
+    pending_on: AtomicU64,
+    #[pin]
+    control: Mutex<()>,
     #[pin]
     pub(crate) events: Mutex<EventBuffer>,
+    /// Woken when data arrives, at a flush, when the event buffer is full,
+    /// and when the reader slot's busy flag clears.
     #[pin]
     pub(crate) readers: PollCondVar,
+    /// What the stream delivered (see `reader_state.rs`).
     #[pin]
-    pub(crate) sync_state: Mutex<SyncState>,
+    pub(crate) reader: Mutex<ReaderState>,
+    /// Set while a `read` of the device is in progress (one at a time, also
+    /// for threads sharing the file).
+    pub(crate) read_busy: AtomicBool,
     /// One counter slot per possible CPU: `Some` while the CPU is online.
     #[pin]
-    counters: Mutex<KVec<Option<Counter>>>,
+    counters: Mutex<KVVec<Option<Counter>>>,
     /// The per-CPU sync works (glue.c), from start to stop.
     sync_works: AtomicPtr<c_void>,
     /// Set while `start` brings the online CPUs up: a failure then fails the load.
@@ -131,9 +164,22 @@ impl Profiler {
             global: &TRACING_ON,
             set: &RUNNING,
         };
-        let mut cpus = KVec::with_capacity(n as usize, GFP_KERNEL)?;
-        let mut slots = KVec::with_capacity(n as usize, GFP_KERNEL)?;
+        let reserve = Reserve::new(n as usize);
+        // Room for the reserve and a few of the largest records besides.
+        if config.buffer_size < 2 * reserve.bytes() + 4 * records::MAX_RECORD {
+            pr_err!(
+                "buffer_size={} is too small for {} CPUs: at least {} bytes\n",
+                config.buffer_size,
+                n,
+                2 * reserve.bytes() + 4 * records::MAX_RECORD
+            );
+            return Err(EINVAL);
+        }
+        let mut cpus = KVVec::with_capacity(n as usize, GFP_KERNEL)?;
+        let mut slots = KVVec::with_capacity(n as usize, GFP_KERNEL)?;
+        let mut cpu_sync = KVVec::with_capacity(n as usize, GFP_KERNEL)?;
         for cpu in 0..n {
+            cpu_sync.push(KBox::pin_init(CpuSync::new(), GFP_KERNEL)?, GFP_KERNEL)?;
             cpus.push(
                 CpuSampler::new(
                     cpu,
@@ -147,7 +193,7 @@ impl Profiler {
         }
         // Each counter's overflow context: the sampler of its CPU. They point
         // into the heap buffer of `cpus`, which never moves or grows.
-        let mut trampolines = KVec::with_capacity(n as usize, GFP_KERNEL)?;
+        let mut trampolines = KVVec::with_capacity(n as usize, GFP_KERNEL)?;
         for s in cpus.iter() {
             trampolines.push(Trampoline::new(s), GFP_KERNEL)?;
         }
@@ -157,9 +203,15 @@ impl Profiler {
                 active: AtomicU8::new(Event::CpuClock.index()),
                 cpus,
                 trampolines,
+                cpu_sync,
+                reserve,
+                last_ts: AtomicU64::new(0),
+                pending_on: AtomicU64::new(0),
+                control <- new_mutex!(()),
                 events <- new_mutex!(EventBuffer::new(config.buffer_size)?),
                 readers <- new_poll_condvar!(),
-                sync_state <- new_mutex!(SyncState::new(n as usize)?),
+                reader <- new_mutex!(ReaderState::new(n as usize)?),
+                read_busy: AtomicBool::new(false),
                 counters <- new_mutex!(slots),
                 sync_works: AtomicPtr::new(core::ptr::null_mut()),
                 starting: AtomicBool::new(false),
@@ -273,7 +325,8 @@ impl Profiler {
         let counter = match self.counter(cpu, event) {
             Ok(c) => c,
             Err(e) => {
-                pr_err!(
+                pr_ratelimited!(
+                    pr_err,
                     "cpu{cpu}: cannot sample {}: error {}{}\n",
                     event.name(),
                     e.to_errno(),
@@ -322,7 +375,7 @@ impl Profiler {
             // SAFETY: as in `cpu_up`; stopping a work that never started is a no-op.
             unsafe { ffi::oprofile_rs_sync_stop_cpu(works, cpu) };
         }
-        sync_cpu(self, cpu);
+        self.sync_one(cpu);
         pr_debug!("cpu{cpu}: offline, drained\n");
     }
 
@@ -349,9 +402,53 @@ impl Profiler {
         }
         self.flush();
     }
+    /// What a sync of CPU `cpu` works on.
+    fn target(&self, cpu: usize) -> Option<Target<'_>> {
+        Some(Target {
+            cpu: self.cpus.get(cpu)?,
+            state: self.cpu_sync.get(cpu)?,
+            events: &self.events,
+            reserve: self.reserve,
+            last_ts: &self.last_ts,
+            pending_on: &self.pending_on,
+        })
+    }
+
+    /// Moves CPU `cpu`'s records to the event buffer (its periodic work, and
+    /// when it goes offline); wakes the reader past the watershed or when
+    /// the event buffer is full.
+    fn sync_one(&self, cpu: u32) {
+        if let Some(t) = self.target(cpu as usize) {
+            let moved = sync::sync_cpu(&t);
+            let eb = self.events.lock();
+            let wake =
+                moved.full || self.nearly_full(&eb) || eb.len() >= self.config.buffer_watershed;
+            drop(eb);
+            if wake {
+                self.readers.notify_all();
+            }
+        }
+    }
+
+    /// Whether the event buffer is (nearly) too full for the sync to move
+    /// more: readers are woken then, whatever the watershed.
+    pub(crate) fn nearly_full(&self, eb: &EventBuffer) -> bool {
+        eb.free() < (self.config.buffer_size / 8).max(self.reserve.bytes() + records::MAX_RECORD)
+    }
+
+    /// Moves every CPU's records, one CPU after another.
+    fn sync_all(&self) {
+        for cpu in 0..self.cpus.len() {
+            if let Some(t) = self.target(cpu) {
+                sync::sync_cpu(&t);
+            }
+        }
+    }
+
     /// Pushes everything buffered to the event buffer and wakes readers.
     pub(crate) fn flush(&self) {
-        sync(self);
+        let _control = self.control.lock();
+        self.sync_all();
         self.wake_readers();
     }
 
@@ -364,30 +461,68 @@ impl Profiler {
 
     /// `tracing_on`: 0 stops every CPU before returning and hands everything
     /// recorded until then to the reader (as a flush does), 1 resumes.
+    /// Writers are serialised; writing the current state changes nothing.
+    ///
+    /// The stream's promise, whatever the fill of the event buffer: every
+    /// sample taken before an off switch is before its TRACING record (or
+    /// counted in a LOST record: what does not fit is dropped and counted),
+    /// and no sample comes between an off record and the next on record.
+    /// The off record always fits (the sync keeps room for it, see
+    /// `sync.rs`); an on record that does not fit waits, and no record
+    /// moves before it; an off switch while it still waits cancels both.
     pub(crate) fn set_tracing(&self, on: bool) {
-        if on {
-            self.push_marker(records::tracing(0, self.marker_time(), true));
-            TRACING_ON.set(true);
-        } else {
-            stop_recording(&TRACING_ON);
-            sync(self);
-            self.push_marker(records::tracing(0, self.marker_time(), false));
-            self.wake_readers();
+        let _control = self.control.lock();
+        if TRACING_ON.is_on() == on {
+            return;
         }
+        if on {
+            let t = self.marker_time();
+            let rec = records::tracing(0, t, true);
+            let mut eb = self.events.lock();
+            if !eb.push_keeping(&rec, self.reserve.bytes()) {
+                self.pending_on.store(t, Ordering::Relaxed);
+            }
+            drop(eb);
+            TRACING_ON.set(true);
+            return;
+        }
+        stop_recording(&TRACING_ON);
+        // Under the events lock, as the sync writes a waiting on record: it
+        // is either written already, or cancelled here, and until the
+        // discard below is done no record moves (`sync::BLOCKED`).
+        let cancelled = {
+            let _eb = self.events.lock();
+            self.pending_on.swap(sync::BLOCKED, Ordering::Relaxed) != 0
+        };
+        if !cancelled {
+            self.pending_on.store(0, Ordering::Relaxed);
+        }
+        if !cancelled {
+            self.sync_all();
+        }
+        for cpu in 0..self.cpus.len() {
+            if let Some(t) = self.target(cpu) {
+                sync::discard_cpu(&t);
+            }
+        }
+        if cancelled {
+            let _eb = self.events.lock();
+            self.pending_on.store(0, Ordering::Relaxed);
+        } else {
+            let rec = records::tracing(0, self.marker_time(), false);
+            if !self.events.lock().push(&rec) {
+                // Cannot happen: the reserve keeps room for it.
+                pr_ratelimited!(pr_err, "event buffer full: tracing off record dropped\n");
+            }
+        }
+        self.wake_readers();
     }
 
     /// A TRACING record's time: now, or the latest record's time if a CPU
     /// clock ahead of this one stamped it later, so that the record's time
     /// is not before that of a sample it follows in the stream.
     fn marker_time(&self) -> u64 {
-        let t = now();
-        t.max(self.sync_state.lock().last_ts)
-    }
-
-    fn push_marker(&self, record: [u8; records::TRACING_LEN]) {
-        if !self.events.lock().push(&record) {
-            pr_warn!("event buffer full: tracing marker dropped\n");
-        }
+        now().max(self.last_ts.load(Ordering::Relaxed))
     }
 }
 
@@ -415,6 +550,6 @@ pub(crate) fn stop_recording(switch: &RecordSwitch) {
 }
 
 /// HZ/10 in jiffies (at least 1).
-fn sync_interval() -> u64 {
-    (u64::from(kernel::bindings::HZ) / 10).max(1)
+fn sync_interval() -> kernel::ffi::c_ulong {
+    (kernel::bindings::HZ as kernel::ffi::c_ulong / 10).max(1)
 }

@@ -106,7 +106,8 @@ pub(crate) type Storage = KVVec<AtomicU64>;
 pub(crate) struct Counters {
     /// Samples delivered by the counter while recording was on.
     pub(crate) sample_received: AtomicU64,
-    /// Samples lost because this CPU's buffer was full.
+    /// Samples lost because this CPU's buffer was full, or dropped from it
+    /// at `tracing_on=0` because the event buffer was full.
     pub(crate) sample_lost_overflow: AtomicU64,
     /// Samples with no usable PC.
     pub(crate) sample_invalid_eip: AtomicU64,
@@ -157,6 +158,13 @@ impl CpuSampler {
             depth: (depth as usize).min(MAX_DEPTH),
             scratch: Scratch::new(),
         })
+    }
+
+    /// Forgets which task the last COMM record named, so that the next sample
+    /// writes a COMM first: for COMM records that never reach the stream
+    /// (dropped at `tracing_on=0`).
+    pub(crate) fn forget_comm(&self) {
+        self.last_pid.store(u64::MAX, Relaxed);
     }
 
     /// Writes one record: the bytes of `head` (a multiple of 8 long), then

@@ -17,6 +17,20 @@
  *                                  result, or "timeout".
  *   probe drain FILE               open FILE O_NONBLOCK, read it with 1 MiB reads
  *                                  until EAGAIN; prints "drained B bytes in N ns"
+ *   probe pread FILE               open FILE, one pread(2) of 64 bytes at offset 0
+ *   probe ioctl FILE CMD [wronly]  open FILE (O_WRONLY with "wronly", else
+ *                                  O_RDONLY|O_NONBLOCK), one ioctl: CMD is on,
+ *                                  off, flush, get (prints the value too) or
+ *                                  bogus (an unknown command)
+ *   probe openw FILE               open FILE O_WRONLY, then O_RDONLY; reports
+ *                                  the second open's result
+ *   probe threads FILE MS          two threads share one O_RDONLY|O_NONBLOCK
+ *                                  file and read it (4 KiB reads) for MS ms;
+ *                                  prints "headers H" (reads that returned a
+ *                                  stream header) and "errors E" (errno other
+ *                                  than EAGAIN)
+ *   probe readto FILE SIZE SECS    one blocking read of SIZE bytes, interrupted
+ *                                  by SIGALRM (no SA_RESTART) after SECS s
  *   probe -u UID ...               drop to UID/GID first (permission tests)
  *
  * Prints "ok N" (bytes) or "err ENAME" and exits 0 unless usage is wrong.
@@ -31,6 +45,10 @@
 #include <sys/epoll.h>
 #include <sys/select.h>
 #include <time.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <sys/ioctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -58,6 +76,33 @@ static int wait_readable(int fd, const char *how, int ms)
 	int r = epoll_wait(ep, &out, 1, ms);
 	close(ep);
 	return r < 0 ? -1 : r > 0 && (out.events & EPOLLIN);
+}
+
+/* The device's ioctls (Documentation/user-guide.md). */
+#define OPROFILE_RS_IOC_TRACING_ON _IO('O', 1)
+#define OPROFILE_RS_IOC_TRACING_OFF _IO('O', 2)
+#define OPROFILE_RS_IOC_FLUSH _IO('O', 3)
+#define OPROFILE_RS_IOC_GET_TRACING _IOR('O', 4, uint32_t)
+
+static int shared_fd, stop_threads, headers, errors;
+
+static void *reader_thread(void *arg)
+{
+	static __thread char buf[4096];
+	(void)arg;
+	while (!__atomic_load_n(&stop_threads, __ATOMIC_RELAXED)) {
+		long r = read(shared_fd, buf, sizeof(buf));
+		if (r >= 8 && !memcmp(buf, "OPRFRS\0\n", 8))
+			__atomic_add_fetch(&headers, 1, __ATOMIC_RELAXED);
+		if (r < 0 && errno != EAGAIN)
+			__atomic_add_fetch(&errors, 1, __ATOMIC_RELAXED);
+	}
+	return NULL;
+}
+
+static void on_alarm(int sig)
+{
+	(void)sig;
 }
 
 static int report(long r)
@@ -172,6 +217,66 @@ int main(int argc, char **argv)
 		printf("drained %ld bytes in %ld ns\n", total,
 		       (t1.tv_sec - t0.tv_sec) * 1000000000L + (t1.tv_nsec - t0.tv_nsec));
 		return 0;
+	}
+	if (!strcmp(cmd, "pread")) {
+		char buf[64];
+		int fd = open(path, O_RDONLY | O_NONBLOCK);
+		if (fd < 0)
+			return report(-1);
+		return report(pread(fd, buf, sizeof(buf), 0));
+	}
+	if (!strcmp(cmd, "ioctl") && argc >= 4) {
+		int wronly = argc > 4 && !strcmp(argv[4], "wronly");
+		int fd = open(path, wronly ? O_WRONLY : O_RDONLY | O_NONBLOCK);
+		uint32_t v = 42;
+		if (fd < 0)
+			return report(-1);
+		if (!strcmp(argv[3], "on"))
+			return report(ioctl(fd, OPROFILE_RS_IOC_TRACING_ON));
+		if (!strcmp(argv[3], "off"))
+			return report(ioctl(fd, OPROFILE_RS_IOC_TRACING_OFF));
+		if (!strcmp(argv[3], "flush"))
+			return report(ioctl(fd, OPROFILE_RS_IOC_FLUSH));
+		if (!strcmp(argv[3], "bogus"))
+			return report(ioctl(fd, _IO('O', 99)));
+		if (!strcmp(argv[3], "get")) {
+			long r = ioctl(fd, OPROFILE_RS_IOC_GET_TRACING, &v);
+			if (r >= 0)
+				printf("value %u ", v);
+			return report(r);
+		}
+		goto usage;
+	}
+	if (!strcmp(cmd, "openw")) {
+		int fd1 = open(path, O_WRONLY);
+		if (fd1 < 0)
+			return report(-1);
+		return report(open(path, O_RDONLY | O_NONBLOCK));
+	}
+	if (!strcmp(cmd, "threads") && argc >= 4) {
+		pthread_t t[2];
+		shared_fd = open(path, O_RDONLY | O_NONBLOCK);
+		if (shared_fd < 0)
+			return report(-1);
+		for (int i = 0; i < 2; i++)
+			pthread_create(&t[i], NULL, reader_thread, NULL);
+		usleep(atoi(argv[3]) * 1000);
+		__atomic_store_n(&stop_threads, 1, __ATOMIC_RELAXED);
+		for (int i = 0; i < 2; i++)
+			pthread_join(t[i], NULL);
+		printf("headers %d errors %d\n", headers, errors);
+		return 0;
+	}
+	if (!strcmp(cmd, "readto") && argc >= 5) {
+		size_t n = strtoul(argv[3], NULL, 0);
+		char *buf = malloc(n + 1);
+		struct sigaction sa = { .sa_handler = on_alarm };
+		int fd = open(path, O_RDONLY);
+		if (fd < 0)
+			return report(-1);
+		sigaction(SIGALRM, &sa, NULL);
+		alarm(atoi(argv[4]));
+		return report(read(fd, buf, n));
 	}
 usage:
 	fprintf(stderr, "usage: see the comment in probe.c\n");

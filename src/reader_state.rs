@@ -1,0 +1,119 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! What the stream has delivered, kept across readers, so that every stream
+//! is self-contained.
+//!
+//! A CPU writes a COMM record only when it sees a task (or name) other than
+//! the one its last COMM named, and the records a new reader gets first were
+//! written before it opened: their COMM may have gone to the previous
+//! reader. So the device remembers, per CPU, the last COMM record it
+//! delivered, and whether the last TRACING record it delivered said off, and
+//! starts each stream with them (after the header): the naming and tracing
+//! state in force where the new stream's records begin.
+
+use kernel::prelude::*;
+
+use crate::records;
+
+/// The delivered state. Owned by the profiler behind a mutex that only the
+/// reader of the moment takes (see `device.rs`).
+pub(crate) struct ReaderState {
+    /// Per CPU: the last COMM record delivered (all zero: none).
+    comm: KVVec<[u8; records::COMM_LEN]>,
+    /// The last TRACING record delivered said off.
+    tracing_off: bool,
+    /// The current stream's opening records after the header, and how many
+    /// of their bytes were read.
+    prefix: KVVec<u8>,
+    prefix_read: usize,
+}
+
+impl ReaderState {
+    pub(crate) fn new(nr_cpus: usize) -> Result<Self> {
+        let mut comm = KVVec::with_capacity(nr_cpus, GFP_KERNEL)?;
+        for _ in 0..nr_cpus {
+            comm.push([0; records::COMM_LEN], GFP_KERNEL)?;
+        }
+        Ok(Self {
+            comm,
+            tracing_off: false,
+            prefix: KVVec::new(),
+            prefix_read: 0,
+        })
+    }
+
+    /// Starts a stream: its opening records (after the header) restate the
+    /// delivered state.
+    pub(crate) fn start_stream(&mut self) -> Result {
+        self.prefix.clear();
+        self.prefix_read = 0;
+        for c in self.comm.iter() {
+            if records::record_len(c) == Some(records::COMM_LEN) {
+                self.prefix.extend_from_slice(c, GFP_KERNEL)?;
+            }
+        }
+        if self.tracing_off {
+            // Its time: that of the stream's start is as good as any, the
+            // switch happened before.
+            let rec = records::tracing(0, crate::sampler::now(), false);
+            self.prefix.extend_from_slice(&rec, GFP_KERNEL)?;
+        }
+        Ok(())
+    }
+
+    /// The opening records not read yet, whole records that fit in `max`
+    /// bytes.
+    pub(crate) fn prefix_chunk(&self, max: usize) -> &[u8] {
+        let rest = self.prefix.get(self.prefix_read..).unwrap_or(&[]);
+        let mut n = 0;
+        while let Some(len) = rest.get(n..).and_then(records::record_len) {
+            if len == 0 || n + len > max || n + len > rest.len() {
+                break;
+            }
+            n += len;
+        }
+        rest.get(..n).unwrap_or(&[])
+    }
+
+    /// Whether opening records remain.
+    pub(crate) fn prefix_pending(&self) -> bool {
+        self.prefix_read < self.prefix.len()
+    }
+
+    /// `n` bytes of the opening records were delivered.
+    pub(crate) fn prefix_consumed(&mut self, n: usize) {
+        self.prefix_read = (self.prefix_read + n).min(self.prefix.len());
+    }
+
+    /// Notes the COMM and TRACING records among the whole records `a`
+    /// followed by `b` (one run of records split in two slices) up to `n`
+    /// bytes, which were delivered.
+    pub(crate) fn delivered(&mut self, a: &[u8], b: &[u8], n: usize) {
+        let byte = |i: usize| -> u8 {
+            if i < a.len() {
+                a.get(i).copied().unwrap_or(0)
+            } else {
+                b.get(i - a.len()).copied().unwrap_or(0)
+            }
+        };
+        let mut at = 0;
+        while at + 8 <= n {
+            let kind = u16::from_ne_bytes([byte(at), byte(at + 1)]);
+            let len = usize::from(u16::from_ne_bytes([byte(at + 2), byte(at + 3)]));
+            if len < 8 || at + len > n {
+                break;
+            }
+            if kind == records::COMM && len == records::COMM_LEN {
+                let cpu = usize::from(u16::from_ne_bytes([byte(at + 4), byte(at + 5)]));
+                if let Some(slot) = self.comm.get_mut(cpu) {
+                    for (i, s) in slot.iter_mut().enumerate() {
+                        *s = byte(at + i);
+                    }
+                }
+            } else if kind == records::TRACING {
+                self.tracing_off = byte(at + 6) == 0;
+            }
+            at += len;
+        }
+    }
+}

@@ -1,0 +1,51 @@
+#!/bin/sh
+# The device's interface beyond plain reads: permissions (what perf needs,
+# whatever the node's mode), control files (O_WRONLY takes no reader slot),
+# ioctls, zero-length reads, pread, threads sharing one file, rate-limited
+# log lines.
+. /tmp/lib.sh
+check "insmod" insmod /oprofile_rs.ko
+/tmp/workload 30 >/dev/null &
+wl=$!
+
+# Permissions: a chmod 666 of the node lets nobody in.
+chmod 666 $DEV
+expect_eq "nobody cannot open $DEV even when it is 0666" "$(/tmp/probe -u 65534 read $DEV 4096 nonblock)" "err EACCES"
+expect_eq "nobody cannot open it for control either" "$(/tmp/probe -u 65534 ioctl $DEV get wronly)" "err EACCES"
+chmod 600 $DEV
+
+# Reads of odd sizes.
+expect_eq "a zero-length read returns 0" "$(/tmp/probe read $DEV 0 nonblock)" "ok 0"
+expect_eq "pread: ESPIPE (a stream)" "$(/tmp/probe pread $DEV)" "err ESPIPE"
+
+# Control files and ioctls.
+expect_eq "an O_WRONLY open takes no reader slot" "$(/tmp/probe openw $DEV)" "ok 4"
+expect_eq "GET_TRACING: on" "$(/tmp/probe ioctl $DEV get wronly)" "value 1 ok 0"
+expect_eq "TRACING_OFF on a control file" "$(/tmp/probe ioctl $DEV off wronly)" "ok 0"
+expect_eq "tracing_on follows the ioctl" "$(cat $DBG/tracing_on)" "0"
+expect_eq "GET_TRACING: off" "$(/tmp/probe ioctl $DEV get)" "value 0 ok 0"
+r1=$(sed -n 's/^cpu0 .*sample_received=\([0-9]*\).*/\1/p' $DBG/stats); sleep 0.5
+r2=$(sed -n 's/^cpu0 .*sample_received=\([0-9]*\).*/\1/p' $DBG/stats)
+expect_eq "no sample while off by ioctl" "$r2" "$r1"
+expect_eq "TRACING_ON on a reader's file" "$(/tmp/probe ioctl $DEV on)" "ok 0"
+expect_eq "tracing_on follows the ioctl" "$(cat $DBG/tracing_on)" "1"
+expect_eq "FLUSH" "$(/tmp/probe ioctl $DEV flush wronly)" "ok 0"
+expect_eq "an unknown ioctl: ENOTTY" "$(/tmp/probe ioctl $DEV bogus wronly)" "err ENOTTY"
+
+# Threads sharing one file: one stream, one header.
+out=$(/tmp/probe threads $DEV 1500)
+expect_eq "two threads reading one file get one header, no error" "$out" "headers 1 errors 0"
+
+# A loop of refused opens does not flood the log.
+cat $DEV >/dev/null &
+catpid=$!
+sleep 0.3
+mark flood
+i=0; while [ $i -lt 300 ]; do /tmp/probe read $DEV 64 nonblock >/dev/null; i=$((i + 1)); done
+lines=$(dmesg_since flood | grep -c 'refused a second reader')
+check "300 refused opens log at most 10 lines ($lines)" [ "$lines" -le 10 ]
+check "and at least one ($lines)" [ "$lines" -ge 1 ]
+kill $catpid; wait $catpid 2>/dev/null
+kill $wl; wait $wl 2>/dev/null
+check "rmmod" rmmod oprofile_rs
+finish
