@@ -17,6 +17,8 @@
  *                                  result, or "timeout".
  *   probe drain FILE               open FILE O_NONBLOCK, read it with 1 MiB reads
  *                                  until EAGAIN; prints "drained B bytes in N ns"
+ *   probe reads FILE FLAGS N...     open FILE (FLAGS: block or nonblock), then
+ *                                  one read(2) of each size N in turn
  *   probe pread FILE               open FILE, one pread(2) of 64 bytes at offset 0
  *   probe ioctl FILE CMD [wronly]  open FILE (O_WRONLY with "wronly", else
  *                                  O_RDONLY|O_NONBLOCK), one ioctl: CMD is on,
@@ -29,8 +31,9 @@
  *                                  prints "headers H" (reads that returned a
  *                                  stream header) and "errors E" (errno other
  *                                  than EAGAIN)
- *   probe readto FILE SIZE SECS    one blocking read of SIZE bytes, interrupted
- *                                  by SIGALRM (no SA_RESTART) after SECS s
+ *   probe readto FILE SIZE SECS    a read of the 64-byte header, then one
+ *                                  blocking read of SIZE bytes, interrupted by
+ *                                  SIGALRM (no SA_RESTART) after SECS s
  *   probe -u UID ...               drop to UID/GID first (permission tests)
  *
  * Prints "ok N" (bytes) or "err ENAME" and exits 0 unless usage is wrong.
@@ -218,6 +221,22 @@ int main(int argc, char **argv)
 		       (t1.tv_sec - t0.tv_sec) * 1000000000L + (t1.tv_nsec - t0.tv_nsec));
 		return 0;
 	}
+	if (!strcmp(cmd, "reads") && argc >= 5) {
+		int fd = open(path, O_RDONLY | (!strcmp(argv[3], "nonblock") ? O_NONBLOCK : 0));
+		if (fd < 0)
+			return report(-1);
+		for (int i = 4; i < argc; i++) {
+			size_t n = strtoul(argv[i], NULL, 0);
+			char *buf = malloc(n + 1);
+			long r = read(fd, buf, n);
+			free(buf);
+			if (r < 0)
+				return report(r);
+			printf("ok %ld ", r);
+		}
+		printf("\n");
+		return 0;
+	}
 	if (!strcmp(cmd, "pread")) {
 		char buf[64];
 		int fd = open(path, O_RDONLY | O_NONBLOCK);
@@ -273,6 +292,8 @@ int main(int argc, char **argv)
 		struct sigaction sa = { .sa_handler = on_alarm };
 		int fd = open(path, O_RDONLY);
 		if (fd < 0)
+			return report(-1);
+		if (read(fd, buf, 64) != 64)
 			return report(-1);
 		sigaction(SIGALRM, &sa, NULL);
 		alarm(atoi(argv[4]));
