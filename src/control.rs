@@ -12,9 +12,12 @@
 //! - `buffer_sizes` (0400): the buffer parameters in effect.
 
 use core::{fmt, sync::atomic::Ordering::Relaxed};
-use kernel::{debugfs, prelude::*, sync::Arc, uaccess::UserSliceReader};
+use kernel::{prelude::*, sync::Arc, uaccess::UserSliceReader};
 
-use crate::profiler::{Profiler, TRACING_ON};
+use crate::{
+    debugfs_files::{DebugfsDir, FileSpec},
+    profiler::{Profiler, TRACING_ON},
+};
 
 /// Parses what user space wrote to a boolean switch file.
 pub(crate) fn parse_switch(input: &[u8]) -> Result<bool> {
@@ -119,34 +122,44 @@ fn show_sizes(p: &Arc<Profiler>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     )
 }
 
-/// The debugfs directory and its files; removed when dropped.
-#[pin_data]
+/// The debugfs directory and its files; removed when dropped. Each open file
+/// keeps the module loaded (see [`crate::debugfs_files`]).
 pub(crate) struct ControlFiles {
-    #[pin]
-    tracing_on: debugfs::File<Arc<Profiler>>,
-    #[pin]
-    flush: debugfs::File<Arc<Profiler>>,
-    #[pin]
-    stats: debugfs::File<Arc<Profiler>>,
-    #[pin]
-    event: debugfs::File<Arc<Profiler>>,
-    #[pin]
-    sizes: debugfs::File<Arc<Profiler>>,
-    // Dropped last: the files live in it.
-    _dir: debugfs::Dir,
+    _dir: DebugfsDir<Arc<Profiler>>,
 }
 
 impl ControlFiles {
-    pub(crate) fn new(p: &Arc<Profiler>) -> impl PinInit<Self, Error> + '_ {
-        let dir = debugfs::Dir::new(c"oprofile");
-        try_pin_init!(Self {
-            tracing_on <- dir.read_write_callback_file(c"tracing_on", p.clone(), &show_tracing_on, &store_tracing_on),
-            flush <- dir.write_callback_file(c"flush", p.clone(), &store_flush),
-            stats <- dir.read_callback_file(c"stats", p.clone(), &show_stats),
-            event <- dir.read_callback_file(c"event", p.clone(), &show_event),
-            sizes <- dir.read_callback_file(c"buffer_sizes", p.clone(), &show_sizes),
-            _dir: dir,
-        }? Error)
+    pub(crate) fn new(p: &Arc<Profiler>) -> Result<Self> {
+        let files = [
+            FileSpec {
+                name: c"tracing_on",
+                show: Some(show_tracing_on),
+                store: Some(store_tracing_on),
+            },
+            FileSpec {
+                name: c"flush",
+                show: None,
+                store: Some(store_flush),
+            },
+            FileSpec {
+                name: c"stats",
+                show: Some(show_stats),
+                store: None,
+            },
+            FileSpec {
+                name: c"event",
+                show: Some(show_event),
+                store: None,
+            },
+            FileSpec {
+                name: c"buffer_sizes",
+                show: Some(show_sizes),
+                store: None,
+            },
+        ];
+        Ok(Self {
+            _dir: DebugfsDir::new(c"oprofile", p, &files)?,
+        })
     }
 }
 

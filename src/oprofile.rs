@@ -11,6 +11,7 @@ use kernel::{prelude::*, sync::Arc};
 use poll_misc::PollMiscRegistration;
 
 mod control;
+mod debugfs_files;
 mod device;
 mod event_buffer;
 mod kthread;
@@ -91,7 +92,6 @@ struct OprofileModule {
     profiler: Arc<profiler::Profiler>,
     #[pin]
     device: PollMiscRegistration<device::BufferReader>,
-    #[pin]
     control: control::ControlFiles,
 }
 
@@ -133,7 +133,7 @@ impl kernel::InPlaceModule for OprofileModule {
         try_pin_init!(&this in Self {
             profiler: profiler::Profiler::new(params::Config::validate(raw)?)?,
             // SAFETY: `profiler` is initialised above and not moved.
-            control <- control::ControlFiles::new(unsafe { &(*this.as_ptr()).profiler }),
+            control: control::ControlFiles::new(unsafe { &(*this.as_ptr()).profiler })?,
             device <- device::register(),
         }? Error)
     }

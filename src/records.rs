@@ -16,8 +16,11 @@ pub(crate) const SAMPLE_LEN: usize = 32;
 pub(crate) const COMM_LEN: usize = 40;
 pub(crate) const LOST_LEN: usize = 24;
 pub(crate) const TRACING_LEN: usize = 16;
-/// Bytes of the stream header.
-pub(crate) const HEADER_LEN: usize = 64;
+/// Bytes of the stream header: 48 bytes of fields, then the event name.
+pub(crate) const HEADER_LEN: usize = 96;
+/// Where the event name starts in the header (NUL-padded to its end, so at
+/// most `HEADER_LEN - EVENT_NAME_AT - 1` bytes long).
+const EVENT_NAME_AT: usize = 48;
 /// The largest record the module writes: a SAMPLE with the deepest callchain.
 pub(crate) const MAX_RECORD: usize = SAMPLE_LEN + 8 * crate::sampler::MAX_DEPTH;
 
@@ -118,7 +121,8 @@ pub(crate) fn header(h: &HeaderInfo<'_>) -> [u8; HEADER_LEN] {
     put(&mut b, 32, &h.sample_freq.to_ne_bytes());
     put(&mut b, 40, &h.start_time.to_ne_bytes());
     let name = h.event_name.as_bytes();
-    put(&mut b, 48, name.get(..name.len().min(15)).unwrap_or(&[]));
+    let max = HEADER_LEN - EVENT_NAME_AT - 1;
+    put(&mut b, EVENT_NAME_AT, name.get(..name.len().min(max)).unwrap_or(&[]));
     b
 }
 
@@ -174,5 +178,25 @@ mod tests {
         assert_eq!(&h[0..8], b"OPRFRS\0\n");
         assert_eq!(h[15], 2);
         assert_eq!(&h[48..58], b"cpu-clock\0");
+        assert_eq!(&h[10..12], &96u16.to_ne_bytes());
+    }
+
+    #[test]
+    fn header_holds_every_event_name_whole() {
+        for e in crate::perf::Event::ALL {
+            let h = header(&HeaderInfo {
+                hardware: e.is_hardware(),
+                nr_cpus: 1,
+                backtrace_depth: 0,
+                sample_period: 1,
+                sample_freq: 0,
+                start_time: 0,
+                event_name: e.name(),
+            });
+            let name = e.name().as_bytes();
+            assert!(name.len() < HEADER_LEN - EVENT_NAME_AT);
+            assert_eq!(&h[48..48 + name.len()], name);
+            assert_eq!(h[48 + name.len()], 0);
+        }
     }
 }

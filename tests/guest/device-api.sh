@@ -41,7 +41,7 @@ cat $DEV >/dev/null &
 catpid=$!
 sleep 0.3
 mark flood
-i=0; while [ $i -lt 300 ]; do /tmp/probe read $DEV 64 nonblock >/dev/null; i=$((i + 1)); done
+i=0; while [ $i -lt 300 ]; do /tmp/probe read $DEV 96 nonblock >/dev/null; i=$((i + 1)); done
 lines=$(dmesg_since flood | grep -c 'refused a second reader')
 check "300 refused opens log at most 10 lines ($lines)" [ "$lines" -le 10 ]
 check "and at least one ($lines)" [ "$lines" -ge 1 ]

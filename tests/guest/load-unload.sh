@@ -7,7 +7,7 @@ while [ $i -lt 20 ]; do
     insmod /oprofile_rs.ko || fail "insmod #$i"
     [ -c $DEV ] || fail "no $DEV after insmod #$i"
     [ -f $DBG/tracing_on ] || fail "no $DBG/tracing_on after insmod #$i"
-    [ "$(/tmp/probe read $DEV 64 nonblock)" = "ok 64" ] || fail "read of the stream header #$i"
+    [ "$(/tmp/probe read $DEV 96 nonblock)" = "ok 96" ] || fail "read of the stream header #$i"
     rmmod oprofile_rs || fail "rmmod #$i"
     [ -e $DEV ] && fail "$DEV still there after rmmod #$i"
     [ -e $DBG ] && fail "$DBG still there after rmmod #$i"

@@ -6,7 +6,7 @@
  *   probe write FILE DATA          one write(2) of DATA (may be empty)
  *   probe writen FILE N            one write(2) of N bytes of '1'
  *   probe read FILE SIZE [nonblock] one read(2) of at most SIZE bytes
- *   probe read2 FILE SIZE [nonblock] read(2) 64 bytes, then SIZE bytes
+ *   probe read2 FILE SIZE [nonblock] read(2) the 96-byte header, then SIZE bytes
  *   probe open2 FILE               open twice; report the second open's result
  *   probe wait FILE HOW MS [KICK]  open FILE O_NONBLOCK, read it empty (until
  *                                  EAGAIN), then wait up to MS ms for it to be
@@ -54,6 +54,9 @@
 #include <sys/ioctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+/* Bytes of the stream header (Documentation/stream-format.md). */
+#define STREAM_HEADER 96
 
 /* Waits for fd to be readable with poll(2), select(2) or epoll(7): 1 if it
  * is, 0 on timeout, -1 on error. */
@@ -158,11 +161,11 @@ int main(int argc, char **argv)
 	if (!strcmp(cmd, "read2") && argc >= 4) {
 		size_t n = strtoul(argv[3], NULL, 0);
 		int flags = O_RDONLY | (argc > 4 && !strcmp(argv[4], "nonblock") ? O_NONBLOCK : 0);
-		char *buf = malloc(n + 64);
+		char *buf = malloc(n + STREAM_HEADER);
 		int fd = open(path, flags);
 		if (fd < 0)
 			return report(-1);
-		long r = read(fd, buf, 64);
+		long r = read(fd, buf, STREAM_HEADER);
 		if (r < 0)
 			return report(r);
 		printf("ok %ld ", r);

@@ -6,19 +6,19 @@
 . /tmp/lib.sh
 check "insmod" insmod /oprofile_rs.ko
 expect_eq "second open gets EBUSY" "$(/tmp/probe open2 $DEV)" "err EBUSY"
-expect_eq "read of 63 bytes: EINVAL (header is 64)" "$(/tmp/probe read $DEV 63 nonblock)" "err EINVAL"
-expect_eq "read of 64 bytes: the header alone" "$(/tmp/probe read $DEV 64 nonblock)" "ok 64"
+expect_eq "read of 95 bytes: EINVAL (header is 96)" "$(/tmp/probe read $DEV 95 nonblock)" "err EINVAL"
+expect_eq "read of 96 bytes: the header alone" "$(/tmp/probe read $DEV 96 nonblock)" "ok 96"
 echo 0 >$DBG/tracing_on; echo 1 >$DBG/flush
 /tmp/probe read $DEV 1048576 nonblock >/dev/null  # drain
 # Now empty: after the header and the records that restate the naming and
 # tracing state (COMM records, TRACING off), a non-blocking read gets EAGAIN.
-out=$(/tmp/probe reads $DEV nonblock 64 4096 4096)
-case $out in "ok 64 ok "[1-9]*" err EAGAIN") pass "header, restated state, then EAGAIN when empty ($out)" ;;
+out=$(/tmp/probe reads $DEV nonblock 96 4096 4096)
+case $out in "ok 96 ok "[1-9]*" err EAGAIN") pass "header, restated state, then EAGAIN when empty ($out)" ;;
              *) fail "header, restated state, then EAGAIN when empty: got '$out'" ;; esac
 echo 1 >$DBG/tracing_on; sleep 0.5; echo 1 >$DBG/flush
-expect_eq "an 8-byte read cannot hold the next record: EINVAL" "$(/tmp/probe read2 $DEV 8 nonblock)" "ok 64 err EINVAL"
+expect_eq "an 8-byte read cannot hold the next record: EINVAL" "$(/tmp/probe read2 $DEV 8 nonblock)" "ok 96 err EINVAL"
 reads=$(/tmp/probe read2 $DEV 100 nonblock)
-case $reads in "ok 64 ok "[1-9]*) pass "a 100-byte read returns whole records ($reads)" ;; *) fail "100-byte read: $reads" ;; esac
+case $reads in "ok 96 ok "[1-9]*) pass "a 100-byte read returns whole records ($reads)" ;; *) fail "100-byte read: $reads" ;; esac
 cat $DEV >/dev/null &
 sleep 0.5
 out=$(rmmod oprofile_rs 2>&1); rc=$?

@@ -23,8 +23,18 @@ use std::fmt;
 pub const MAGIC: [u8; 8] = *b"OPRFRS\0\n";
 /// The only stream version this crate understands.
 pub const VERSION: u16 = 1;
-/// Size of a version-1 header; a longer header's extra bytes are skipped.
-pub const HEADER_SIZE: usize = 64;
+/// Size of the header the module writes: the 48-byte fields, then the event
+/// name, NUL-padded, up to byte 96. A longer header's extra bytes are skipped.
+pub const HEADER_SIZE: usize = 96;
+/// The smallest valid header (the first modules wrote 64 bytes: a 16-byte
+/// event name field).
+pub const MIN_HEADER_SIZE: usize = 64;
+/// Offset of the event name field (to the end of the header, at most
+/// [`HEADER_SIZE`]).
+pub const EVENT_NAME_OFFSET: usize = 48;
+/// Bytes of the event name field in a [`HEADER_SIZE`] header (the longest
+/// name is one byte less: it is NUL-terminated).
+pub const EVENT_NAME_SIZE: usize = HEADER_SIZE - EVENT_NAME_OFFSET;
 
 pub const TYPE_SAMPLE: u16 = 1;
 pub const TYPE_COMM: u16 = 2;
@@ -80,7 +90,7 @@ impl Endian {
     }
 }
 
-/// The 64-byte stream header.
+/// The stream header.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Header {
     pub version: u16,
@@ -98,12 +108,12 @@ pub struct Header {
     pub sample_freq: u64,
     pub start_time: u64,
     /// Raw NUL-padded event name; see [`Header::event_name`].
-    pub event_name: [u8; 16],
+    pub event_name: [u8; EVENT_NAME_SIZE],
 }
 
 impl Default for Header {
     fn default() -> Self {
-        let mut event_name = [0u8; 16];
+        let mut event_name = [0u8; EVENT_NAME_SIZE];
         event_name[..9].copy_from_slice(b"cpu-clock");
         Header {
             version: VERSION,
@@ -128,10 +138,10 @@ impl Header {
         nul_str(&self.event_name)
     }
 
-    /// Sets the event name (truncated to 16 bytes).
+    /// Sets the event name (truncated to `EVENT_NAME_SIZE - 1` bytes).
     pub fn set_event_name(&mut self, name: &str) {
-        self.event_name = [0; 16];
-        let n = name.len().min(16);
+        self.event_name = [0; EVENT_NAME_SIZE];
+        let n = name.len().min(EVENT_NAME_SIZE - 1);
         self.event_name[..n].copy_from_slice(&name.as_bytes()[..n]);
     }
 
@@ -144,9 +154,10 @@ impl Header {
         }
     }
 
-    /// Encodes the header (always `header_size` bytes; extra bytes are zero).
+    /// Encodes the header (always `header_size` bytes, at least 64; extra
+    /// bytes are zero; a 64-byte header keeps 16 bytes of the name).
     pub fn encode(&self) -> Vec<u8> {
-        let size = (self.header_size as usize).max(HEADER_SIZE);
+        let size = (self.header_size as usize).max(MIN_HEADER_SIZE);
         let mut out = vec![0u8; size];
         let e = self.endian;
         out[0..8].copy_from_slice(&MAGIC);
@@ -161,7 +172,9 @@ impl Header {
         put_u64(e, &mut out[24..32], self.sample_period);
         put_u64(e, &mut out[32..40], self.sample_freq);
         put_u64(e, &mut out[40..48], self.start_time);
-        out[48..64].copy_from_slice(&self.event_name);
+        let name_end = size.min(HEADER_SIZE);
+        out[EVENT_NAME_OFFSET..name_end]
+            .copy_from_slice(&self.event_name[..name_end - EVENT_NAME_OFFSET]);
         out
     }
 
@@ -195,7 +208,7 @@ impl Header {
             return Err(DecodeError::new(8, ErrorKind::UnsupportedVersion(version)));
         }
         let header_size = endian.u16([data[10], data[11]]);
-        if (header_size as usize) < HEADER_SIZE {
+        if (header_size as usize) < MIN_HEADER_SIZE {
             return Err(DecodeError::new(10, ErrorKind::BadHeaderSize(header_size)));
         }
         if data.len() < header_size as usize {
@@ -211,8 +224,10 @@ impl Header {
                 ErrorKind::UnsupportedWordSize(word_size),
             ));
         }
-        let mut event_name = [0u8; 16];
-        event_name.copy_from_slice(&data[48..64]);
+        let mut event_name = [0u8; EVENT_NAME_SIZE];
+        let name_end = (header_size as usize).min(HEADER_SIZE);
+        event_name[..name_end - EVENT_NAME_OFFSET]
+            .copy_from_slice(&data[EVENT_NAME_OFFSET..name_end]);
         Ok(Header {
             version,
             header_size,
@@ -440,7 +455,7 @@ pub enum Warning {
     /// Records of a known type were larger than this version defines; the
     /// extra bytes were ignored.
     OversizedRecord { rtype: u16, first_offset: u64 },
-    /// The header was longer than 64 bytes; the extra bytes were skipped.
+    /// The header was longer than [`HEADER_SIZE`]; the extra bytes were skipped.
     LongHeader { header_size: u16 },
 }
 

@@ -93,8 +93,8 @@ fn exact_byte_layout_little_endian() {
     }));
     let b = e.finish();
     assert_eq!(&b[0..8], b"OPRFRS\0\n");
-    assert_eq!(&b[8..14], &[1, 0, 64, 0, 8, 1]);
-    let r = &b[64..];
+    assert_eq!(&b[8..14], &[1, 0, HEADER_SIZE as u8, 0, 8, 1]);
+    let r = &b[HEADER_SIZE..];
     assert_eq!(r.len(), 40);
     assert_eq!(&r[0..8], &[1, 0, 40, 0, 2, 0, 1, 1]);
     assert_eq!(u64::from_le_bytes(r[8..16].try_into().unwrap()), 5);
@@ -114,7 +114,7 @@ fn comm_name_is_truncated_to_16_and_nul_stripped() {
 #[test]
 fn empty_stream_is_header_only() {
     let data = Encoder::new(&header()).finish();
-    assert_eq!(data.len(), 64);
+    assert_eq!(data.len(), HEADER_SIZE);
     let d = decode(&data).unwrap();
     assert!(d.records.is_empty());
     assert!(d.error.is_none());
@@ -177,7 +177,7 @@ fn bad_word_size_and_endianness() {
 #[test]
 fn longer_header_is_skipped_with_warning() {
     let mut h = header();
-    h.header_size = 80;
+    h.header_size = 112;
     let mut e = Encoder::new(&h);
     e.record(&Record::Lost(Lost {
         cpu: 0,
@@ -185,7 +185,7 @@ fn longer_header_is_skipped_with_warning() {
         count: 3,
     }));
     let data = e.finish();
-    assert_eq!(data.len(), 80 + 24);
+    assert_eq!(data.len(), 112 + 24);
     let d = decode(&data).unwrap();
     assert_eq!(
         d.records,
@@ -195,7 +195,7 @@ fn longer_header_is_skipped_with_warning() {
             count: 3
         })]
     );
-    assert_eq!(d.warnings, vec![Warning::LongHeader { header_size: 80 }]);
+    assert_eq!(d.warnings, vec![Warning::LongHeader { header_size: 112 }]);
 }
 
 #[test]
@@ -213,7 +213,7 @@ fn truncated_final_record_keeps_everything_before() {
     let full = stream(Endian::Little);
     let all = all_records();
     // Cut inside every record (and inside the 8-byte record header).
-    let mut offset = 64usize;
+    let mut offset = HEADER_SIZE;
     for (i, r) in all.iter().enumerate() {
         let size = r.encoded_size();
         for cut in [1usize, 4, 7, 8, size - 1] {
@@ -247,7 +247,7 @@ fn size_zero_and_odd_sizes_are_corruption() {
         let d = decode(&e.finish()).unwrap();
         assert_eq!(d.records.len(), 1, "size {bad}");
         let err = d.error.unwrap();
-        assert_eq!(err.offset, 64 + 24);
+        assert_eq!(err.offset, HEADER_SIZE as u64 + 24);
         assert_eq!(
             err.kind,
             ErrorKind::BadRecordSize {
@@ -255,7 +255,11 @@ fn size_zero_and_odd_sizes_are_corruption() {
                 size: bad
             }
         );
-        assert!(err.to_string().contains("offset 88"), "{err}");
+        assert!(
+            err.to_string()
+                .contains(&format!("offset {}", HEADER_SIZE + 24)),
+            "{err}"
+        );
         assert!(!err.is_truncation());
     }
 }
@@ -332,11 +336,11 @@ fn unknown_type_is_skipped_with_one_warning_per_type() {
         vec![
             Warning::UnknownType {
                 rtype: 99,
-                first_offset: 64
+                first_offset: HEADER_SIZE as u64
             },
             Warning::UnknownType {
                 rtype: 7,
-                first_offset: 64 + 48 + 24 + 8
+                first_offset: HEADER_SIZE as u64 + 48 + 24 + 8
             }
         ]
     );
@@ -374,7 +378,7 @@ fn oversized_known_record_is_accepted_with_warning() {
         d.warnings,
         vec![Warning::OversizedRecord {
             rtype: TYPE_LOST,
-            first_offset: 64
+            first_offset: HEADER_SIZE as u64
         }]
     );
 }
@@ -405,4 +409,35 @@ fn decode_record_standalone() {
     assert!(decode_record(&b[..39], Endian::Little, 100)
         .unwrap_err()
         .is_truncation());
+}
+
+#[test]
+fn event_names_longer_than_15_bytes_survive() {
+    let mut h = header();
+    h.set_event_name("stalled-cycles-frontend");
+    let data = Encoder::new(&h).finish();
+    assert_eq!(data.len(), HEADER_SIZE);
+    let d = decode(&data).unwrap();
+    assert_eq!(d.header.event_name(), "stalled-cycles-frontend");
+    assert!(d.warnings.is_empty());
+}
+
+#[test]
+fn a_64_byte_header_of_the_first_modules_still_decodes() {
+    let mut h = header();
+    h.header_size = 64;
+    h.set_event_name("branch-instructions");
+    let mut e = Encoder::new(&h);
+    e.record(&Record::Lost(Lost {
+        cpu: 0,
+        time: 9,
+        count: 3,
+    }));
+    let data = e.finish();
+    assert_eq!(data.len(), 64 + 24);
+    let d = decode(&data).unwrap();
+    // 16 bytes of name field, no NUL: all 16 are the name.
+    assert_eq!(d.header.event_name(), "branch-instruct\u{69}");
+    assert_eq!(d.records.len(), 1);
+    assert!(d.warnings.is_empty());
 }

@@ -109,10 +109,10 @@ proptest! {
 
     #[test]
     fn truncation_keeps_prefix((records, data) in arb_stream(), cut in any::<usize>()) {
-        let cut = 64 + cut % (data.len() - 64 + 1);
+        let cut = HEADER_SIZE + cut % (data.len() - HEADER_SIZE + 1);
         let d = decode(&data[..cut]).unwrap();
         // Every record fully before the cut is returned, unchanged.
-        let mut end = 64;
+        let mut end = HEADER_SIZE;
         let mut n = 0;
         for r in &records {
             if end + r.encoded_size() > cut { break; }

@@ -365,11 +365,17 @@ fn corrupt_stream_fails_unless_allowed() {
     let dir = tempfile::tempdir().unwrap();
     let mut data = synthetic_stream(v);
     // Record 2 (after TRACING 16 + COMM 40) gets size 3.
-    data[64 + 16 + 2] = 3;
+    data[oprofile_stream::HEADER_SIZE + 16 + 2] = 3;
     let file = write_recording(dir.path(), &data, &fake_maps(v, &v.path));
     let (ok, _, err) = run(&["report", "-i", file.to_str().unwrap()]);
     assert!(!ok);
-    assert!(err.contains("corrupt record at offset 80"), "{err}");
+    assert!(
+        err.contains(&format!(
+            "corrupt record at offset {}",
+            oprofile_stream::HEADER_SIZE + 16
+        )),
+        "{err}"
+    );
     let (ok, out, err) = run(&["report", "-i", file.to_str().unwrap(), "--allow-corrupt"]);
     assert!(ok, "{err}");
     assert!(out.contains("# samples: 0,"));
