@@ -5,7 +5,8 @@
 //! - `tracing_on` (0600): reads `1\n` or `0\n`; accepts `0` or `1`, with or
 //!   without a trailing newline. `0` stops every CPU from recording before
 //!   the write returns, `1` resumes. Anything else is refused with `EINVAL`
-//!   and a log line, and leaves the value unchanged.
+//!   and a log line (rate limited: 10 per 5 s per message), and leaves the value
+//!   unchanged.
 //! - `flush` (0200): writing `1` pushes everything buffered to the reader now.
 //! - `stats` (0400): per-CPU counters (see `Documentation/design.md`).
 //! - `event` (0400): the sampled event and its context (NMI or hard IRQ).
@@ -17,6 +18,7 @@ use kernel::{prelude::*, sync::Arc, uaccess::UserSliceReader};
 use crate::{
     debugfs_files::{DebugfsDir, FileSpec},
     profiler::{Profiler, TRACING_ON},
+    ratelimit::pr_ratelimited,
 };
 
 /// Parses what user space wrote to a boolean switch file.
@@ -34,12 +36,13 @@ fn read_switch(file: &str, reader: &mut UserSliceReader) -> Result<bool> {
     let len = reader.len();
     let mut buf = [0u8; 2];
     let input = buf.get_mut(..len).ok_or_else(|| {
-        pr_warn!("{file}: refused a {len}-byte write (expected 0 or 1)\n");
+        pr_ratelimited!(pr_warn, "{file}: refused a {len}-byte write (expected 0 or 1)\n");
         EINVAL
     })?;
     reader.read_slice(input)?;
     parse_switch(input).inspect_err(|_| {
-        pr_warn!(
+        pr_ratelimited!(
+            pr_warn,
             "{file}: refused {:?} (expected 0 or 1)\n",
             kernel::str::BStr::from_bytes(input)
         );
@@ -57,7 +60,7 @@ fn store_tracing_on(p: &Arc<Profiler>, reader: &mut UserSliceReader) -> Result {
 
 fn store_flush(p: &Arc<Profiler>, reader: &mut UserSliceReader) -> Result {
     if !read_switch("flush", reader)? {
-        pr_warn!("flush: refused 0 (write 1 to flush)\n");
+        pr_ratelimited!(pr_warn, "flush: refused 0 (write 1 to flush)\n");
         return Err(EINVAL);
     }
     p.flush();

@@ -20,6 +20,15 @@ done
 expect_eq "flush refuses a 4 KiB write" "$(/tmp/probe writen $DBG/flush 4096)" "err EINVAL"
 logs=$(dmesg_since flush | grep -c 'oprofile_rs: flush: refused')
 check "each refusal logged ($logs lines)" [ "$logs" -ge 6 ]
+# A loop of refused writes does not flood the log (10 lines per 5 s per message).
+mark flood
+t0=$(date +%s)
+i=0; while [ $i -lt 300 ]; do /tmp/probe write $DBG/flush 0 >/dev/null; /tmp/probe write $DBG/tracing_on x >/dev/null; i=$((i + 1)); done
+windows=$(( ($(date +%s) - t0) / 5 + 2 ))   # 5-s windows the loop touched, rounded up
+lines=$(dmesg_since flood | grep -c 'oprofile_rs: .*refused')
+check "600 refused writes (2 messages, $windows windows) log at most $((20 * windows)) lines ($lines)" [ "$lines" -le $((20 * windows)) ]
+sleep 5; /tmp/probe write $DBG/flush 0 >/dev/null   # the next window's first line
+check "and the next window says how many were held back" sh -c "dmesg | sed -n '/oprofile-test-mark flood\$/,\$p' | grep -q 'log lines suppressed (rate limit)'"
 for f in stats event buffer_sizes; do
     out=$(/tmp/probe write $DBG/$f 1)
     check "$f refuses writes ($out)" [ "${out#err }" != "$out" ]
