@@ -36,7 +36,10 @@ fn read_switch(file: &str, reader: &mut UserSliceReader) -> Result<bool> {
     let len = reader.len();
     let mut buf = [0u8; 2];
     let input = buf.get_mut(..len).ok_or_else(|| {
-        pr_ratelimited!(pr_warn, "{file}: refused a {len}-byte write (expected 0 or 1)\n");
+        pr_ratelimited!(
+            pr_warn,
+            "{file}: refused a {len}-byte write (expected 0 or 1)\n"
+        );
         EINVAL
     })?;
     reader.read_slice(input)?;

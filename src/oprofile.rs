@@ -14,6 +14,7 @@ mod control;
 mod debugfs_files;
 mod device;
 mod event_buffer;
+#[cfg(oprofile_rs_kunit)]
 mod kthread;
 // NMI handlers and IPIs drive the KUnit tests' NMI writers; only
 // `cpu_online` serves the module itself.
@@ -35,7 +36,6 @@ mod sync;
 #[allow(dead_code, unreachable_pub, unused_imports)]
 #[path = "ringbuf/mod.rs"]
 mod ringbuf;
-mod ringbuf_bench;
 #[cfg(oprofile_rs_kunit)]
 mod ringbuf_kunit;
 #[cfg(oprofile_rs_kunit)]
@@ -79,10 +79,6 @@ module! {
         backtrace_depth: u64 {
             default: 0,
             description: "Kernel callchain entries recorded per sample (0..64)",
-        },
-        bench_ring_secs: u64 {
-            default: 0,
-            description: "Run the ring-buffer benchmark for this many seconds at load (0: off, max 60)",
         },
     },
 }
@@ -129,7 +125,6 @@ impl kernel::InPlaceModule for OprofileModule {
             exclude_kernel: module_parameters::exclude_kernel.value(),
             backtrace_depth: module_parameters::backtrace_depth.value(),
         };
-        ringbuf_bench::run_at_load(module_parameters::bench_ring_secs.value());
         try_pin_init!(&this in Self {
             profiler: profiler::Profiler::new(params::Config::validate(raw)?)?,
             // SAFETY: `profiler` is initialised above and not moved.

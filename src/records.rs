@@ -122,7 +122,11 @@ pub(crate) fn header(h: &HeaderInfo<'_>) -> [u8; HEADER_LEN] {
     put(&mut b, 40, &h.start_time.to_ne_bytes());
     let name = h.event_name.as_bytes();
     let max = HEADER_LEN - EVENT_NAME_AT - 1;
-    put(&mut b, EVENT_NAME_AT, name.get(..name.len().min(max)).unwrap_or(&[]));
+    put(
+        &mut b,
+        EVENT_NAME_AT,
+        name.get(..name.len().min(max)).unwrap_or(&[]),
+    );
     b
 }
 

@@ -24,14 +24,13 @@ use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use kernel::{
     bindings,
     cpu::CpuId,
+    cpumask::Cpumask,
     prelude::*,
-    time::{delay::fsleep, Delta},
+    time::{delay::fsleep, Delta, Instant, Monotonic},
 };
 
 use crate::kthread::{park, Thread};
-use crate::nmi;
 use crate::ringbuf::{CpuBuffer, Mode, ReadError, RecordSwitch, Switches};
-use crate::sampler::mono_ns;
 
 /// Buffer size: ftrace's benchmark allocates 1,000,000 bytes per CPU.
 const BUFFER_WORDS: usize = (1 << 20) / 8;
@@ -63,14 +62,22 @@ fn clock() -> u64 {
     unsafe { bindings::trace_clock_local() }
 }
 
+/// Whether `cpu` is online.
+fn cpu_online(cpu: CpuId) -> bool {
+    // SAFETY: `__cpu_online_mask` is a valid cpumask for the kernel's
+    // lifetime, only read here.
+    let online = unsafe { Cpumask::from_raw(&raw const bindings::__cpu_online_mask) };
+    online.test(cpu)
+}
+
 impl Bench {
     fn producer(&self) {
         while !self.consumer_started.load(Ordering::Acquire) {
             fsleep(Delta::from_millis(1));
         }
         let (mut hit, mut missed, mut seq) = (0u64, 0u64, 0u64);
-        let start = mono_ns();
-        let mut end;
+        let start = Instant::<Monotonic>::now();
+        let mut elapsed;
         loop {
             for _ in 0..BATCH {
                 seq += 1;
@@ -83,15 +90,14 @@ impl Bench {
                     Err(_) => missed += 1,
                 }
             }
-            end = mono_ns();
-            if end.wrapping_sub(start) >= self.run_ns {
+            elapsed = u64::try_from(start.elapsed().as_nanos()).unwrap_or(0);
+            if elapsed >= self.run_ns {
                 break;
             }
         }
         self.hit.store(hit, Ordering::Relaxed);
         self.missed.store(missed, Ordering::Relaxed);
-        self.elapsed_ns
-            .store(end.wrapping_sub(start), Ordering::Relaxed);
+        self.elapsed_ns.store(elapsed, Ordering::Relaxed);
         self.producer_done.store(true, Ordering::Release);
     }
 
@@ -154,29 +160,17 @@ unsafe extern "C" fn consumer_thread(data: *mut c_void) -> c_int {
     0
 }
 
-/// The `bench_ring_secs` module parameter: runs the benchmark during module
-/// load (blocking `insmod` for that long). A failure is logged (`bench:
-/// FAILED`) but does not fail the load.
-pub(crate) fn run_at_load(secs: u64) {
-    if let Err(e) = run(secs) {
-        pr_err!("bench: FAILED ({e:?})\n");
-    }
-}
-
-/// Runs the benchmark for `secs` seconds (0: does nothing) and prints
-/// `oprofile_rs: bench: entries=… ns/entry=… torn=… lost=…`.
+/// Runs the benchmark for `secs` seconds (1..=60) and prints
+/// `oprofile_rs_bench: bench: entries=… ns/entry=… torn=… lost=…`.
 pub(crate) fn run(secs: u64) -> Result {
-    if secs == 0 {
-        return Ok(());
-    }
-    if secs > 60 {
-        pr_err!("invalid bench_ring_secs={secs}: must be at most 60\n");
+    if !(1..=60).contains(&secs) {
+        pr_err!("invalid secs={secs}: must be between 1 and 60\n");
         return Err(EINVAL);
     }
     let (Some(p), Some(c)) = (CpuId::from_u32(0), CpuId::from_u32(1)) else {
         return Err(ENODEV);
     };
-    if !nmi::cpu_online(p) || !nmi::cpu_online(c) {
+    if !cpu_online(p) || !cpu_online(c) {
         pr_err!("bench: needs CPUs 0 and 1 online\n");
         return Err(ENODEV);
     }
@@ -211,7 +205,16 @@ pub(crate) fn run(secs: u64) -> Result {
         // (they are stopped at the end of this block).
         let consumer = unsafe { Thread::start(consumer_thread, ptr, c) }?;
         // SAFETY: as above.
-        let producer = unsafe { Thread::start(producer_thread, ptr, p) }?;
+        let producer = match unsafe { Thread::start(producer_thread, ptr, p) } {
+            Ok(t) => t,
+            Err(e) => {
+                // The consumer reads until the producer is done: tell it, or
+                // stopping it (dropping `consumer`) would wait forever.
+                bench.producer_done.store(true, Ordering::Release);
+                pr_err!("bench: cannot start the producer kthread: {e:?}\n");
+                return Err(e);
+            }
+        };
         while !(bench.producer_done.load(Ordering::Acquire)
             && bench.consumer_done.load(Ordering::Acquire))
         {

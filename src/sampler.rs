@@ -78,7 +78,8 @@ pub(crate) fn now() -> u64 {
 /// CPUs, and it advances while interrupts are off, where `local_clock()` may
 /// not (an unstable sched clock, as on the lockdep kernel under QEMU, moves at
 /// most a tick past this CPU's last tick). For waits and durations in tests
-/// and benchmarks; the stream's time stamps are [`now`].
+/// (KUnit); the stream's time stamps are [`now`].
+#[cfg(oprofile_rs_kunit)]
 pub(crate) fn mono_ns() -> u64 {
     // SAFETY: plain call; ktime_get_mono_fast_ns() is safe in any context.
     unsafe { kernel::bindings::ktime_get_mono_fast_ns() }
