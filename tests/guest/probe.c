@@ -31,7 +31,7 @@
  *                                  prints "headers H" (reads that returned a
  *                                  stream header) and "errors E" (errno other
  *                                  than EAGAIN)
- *   probe readto FILE SIZE SECS    a read of the 64-byte header, then one
+ *   probe readto FILE SIZE SECS    a read of the 96-byte header, then one
  *                                  blocking read of SIZE bytes, interrupted by
  *                                  SIGALRM (no SA_RESTART) after SECS s
  *   probe -u UID ...               drop to UID/GID first (permission tests)
@@ -296,7 +296,7 @@ int main(int argc, char **argv)
 		int fd = open(path, O_RDONLY);
 		if (fd < 0)
 			return report(-1);
-		if (read(fd, buf, 64) != 64)
+		if (read(fd, buf, STREAM_HEADER) != STREAM_HEADER)
 			return report(-1);
 		sigaction(SIGALRM, &sa, NULL);
 		alarm(atoi(argv[4]));
