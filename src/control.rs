@@ -97,9 +97,10 @@ fn show_stats(p: &Arc<Profiler>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     let eb = p.events.lock();
     writeln!(
         f,
-        "event_buffer bytes_waiting={} bytes_total={}",
+        "event_buffer bytes_waiting={} bytes_total={} refused_full={}",
         eb.len(),
-        eb.bytes_in
+        eb.bytes_in,
+        eb.full
     )
 }
 

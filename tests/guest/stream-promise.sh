@@ -33,6 +33,8 @@ expect_eq "no sample between an off and the next on" "$(samples_while_off /tmp/s
 expect_eq "the stream ends off" "$(grep TRACING /tmp/s1.txt | tail -1 | awk '{print $NF}')" "off"
 check_accounting /tmp/stats1.txt /tmp/r1.txt
 check "samples were lost (the buffer was full): $lost_total" [ "$lost_total" -gt 0 ]
+full=$(sed -n 's/^event_buffer .*refused_full=\([0-9]*\).*/\1/p' /tmp/stats1.txt)
+check "stats counts the appends the full event buffer refused (${full:-none})" [ "${full:-0}" -gt 0 ]
 check "rmmod" rmmod oprofile_rs
 
 echo "== (2) racing tracing_on writers"
