@@ -49,6 +49,10 @@ use crate::sampler::mono_ns;
 const TIMER_PERIOD_US: i64 = 50;
 /// How long the task writer writes, per mode.
 const RUN_NS: u64 = 60_000_000;
+/// The writer runs on past `RUN_NS` until it wrote this many task records
+/// (and was interrupted), at most `MAX_RUN_NS`.
+const MIN_TASK_WRITES: u64 = 2000;
+const MAX_RUN_NS: u64 = 1_000_000_000;
 /// The reader sends an NMI to the writer CPU at most this often.
 const NMI_INTERVAL_NS: u64 = 20_000;
 /// Give up waiting for the threads after this long.
@@ -271,10 +275,24 @@ impl Stress {
             }
             fsleep(Delta::from_millis(1));
         }
-        let deadline = mono_ns().wrapping_add(RUN_NS);
+        let start = mono_ns();
+        let deadline = start.wrapping_add(RUN_NS);
+        // A loaded host can deschedule this vCPU past the deadline, or the
+        // timer can take most of it: run on until the task writer wrote
+        // MIN_TASK_WRITES records and was interrupted at least once, within
+        // MAX_RUN_NS (the checks then say what did not happen).
+        let limit = start.wrapping_add(MAX_RUN_NS);
+        let nested = || {
+            this.writers[IRQ].nested.load(Ordering::Relaxed)
+                + this.writers[NMI].nested.load(Ordering::Relaxed)
+        };
         this.start_scoped(Delta::from_micros(TIMER_PERIOD_US), || {
             let mut i = 0u64;
-            while mono_ns() < deadline {
+            loop {
+                let t = mono_ns();
+                if t >= limit || (t >= deadline && i >= MIN_TASK_WRITES && nested() > 0) {
+                    break;
+                }
                 let self_nmi = i % 64 == 0;
                 this.write_one(TASK, || {
                     if self_nmi {
