@@ -7,9 +7,10 @@ use anyhow::Result;
 
 use crate::profile::Profile;
 use crate::symbols::Frame;
+use crate::text;
 
 fn frame_name(f: &Frame) -> String {
-    let mut n = f.name().replace([';', '\n', '\r'], ":");
+    let mut n = text::folded_frame(&f.name());
     if f.kernel {
         // The stackcollapse-perf convention for kernel frames.
         n.push_str("_[k]");
@@ -21,7 +22,7 @@ fn frame_name(f: &Frame) -> String {
 pub fn folded_lines(p: &Profile) -> Vec<String> {
     let mut counts: BTreeMap<String, u64> = BTreeMap::new();
     for s in &p.samples {
-        let mut line = s.comm.replace([';', ' ', '\n', '\r'], "_");
+        let mut line = text::folded_frame(&s.comm).replace(' ', "_");
         if line.is_empty() {
             line.push_str("[unknown]");
         }

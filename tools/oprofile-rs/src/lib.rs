@@ -10,3 +10,4 @@ pub mod report;
 pub mod script;
 pub mod sidecar;
 pub mod symbols;
+pub mod text;

@@ -13,6 +13,7 @@ use oprofile_tool::profile::{Filter, LoadOptions, Profile};
 use oprofile_tool::record::{self, RecordOptions, StopReason};
 use oprofile_tool::report::{self, ReportOptions, SortKey};
 use oprofile_tool::script::{self, ScriptOptions};
+use oprofile_tool::text::esc;
 use oprofile_tool::{folded, pprof};
 
 /// Record and analyse profiles from the oprofile-rs kernel module.
@@ -112,12 +113,12 @@ impl Input {
         });
         if !self.quiet {
             for w in &p.warnings {
-                eprintln!("oprofile-rs: warning: {w}");
+                eprintln!("oprofile-rs: warning: {}", esc(w));
             }
             if p.samples.is_empty() && p.filtered_out() > 0 {
                 eprintln!(
                     "oprofile-rs: warning: the filter ({}) keeps none of the {} samples",
-                    p.filter.describe(),
+                    esc(&p.filter.describe()),
                     p.filtered_out()
                 );
             }
@@ -220,12 +221,15 @@ fn run(cli: Cli) -> Result<ExitCode> {
             o.progress = !a.quiet && std::io::stderr().is_terminal();
             let sum = record::record(&o, stop)?;
             for w in &sum.warnings {
-                eprintln!("oprofile-rs: warning: {w}");
+                eprintln!("oprofile-rs: warning: {}", esc(w));
             }
             for (t, why) in &sum.maps_missing {
-                eprintln!("oprofile-rs: warning: maps of pid {t} not captured: {why}");
+                eprintln!(
+                    "oprofile-rs: warning: maps of pid {t} not captured: {}",
+                    esc(why)
+                );
             }
-            eprintln!("oprofile-rs: {}", sum.line(&a.output));
+            eprintln!("oprofile-rs: {}", esc(&sum.line(&a.output)));
             if sum.stop == StopReason::CommandExited {
                 if let Some(st) = sum.command_status {
                     if !st.success() {
@@ -308,7 +312,7 @@ fn main() -> ExitCode {
             }) {
                 return ExitCode::SUCCESS;
             }
-            eprintln!("oprofile-rs: error: {e:#}");
+            eprintln!("oprofile-rs: error: {}", esc(&format!("{e:#}")));
             ExitCode::FAILURE
         }
     }

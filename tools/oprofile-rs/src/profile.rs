@@ -9,6 +9,7 @@ use oprofile_stream::{decode, DecodeError, Header, Record};
 
 use crate::sidecar::{sidecar_dir, Sidecar};
 use crate::symbols::{Frame, Resolver};
+use crate::text;
 
 /// Addresses at or above this are perf context markers (`PERF_CONTEXT_*`),
 /// not code: they are dropped from callchains.
@@ -280,7 +281,8 @@ impl Profile {
             last_time = last_time.max(r.time());
             match r {
                 Record::Comm(c) => {
-                    comms.insert(c.pid, Rc::from(c.name().as_str()));
+                    let end = c.comm.iter().position(|&b| b == 0).unwrap_or(c.comm.len());
+                    comms.insert(c.pid, Rc::from(text::from_bytes(&c.comm[..end])));
                 }
                 Record::Lost(l) => {
                     per_cpu.entry(l.cpu).or_default().lost += l.count;

@@ -4,6 +4,7 @@ use std::collections::HashMap;
 use std::io::Write;
 
 use crate::profile::{lost_share, Profile};
+use crate::text::esc;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum SortKey {
@@ -143,7 +144,7 @@ pub fn write(p: &Profile, o: &ReportOptions, out: &mut dyn Write) -> std::io::Re
         writeln!(
             out,
             "# filter: {}: {} of {} samples",
-            p.filter.describe(),
+            esc(&p.filter.describe()),
             p.total_samples(),
             p.recorded_samples()
         )?;
@@ -172,7 +173,18 @@ pub fn write(p: &Profile, o: &ReportOptions, out: &mut dyn Write) -> std::io::Re
         )?;
     }
     writeln!(out, "#")?;
-    let rows = rows(p, o);
+    // Names come from the profiled programs: escaped for the terminal.
+    let rows: Vec<Row> = rows(p, o)
+        .into_iter()
+        .map(|mut r| {
+            r.symbol = r.symbol.map(|s| esc(&s).into_owned());
+            r.dso = r.dso.map(|s| esc(&s).into_owned());
+            if let Some(pr) = &mut r.process {
+                pr.1 = esc(&pr.1).into_owned();
+            }
+            r
+        })
+        .collect();
     let show_sym = o.sort == SortKey::Symbol;
     let show_cpu = o.per_cpu || o.sort == SortKey::Cpu;
     let show_proc = o.sort != SortKey::Cpu || o.per_process;

@@ -3,6 +3,7 @@
 use std::io::Write;
 
 use crate::profile::{Event, Profile};
+use crate::text::esc;
 
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ScriptOptions {
@@ -53,14 +54,20 @@ pub fn write(p: &Profile, o: &ScriptOptions, out: &mut dyn Write) -> std::io::Re
                     s.cpu,
                     s.tgid,
                     s.pid,
-                    s.comm,
+                    esc(&s.comm),
                     s.pc.addr,
-                    s.pc.name(),
-                    s.pc.dso
+                    esc(&s.pc.name()),
+                    esc(&s.pc.dso)
                 )?;
                 if o.callchain {
                     for f in &s.callchain {
-                        writeln!(out, "\t{:016x} {} ({})", f.addr, f.name(), f.dso)?;
+                        writeln!(
+                            out,
+                            "\t{:016x} {} ({})",
+                            f.addr,
+                            esc(&f.name()),
+                            esc(&f.dso)
+                        )?;
                     }
                     if !s.callchain.is_empty() {
                         writeln!(out)?;
