@@ -1,6 +1,6 @@
 use std::fs::File;
 use std::io::{BufWriter, IsTerminal, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -9,10 +9,10 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
 
-use oprofile_tool::profile::{Filter, LoadOptions, Profile};
+use oprofile_tool::profile::{Filter, LoadOptions, Profile, TimeSpan};
 use oprofile_tool::record::{self, RecordOptions, StopReason};
 use oprofile_tool::report::{self, ReportOptions, SortKey};
-use oprofile_tool::script::{self, ScriptOptions};
+use oprofile_tool::script::{self, ScriptFormat, ScriptOptions};
 use oprofile_tool::text::esc;
 use oprofile_tool::{folded, pprof};
 
@@ -38,6 +38,8 @@ enum Cmd {
     Flamegraph(FlameArgs),
     /// Gzipped pprof profile (perftools.profiles.Profile).
     Pprof(PprofArgs),
+    /// Per-symbol comparison of two recordings.
+    Diff(DiffArgs),
 }
 
 #[derive(Args)]
@@ -76,6 +78,13 @@ struct Input {
     /// Side-car directory (default: FILE.meta).
     #[arg(long, value_name = "DIR")]
     sidecar: Option<PathBuf>,
+    #[command(flatten)]
+    common: Common,
+}
+
+/// Options of every analysis command.
+#[derive(Args)]
+struct Common {
     /// Look binaries up under this root directory.
     #[arg(long, value_name = "DIR")]
     symfs: Option<PathBuf>,
@@ -94,15 +103,21 @@ struct Input {
     /// Only samples taken on these CPUs (comma-separated).
     #[arg(long, value_name = "CPU,...", value_delimiter = ',')]
     cpu: Vec<u16>,
+    /// Only samples taken in START <= t < END: seconds (fractions allowed)
+    /// since the recording's start, e.g. `2.5,4` or `10,` (to the end);
+    /// `@SECS` is absolute, in the stream's clock (seconds since boot, as
+    /// `script` prints them), e.g. `@1234.5,@1236`.
+    #[arg(long, value_name = "START,END", allow_hyphen_values = true)]
+    time: Option<TimeSpan>,
 }
 
-impl Input {
-    fn load(&self) -> Result<Profile> {
+impl Common {
+    fn load(&self, input: &Path, sidecar: Option<PathBuf>) -> Result<Profile> {
         let mut p = Profile::load(
-            &self.input,
+            input,
             &LoadOptions {
                 symfs: self.symfs.clone(),
-                sidecar: self.sidecar.clone(),
+                sidecar,
                 allow_corrupt: self.allow_corrupt,
             },
         )?;
@@ -110,6 +125,7 @@ impl Input {
             pids: self.pid.clone(),
             comms: self.comm.clone(),
             cpus: self.cpu.clone(),
+            time: self.time,
         });
         if !self.quiet {
             for w in &p.warnings {
@@ -127,13 +143,26 @@ impl Input {
     }
 }
 
+impl Input {
+    fn load(&self) -> Result<Profile> {
+        self.common.load(&self.input, self.sidecar.clone())
+    }
+}
+
 #[derive(Args)]
 struct ReportArgs {
     #[command(flatten)]
     input: Input,
-    /// Group rows by symbol, process or CPU.
-    #[arg(short, long, value_enum, default_value_t = SortKey::Symbol)]
-    sort: SortKey,
+    /// Group rows by these keys, combined (comma-separated, in column order):
+    /// symbol, dso, pid, comm, cpu.
+    #[arg(
+        short,
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "symbol"
+    )]
+    sort: Vec<SortKey>,
     /// Split rows per CPU.
     #[arg(long)]
     per_cpu: bool,
@@ -143,6 +172,37 @@ struct ReportArgs {
     /// Show the first N rows only (0 = all).
     #[arg(short = 'n', long, default_value_t = 0)]
     top: usize,
+    /// Add each function's inclusive share (samples with it anywhere in the
+    /// stack) and sort by it, as `perf report --children`.
+    #[arg(long)]
+    children: bool,
+    /// Print each row's callers and callees (call graph, as `opreport -c`).
+    #[arg(short = 'g', long)]
+    callers: bool,
+    /// Only rows of these functions (comma-separated exact names).
+    #[arg(long, value_name = "NAME,...", value_delimiter = ',')]
+    symbol: Vec<String>,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+struct DiffArgs {
+    /// The baseline recording.
+    #[arg(value_name = "OLD")]
+    old: PathBuf,
+    /// The recording compared with it.
+    #[arg(value_name = "NEW")]
+    new: PathBuf,
+    #[command(flatten)]
+    common: Common,
+    /// Show the first N rows only (0 = all).
+    #[arg(short = 'n', long, default_value_t = 0)]
+    top: usize,
+    /// Print the rows as JSON.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Args)]
@@ -155,6 +215,11 @@ struct ScriptArgs {
     /// Also print LOST and TRACING events.
     #[arg(long)]
     events: bool,
+    /// Output format: `oprofile` (default) or `perf` (the text of
+    /// `perf script`, callchains included, for stackcollapse-perf.pl,
+    /// inferno-collapse-perf, speedscope, Firefox Profiler).
+    #[arg(long, value_enum, default_value_t = ScriptFormat::Oprofile)]
+    format: ScriptFormat,
 }
 
 #[derive(Args)]
@@ -246,9 +311,16 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 per_cpu: a.per_cpu,
                 per_process: a.per_process,
                 top: a.top,
+                children: a.children,
+                callers: a.callers,
+                symbols: a.symbol,
             };
             let mut out = BufWriter::new(std::io::stdout().lock());
-            report::write(&p, &o, &mut out)?;
+            if a.json {
+                report::write_json(&p, &o, &mut out)?;
+            } else {
+                report::write(&p, &o, &mut out)?;
+            }
             out.flush()?;
             Ok(ExitCode::SUCCESS)
         }
@@ -260,9 +332,18 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 &ScriptOptions {
                     callchain: a.callchain,
                     events: a.events,
+                    format: a.format,
                 },
                 &mut out,
             )?;
+            out.flush()?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Diff(a) => {
+            let old = a.common.load(&a.old, None)?;
+            let new = a.common.load(&a.new, None)?;
+            let mut out = BufWriter::new(std::io::stdout().lock());
+            report::write_diff(&old, &new, a.top, a.json, &mut out)?;
             out.flush()?;
             Ok(ExitCode::SUCCESS)
         }

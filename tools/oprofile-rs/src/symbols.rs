@@ -37,6 +37,12 @@ impl Frame {
         }
     }
 
+    /// The function names of this address from the innermost inlined one
+    /// to the function that holds the code; `[unknown]` without a symbol.
+    pub fn names_inner_first(&self) -> Vec<String> {
+        vec![self.symbol.clone().unwrap_or_else(|| "[unknown]".into())]
+    }
+
     fn unknown(addr: u64, kernel: bool) -> Frame {
         Frame {
             addr,
