@@ -29,6 +29,14 @@ pub fn folded_lines(p: &Profile) -> Vec<String> {
         for f in s.stack_root_first() {
             line.push(';');
             line.push_str(&frame_name(f));
+            // Functions inlined there, outermost first (as perf does).
+            for (name, _) in &f.inlined {
+                line.push(';');
+                line.push_str(&text::folded_frame(name));
+                if f.kernel {
+                    line.push_str("_[k]");
+                }
+            }
         }
         *counts.entry(line).or_default() += 1;
     }

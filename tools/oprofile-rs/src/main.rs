@@ -13,6 +13,7 @@ use oprofile_tool::profile::{Filter, LoadOptions, Profile, TimeSpan};
 use oprofile_tool::record::{self, RecordOptions, StopReason};
 use oprofile_tool::report::{self, ReportOptions, SortKey};
 use oprofile_tool::script::{self, ScriptFormat, ScriptOptions};
+use oprofile_tool::symbols::SymbolizerKind;
 use oprofile_tool::text::esc;
 use oprofile_tool::{folded, pprof};
 
@@ -88,6 +89,14 @@ struct Common {
     /// Look binaries up under this root directory.
     #[arg(long, value_name = "DIR")]
     symfs: Option<PathBuf>,
+    /// Also look for separate debug files (`.gnu_debuglink` targets,
+    /// `.build-id/xx/yyyy.debug`) in DIR, before /usr/lib/debug and /lib/debug.
+    #[arg(long, value_name = "DIR")]
+    debug_dir: Vec<PathBuf>,
+    /// `dwarf`: file:line, inlined functions and separate debug files
+    /// (blazesym); `symtab`: ELF symbol tables only (faster, no lines).
+    #[arg(long, value_enum, default_value_t = SymbolizerKind::Dwarf)]
+    symbolizer: SymbolizerKind,
     /// On corruption, analyse the records before it instead of failing.
     #[arg(long)]
     allow_corrupt: bool,
@@ -119,6 +128,8 @@ impl Common {
                 symfs: self.symfs.clone(),
                 sidecar,
                 allow_corrupt: self.allow_corrupt,
+                symbolizer: self.symbolizer,
+                debug_dirs: self.debug_dir.clone(),
             },
         )?;
         p.retain(&Filter {

@@ -8,7 +8,7 @@ use anyhow::{bail, Context, Result};
 use oprofile_stream::{decode, DecodeError, Header, Record};
 
 use crate::sidecar::{sidecar_dir, Sidecar};
-use crate::symbols::{Frame, Resolver};
+use crate::symbols::{Frame, Resolver, ResolverOptions, SymbolizerKind};
 use crate::text;
 
 /// Addresses at or above this are perf context markers (`PERF_CONTEXT_*`),
@@ -23,6 +23,11 @@ pub struct LoadOptions {
     pub sidecar: Option<PathBuf>,
     /// Use the records before a corruption instead of failing.
     pub allow_corrupt: bool,
+    /// How user addresses are symbolised.
+    pub symbolizer: SymbolizerKind,
+    /// Directories searched for separate debug files before the defaults
+    /// (`/usr/lib/debug`, `/lib/debug`).
+    pub debug_dirs: Vec<PathBuf>,
 }
 
 /// One symbolised sample.
@@ -369,7 +374,17 @@ impl Profile {
             ),
             _ => {}
         }
-        let resolver = Resolver::new(kallsyms, sc.parsed_maps(), opts.symfs.clone());
+        let mut ropts = ResolverOptions {
+            kind: opts.symbolizer,
+            perf_maps: sc.perf_maps.clone(),
+            roots: sc.roots(),
+            ..ResolverOptions::default()
+        };
+        ropts
+            .debug_dirs
+            .splice(0..0, opts.debug_dirs.iter().cloned());
+        let resolver =
+            Resolver::with_options(kallsyms, sc.parsed_maps(), opts.symfs.clone(), ropts);
         let mut comms: HashMap<u32, Rc<str>> = HashMap::new();
         let mut samples = Vec::new();
         let mut events = Vec::new();

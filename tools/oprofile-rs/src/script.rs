@@ -23,6 +23,12 @@ pub struct ScriptOptions {
     pub format: ScriptFormat,
 }
 
+/// ` FILE:LINE` (escaped) where DWARF gave one.
+fn srcline(l: Option<&crate::symbols::SrcLine>) -> String {
+    l.map(|l| format!(" {}", esc(&l.to_string())))
+        .unwrap_or_default()
+}
+
 /// `1234567890` ns → `1.234567` (seconds.microseconds).
 pub fn format_time(ns: u64) -> String {
     format!("{}.{:06}", ns / 1_000_000_000, (ns % 1_000_000_000) / 1_000)
@@ -67,7 +73,7 @@ pub fn write(p: &Profile, o: &ScriptOptions, out: &mut dyn Write) -> std::io::Re
             Item::S(s) => {
                 writeln!(
                     out,
-                    "{:>16} [{:03}] {:>7}/{:<7} {:<16} {:016x} {} ({})",
+                    "{:>16} [{:03}] {:>7}/{:<7} {:<16} {:016x} {} ({}){}",
                     format_time(s.time),
                     s.cpu,
                     s.tgid,
@@ -75,16 +81,28 @@ pub fn write(p: &Profile, o: &ScriptOptions, out: &mut dyn Write) -> std::io::Re
                     esc(&s.comm),
                     s.pc.addr,
                     esc(&s.pc.name()),
-                    esc(&s.pc.dso)
+                    esc(&s.pc.dso),
+                    srcline(s.pc.leaf_srcline())
                 )?;
                 if o.callchain {
+                    // Functions inlined at the sampled address, innermost first.
+                    for (name, line) in s.pc.inlined.iter().rev() {
+                        writeln!(
+                            out,
+                            "\t{:016x} {} (inlined){}",
+                            s.pc.addr,
+                            esc(name),
+                            srcline(line.as_ref())
+                        )?;
+                    }
                     for f in &s.callchain {
                         writeln!(
                             out,
-                            "\t{:016x} {} ({})",
+                            "\t{:016x} {} ({}){}",
                             f.addr,
                             esc(&f.name()),
-                            esc(&f.dso)
+                            esc(&f.dso),
+                            srcline(f.leaf_srcline())
                         )?;
                     }
                     if !s.callchain.is_empty() {

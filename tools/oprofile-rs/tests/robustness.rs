@@ -60,6 +60,7 @@ proptest! {
             modules: Some("mod 4096 0 - Live 0xffffffff81001000\n".into()),
             maps: (0..4).map(|t| (t, maps.clone())).collect(),
             info: None,
+            ..Default::default()
         };
         let p = Profile::from_bytes(&e.finish(), &sc, &LoadOptions::default()).unwrap();
         let mut out = Vec::new();
