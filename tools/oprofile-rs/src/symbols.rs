@@ -30,6 +30,10 @@ pub struct Frame {
     /// Functions inlined at this address, outermost first, each with the
     /// source location in it (the last one's is the address's own).
     pub inlined: Vec<(String, Option<SrcLine>)>,
+    /// The mapping the address is in (user frames): start, end, file offset.
+    pub mapping: Option<(u64, u64, u64)>,
+    /// Build-id of the mapped file (hex), where it has one.
+    pub build_id: Option<Rc<str>>,
 }
 
 /// A DWARF source location.
@@ -83,6 +87,8 @@ impl Frame {
             kernel,
             srcline: None,
             inlined: Vec::new(),
+            mapping: None,
+            build_id: None,
         }
     }
 }
@@ -242,6 +248,8 @@ impl Kallsyms {
             kernel: true,
             srcline: None,
             inlined: Vec::new(),
+            mapping: None,
+            build_id: None,
         }
     }
 
@@ -492,6 +500,8 @@ struct Binary {
     debug_file: Option<PathBuf>,
     /// `Symtab` mode: the symbol tables.
     symtab: Option<ElfSymbols>,
+    /// Hex build-id.
+    build_id: Option<Rc<str>>,
 }
 
 impl Binary {
@@ -667,6 +677,7 @@ impl Resolver {
                 return f;
             }
             let mut f = Frame::unknown(addr, false);
+            f.mapping = Some((m.start, m.end, m.offset));
             f.dso = if m.path.is_empty() {
                 "[anon]".to_string()
             } else {
@@ -680,8 +691,9 @@ impl Resolver {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| path.clone());
-        let (symbol, srcline, inlined) = match self.binary(tgid, &path) {
-            Some(bin) => (*self.symbolise(&bin, off)).clone(),
+        let bin = self.binary(tgid, &path);
+        let (symbol, srcline, inlined) = match &bin {
+            Some(bin) => (*self.symbolise(bin, off)).clone(),
             None => (None, None, Vec::new()),
         };
         Frame {
@@ -693,6 +705,8 @@ impl Resolver {
             kernel: false,
             srcline,
             inlined,
+            mapping: Some((m.start, m.end, m.offset)),
+            build_id: bin.and_then(|b| b.build_id.clone()),
         }
     }
 
@@ -810,12 +824,20 @@ impl Resolver {
                 (off, size, seg.address())
             })
             .collect();
+        let raw_id = file.build_id().ok().flatten();
+        let build_id: Option<Rc<str>> = raw_id.map(|id| {
+            id.iter()
+                .map(|b| format!("{b:02x}"))
+                .collect::<String>()
+                .into()
+        });
         if self.opts.kind == SymbolizerKind::Symtab {
             return Ok(Binary {
                 real: real.to_path_buf(),
                 segments,
                 debug_file: None,
                 symtab: Some(ElfSymbols::parse(data)?),
+                build_id,
             });
         }
         let has_dwarf = file.section_by_name(".debug_info").is_some();
@@ -823,7 +845,7 @@ impl Resolver {
         let debug_file = if has_dwarf || has_link {
             None
         } else {
-            file.build_id().ok().flatten().and_then(|id| {
+            raw_id.and_then(|id| {
                 let (first, rest) = id.split_first()?;
                 let rest: String = rest.iter().map(|b| format!("{b:02x}")).collect();
                 self.opts
@@ -842,6 +864,7 @@ impl Resolver {
             segments,
             debug_file,
             symtab: None,
+            build_id,
         })
     }
 }

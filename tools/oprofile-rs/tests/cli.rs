@@ -293,13 +293,22 @@ fn pprof_round_trip() {
     let p = pprof::read(&data).unwrap();
     let st = |i: i64| p.string_table[i as usize].as_str();
     assert_eq!(st(0), "");
-    assert_eq!(p.sample_type.len(), 1);
+    assert_eq!(p.sample_type.len(), 2);
     assert_eq!(
         (st(p.sample_type[0].r#type), st(p.sample_type[0].unit)),
         ("samples", "count")
     );
+    assert_eq!(
+        (st(p.sample_type[1].r#type), st(p.sample_type[1].unit)),
+        ("cpu", "nanoseconds")
+    );
     let total: i64 = p.sample.iter().map(|s| s.value[0]).sum();
     assert_eq!(total, 20);
+    // cpu-clock with a 1 ms period: 1,000,000 ns per sample.
+    assert!(p
+        .sample
+        .iter()
+        .all(|s| s.value[1] == s.value[0] * 1_000_000));
     // Count per leaf function name.
     let mut per_fn = std::collections::HashMap::<String, i64>::new();
     for s in &p.sample {

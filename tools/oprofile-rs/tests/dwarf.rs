@@ -5,69 +5,14 @@
 mod common;
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
-use common::{write_recording, BASE, PID};
+use common::{
+    build_inline as build, elf_sym as sym, inline_line_of as line_of, maps_for, sh,
+    write_recording, BASE, PID,
+};
 use oprofile_tool::symbols::{demangle, parse_maps, Resolver, ResolverOptions, SymbolizerKind};
-
-const SRC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/inline.cc");
-
-fn line_of(marker: &str) -> u32 {
-    std::fs::read_to_string(SRC)
-        .unwrap()
-        .lines()
-        .position(|l| l.contains(marker))
-        .unwrap() as u32
-        + 1
-}
-
-fn sh(cmd: &mut Command) {
-    let st = cmd.status().unwrap();
-    assert!(st.success(), "{cmd:?}");
-}
-
-/// The fixture built with `-O2 -g` and a build-id, in a fresh directory.
-fn build(dir: &Path) -> PathBuf {
-    let out = dir.join("inline");
-    sh(Command::new("c++")
-        .args(["-O2", "-g", "-fPIE", "-pie", "-Wl,--build-id", "-o"])
-        .arg(&out)
-        .arg(SRC));
-    out
-}
-
-/// (vaddr, size) of a symbol of the ELF file (mangled name).
-fn sym(path: &Path, name: &str) -> (u64, u64) {
-    use object::{Object, ObjectSymbol};
-    let data = std::fs::read(path).unwrap();
-    let f = object::File::parse(&*data).unwrap();
-    let s = f.symbols().find(|s| s.name() == Ok(name)).unwrap();
-    (s.address(), s.size())
-}
-
-/// /proc/PID/maps text for `file` (its PT_LOAD segments) mapped at BASE.
-fn maps_for(elf: &Path, shown_as: &str) -> String {
-    use object::read::elf::ProgramHeader;
-    let data = std::fs::read(elf).unwrap();
-    let f = object::read::elf::ElfFile64::<object::Endianness>::parse(&*data).unwrap();
-    let e = f.endian();
-    let mut s = String::new();
-    for ph in f.elf_program_headers() {
-        if ph.p_type(e) != object::elf::PT_LOAD {
-            continue;
-        }
-        let (off, va, msz) = (ph.p_offset(e), ph.p_vaddr(e), ph.p_memsz(e));
-        s += &format!(
-            "{:x}-{:x} r-xp {:08x} 08:01 77 {shown_as}\n",
-            BASE + (va & !0xfff),
-            (BASE + va + msz + 0xfff) & !0xfff,
-            off & !0xfff
-        );
-    }
-    s += "7f0000000000-7f0000100000 rwxp 00000000 00:00 0 \n";
-    s
-}
 
 fn resolver(maps: &str, opts: ResolverOptions) -> Resolver {
     Resolver::with_options(None, HashMap::from([(PID, parse_maps(maps))]), None, opts)
