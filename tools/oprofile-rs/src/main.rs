@@ -41,6 +41,10 @@ enum Cmd {
     Pprof(PprofArgs),
     /// Per-symbol comparison of two recordings.
     Diff(DiffArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(CompletionsArgs),
+    /// Write the man pages (oprofile-rs.1 and one per command) into DIR.
+    Man(ManArgs),
 }
 
 #[derive(Args)]
@@ -217,6 +221,41 @@ struct DiffArgs {
 }
 
 #[derive(Args)]
+struct CompletionsArgs {
+    /// The shell, e.g. `oprofile-rs completions bash > /etc/bash_completion.d/oprofile-rs`.
+    #[arg(value_enum)]
+    shell: clap_complete::Shell,
+}
+
+#[derive(Args)]
+struct ManArgs {
+    /// Directory the pages are written to (created if needed).
+    #[arg(value_name = "DIR", default_value = ".")]
+    dir: PathBuf,
+}
+
+/// Writes `oprofile-rs.1` and `oprofile-rs-COMMAND.1` into `dir`.
+fn write_man_pages(dir: &Path) -> Result<Vec<PathBuf>> {
+    use clap::CommandFactory;
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let cmd = Cli::command();
+    let mut written = Vec::new();
+    let mut page = |c: clap::Command, name: String| -> Result<()> {
+        let path = dir.join(format!("{name}.1"));
+        let mut out = Vec::new();
+        clap_mangen::Man::new(c.name(name.clone())).render(&mut out)?;
+        std::fs::write(&path, out).with_context(|| format!("cannot write {}", path.display()))?;
+        written.push(path);
+        Ok(())
+    };
+    for sub in cmd.get_subcommands() {
+        page(sub.clone(), format!("oprofile-rs-{}", sub.get_name()))?;
+    }
+    page(cmd, "oprofile-rs".into())?;
+    Ok(written)
+}
+
+#[derive(Args)]
 struct ScriptArgs {
     #[command(flatten)]
     input: Input,
@@ -356,6 +395,21 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let mut out = BufWriter::new(std::io::stdout().lock());
             report::write_diff(&old, &new, a.top, a.json, &mut out)?;
             out.flush()?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Completions(a) => {
+            use clap::CommandFactory;
+            // Into a buffer first: clap_complete panics on a write error
+            // (`completions bash | head`), a closed pipe is no error here.
+            let mut buf = Vec::new();
+            clap_complete::generate(a.shell, &mut Cli::command(), "oprofile-rs", &mut buf);
+            std::io::stdout().lock().write_all(&buf)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Man(a) => {
+            for p in write_man_pages(&a.dir)? {
+                eprintln!("oprofile-rs: wrote {}", esc(&p.display().to_string()));
+            }
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Folded(a) => {

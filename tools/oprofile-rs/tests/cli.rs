@@ -420,3 +420,41 @@ fn no_sidecar_still_works() {
     assert!(out.contains("[unknown] 0x"));
     assert!(!out.contains("alpha"));
 }
+
+#[test]
+fn shell_completions_and_man_pages() {
+    for shell in ["bash", "zsh", "fish"] {
+        let (ok, out, err) = run(&["completions", shell]);
+        assert!(ok, "{err}");
+        for word in ["report", "diff", "children", "time", "symbolizer"] {
+            assert!(out.contains(word), "{shell}: no {word}");
+        }
+    }
+    // bash: the script defines its completion function and registers it.
+    let (_, out, _) = run(&["completions", "bash"]);
+    assert!(
+        out.contains("complete -F _oprofile-rs") || out.contains("complete -F _oprofile__rs"),
+        "{out}"
+    );
+    let (ok, _, _) = run(&["completions", "tcsh"]);
+    assert!(!ok);
+
+    let dir = tempfile::tempdir().unwrap();
+    let man = dir.path().join("man1");
+    let (ok, _, err) = run(&["man", man.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    let page = std::fs::read_to_string(man.join("oprofile-rs.1")).unwrap();
+    assert!(
+        page.starts_with(".ie") || page.contains(".TH oprofile-rs 1"),
+        "{page}"
+    );
+    assert!(page.contains("report"), "{page}");
+    let report = std::fs::read_to_string(man.join("oprofile-rs-report.1")).unwrap();
+    assert!(report.contains(".TH oprofile-rs-report"), "{report}");
+    for opt in ["children", "callers", "sort", "time", "json"] {
+        assert!(report.contains(opt), "no {opt} in the report page");
+    }
+    for sub in ["record", "script", "folded", "flamegraph", "pprof", "diff"] {
+        assert!(man.join(format!("oprofile-rs-{sub}.1")).is_file(), "{sub}");
+    }
+}
