@@ -39,6 +39,8 @@ enum Cmd {
     Flamegraph(FlameArgs),
     /// Gzipped pprof profile (perftools.profiles.Profile).
     Pprof(PprofArgs),
+    /// Firefox Profiler JSON (every sample with its time, thread and CPU).
+    Firefox(FirefoxArgs),
     /// Per-symbol comparison of two recordings.
     Diff(DiffArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
@@ -221,6 +223,15 @@ struct DiffArgs {
 }
 
 #[derive(Args)]
+struct FirefoxArgs {
+    #[command(flatten)]
+    input: Input,
+    /// Output file (JSON, for profiler.firefox.com).
+    #[arg(short, long, default_value = "profile.json")]
+    output: PathBuf,
+}
+
+#[derive(Args)]
 struct CompletionsArgs {
     /// The shell, e.g. `oprofile-rs completions bash > /etc/bash_completion.d/oprofile-rs`.
     #[arg(value_enum)]
@@ -395,6 +406,21 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let mut out = BufWriter::new(std::io::stdout().lock());
             report::write_diff(&old, &new, a.top, a.json, &mut out)?;
             out.flush()?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Firefox(a) => {
+            let p = a.input.load()?;
+            let end = std::fs::metadata(&a.input.input)
+                .and_then(|m| m.modified())
+                .ok();
+            let mut out = create(&a.output)?;
+            oprofile_tool::firefox::write(&p, end, &mut out)?;
+            out.flush()?;
+            eprintln!(
+                "oprofile-rs: wrote {} ({} samples)",
+                esc(&a.output.display().to_string()),
+                p.total_samples()
+            );
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Completions(a) => {

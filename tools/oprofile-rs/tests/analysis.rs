@@ -298,3 +298,109 @@ fn perf_script_format_is_read_by_inferno_collapse_perf() {
         "{out}"
     );
 }
+
+#[test]
+fn firefox_profile_keeps_every_sample_with_time_thread_and_cpu() {
+    let (d, file) = recording();
+    let out = d.path().join("p.json");
+    Command::cargo_bin("oprofile-rs")
+        .unwrap()
+        .args([
+            "firefox",
+            "-q",
+            "-i",
+            file.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+        ])
+        .assert()
+        .success();
+    let j = json(&std::fs::read_to_string(&out).unwrap());
+    assert_eq!(j["meta"]["interval"], 1.0, "1 ms period");
+    let cats = j["meta"]["categories"].as_array().unwrap();
+    let threads = j["threads"].as_array().unwrap();
+    assert_eq!(threads.len(), 1);
+    let t = &threads[0];
+    assert_eq!(
+        (t["pid"].as_str(), t["tid"].as_str()),
+        (Some("4242"), Some("4242"))
+    );
+    assert_eq!(t["name"], "victim");
+    let strings = t["stringArray"].as_array().unwrap();
+    let col = |table: &str, c: &str| -> Vec<serde_json::Value> {
+        t[table][c].as_array().unwrap().clone()
+    };
+    let (stack_frame, stack_prefix) = (col("stackTable", "frame"), col("stackTable", "prefix"));
+    let (frame_func, frame_cat, frame_sub) = (
+        col("frameTable", "func"),
+        col("frameTable", "category"),
+        col("frameTable", "subcategory"),
+    );
+    let func_name = col("funcTable", "name");
+    let name_of = |frame: usize| {
+        let f = frame_func[frame].as_u64().unwrap() as usize;
+        strings[func_name[f].as_u64().unwrap() as usize]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    // Samples: their times (deltas from the recording's start, in ms), their
+    // stacks (leaf first) and the CPU of the leaf frame's subcategory.
+    let stacks = t["samples"]["stack"].as_array().unwrap();
+    let deltas = t["samples"]["timeDeltas"].as_array().unwrap();
+    assert_eq!(stacks.len(), 20);
+    let mut time = 0.0;
+    let mut got = Vec::new();
+    for (s, dt) in stacks.iter().zip(deltas) {
+        time += dt.as_f64().unwrap();
+        let mut names = Vec::new();
+        let mut st = s.as_u64().map(|v| v as usize);
+        let leaf = stack_frame[st.unwrap()].as_u64().unwrap() as usize;
+        while let Some(i) = st {
+            names.push(name_of(stack_frame[i].as_u64().unwrap() as usize));
+            st = stack_prefix[i].as_u64().map(|v| v as usize);
+        }
+        let cat = &cats[frame_cat[leaf].as_u64().unwrap() as usize];
+        let cpu = cat["subcategories"][frame_sub[leaf].as_u64().unwrap() as usize]
+            .as_str()
+            .unwrap()
+            .to_string();
+        got.push(((time * 1000.0).round() as u64, names, cpu));
+    }
+    let vn = victim()
+        .path
+        .file_name()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_string();
+    // Sample i (from 1) is taken i ms after the start; alpha alternates CPUs.
+    assert_eq!(
+        got[0],
+        (1000, vec![format!("alpha ({vn})")], "cpu 0".into())
+    );
+    assert_eq!(
+        got[1],
+        (2000, vec![format!("alpha ({vn})")], "cpu 1".into())
+    );
+    assert_eq!(
+        got[16],
+        (
+            17000,
+            vec![
+                "__schedule ([kernel.kallsyms])".to_string(),
+                "do_syscall_64 ([kernel.kallsyms])".into(),
+                "entry_SYSCALL_64 ([kernel.kallsyms])".into()
+            ],
+            "cpu 0".into()
+        )
+    );
+    assert_eq!(
+        cats[frame_cat[stack_frame[stacks[16].as_u64().unwrap() as usize]
+            .as_u64()
+            .unwrap() as usize]
+            .as_u64()
+            .unwrap() as usize]["name"],
+        "Kernel"
+    );
+}
