@@ -7,9 +7,10 @@ use anyhow::Result;
 
 use crate::profile::Profile;
 use crate::symbols::Frame;
+use crate::text;
 
 fn frame_name(f: &Frame) -> String {
-    let mut n = f.name().replace([';', '\n', '\r'], ":");
+    let mut n = text::folded_frame(&f.name());
     if f.kernel {
         // The stackcollapse-perf convention for kernel frames.
         n.push_str("_[k]");
@@ -21,13 +22,21 @@ fn frame_name(f: &Frame) -> String {
 pub fn folded_lines(p: &Profile) -> Vec<String> {
     let mut counts: BTreeMap<String, u64> = BTreeMap::new();
     for s in &p.samples {
-        let mut line = s.comm.replace([';', ' ', '\n', '\r'], "_");
+        let mut line = text::folded_frame(&s.comm).replace(' ', "_");
         if line.is_empty() {
             line.push_str("[unknown]");
         }
         for f in s.stack_root_first() {
             line.push(';');
             line.push_str(&frame_name(f));
+            // Functions inlined there, outermost first (as perf does).
+            for (name, _) in &f.inlined {
+                line.push(';');
+                line.push_str(&text::folded_frame(name));
+                if f.kernel {
+                    line.push_str("_[k]");
+                }
+            }
         }
         *counts.entry(line).or_default() += 1;
     }

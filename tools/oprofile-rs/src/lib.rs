@@ -2,6 +2,7 @@
 //! recording (report, script, folded stacks, flame graphs, pprof).
 //! The binary is a thin clap front-end over these modules.
 
+pub mod firefox;
 pub mod folded;
 pub mod pprof;
 pub mod profile;
@@ -10,3 +11,4 @@ pub mod report;
 pub mod script;
 pub mod sidecar;
 pub mod symbols;
+pub mod text;

@@ -1,6 +1,6 @@
 use std::fs::File;
 use std::io::{BufWriter, IsTerminal, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -9,10 +9,12 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
 
-use oprofile_tool::profile::{Filter, LoadOptions, Profile};
+use oprofile_tool::profile::{Filter, LoadOptions, Profile, TimeSpan};
 use oprofile_tool::record::{self, RecordOptions, StopReason};
 use oprofile_tool::report::{self, ReportOptions, SortKey};
-use oprofile_tool::script::{self, ScriptOptions};
+use oprofile_tool::script::{self, ScriptFormat, ScriptOptions};
+use oprofile_tool::symbols::SymbolizerKind;
+use oprofile_tool::text::esc;
 use oprofile_tool::{folded, pprof};
 
 /// Record and analyse profiles from the oprofile-rs kernel module.
@@ -37,6 +39,14 @@ enum Cmd {
     Flamegraph(FlameArgs),
     /// Gzipped pprof profile (perftools.profiles.Profile).
     Pprof(PprofArgs),
+    /// Firefox Profiler JSON (every sample with its time, thread and CPU).
+    Firefox(FirefoxArgs),
+    /// Per-symbol comparison of two recordings.
+    Diff(DiffArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(CompletionsArgs),
+    /// Write the man pages (oprofile-rs.1 and one per command) into DIR.
+    Man(ManArgs),
 }
 
 #[derive(Args)]
@@ -75,9 +85,24 @@ struct Input {
     /// Side-car directory (default: FILE.meta).
     #[arg(long, value_name = "DIR")]
     sidecar: Option<PathBuf>,
+    #[command(flatten)]
+    common: Common,
+}
+
+/// Options of every analysis command.
+#[derive(Args)]
+struct Common {
     /// Look binaries up under this root directory.
     #[arg(long, value_name = "DIR")]
     symfs: Option<PathBuf>,
+    /// Also look for separate debug files (`.gnu_debuglink` targets,
+    /// `.build-id/xx/yyyy.debug`) in DIR, before /usr/lib/debug and /lib/debug.
+    #[arg(long, value_name = "DIR")]
+    debug_dir: Vec<PathBuf>,
+    /// `dwarf`: file:line, inlined functions and separate debug files
+    /// (blazesym); `symtab`: ELF symbol tables only (faster, no lines).
+    #[arg(long, value_enum, default_value_t = SymbolizerKind::Dwarf)]
+    symbolizer: SymbolizerKind,
     /// On corruption, analyse the records before it instead of failing.
     #[arg(long)]
     allow_corrupt: bool,
@@ -93,31 +118,40 @@ struct Input {
     /// Only samples taken on these CPUs (comma-separated).
     #[arg(long, value_name = "CPU,...", value_delimiter = ',')]
     cpu: Vec<u16>,
+    /// Only samples taken in START <= t < END: seconds (fractions allowed)
+    /// since the recording's start, e.g. `2.5,4` or `10,` (to the end);
+    /// `@SECS` is absolute, in the stream's clock (seconds since boot, as
+    /// `script` prints them), e.g. `@1234.5,@1236`.
+    #[arg(long, value_name = "START,END", allow_hyphen_values = true)]
+    time: Option<TimeSpan>,
 }
 
-impl Input {
-    fn load(&self) -> Result<Profile> {
+impl Common {
+    fn load(&self, input: &Path, sidecar: Option<PathBuf>) -> Result<Profile> {
         let mut p = Profile::load(
-            &self.input,
+            input,
             &LoadOptions {
                 symfs: self.symfs.clone(),
-                sidecar: self.sidecar.clone(),
+                sidecar,
                 allow_corrupt: self.allow_corrupt,
+                symbolizer: self.symbolizer,
+                debug_dirs: self.debug_dir.clone(),
             },
         )?;
         p.retain(&Filter {
             pids: self.pid.clone(),
             comms: self.comm.clone(),
             cpus: self.cpu.clone(),
+            time: self.time,
         });
         if !self.quiet {
             for w in &p.warnings {
-                eprintln!("oprofile-rs: warning: {w}");
+                eprintln!("oprofile-rs: warning: {}", esc(w));
             }
             if p.samples.is_empty() && p.filtered_out() > 0 {
                 eprintln!(
                     "oprofile-rs: warning: the filter ({}) keeps none of the {} samples",
-                    p.filter.describe(),
+                    esc(&p.filter.describe()),
                     p.filtered_out()
                 );
             }
@@ -126,13 +160,26 @@ impl Input {
     }
 }
 
+impl Input {
+    fn load(&self) -> Result<Profile> {
+        self.common.load(&self.input, self.sidecar.clone())
+    }
+}
+
 #[derive(Args)]
 struct ReportArgs {
     #[command(flatten)]
     input: Input,
-    /// Group rows by symbol, process or CPU.
-    #[arg(short, long, value_enum, default_value_t = SortKey::Symbol)]
-    sort: SortKey,
+    /// Group rows by these keys, combined (comma-separated, in column order):
+    /// symbol, dso, pid, comm, cpu.
+    #[arg(
+        short,
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "symbol"
+    )]
+    sort: Vec<SortKey>,
     /// Split rows per CPU.
     #[arg(long)]
     per_cpu: bool,
@@ -142,6 +189,81 @@ struct ReportArgs {
     /// Show the first N rows only (0 = all).
     #[arg(short = 'n', long, default_value_t = 0)]
     top: usize,
+    /// Add each function's inclusive share (samples with it anywhere in the
+    /// stack) and sort by it, as `perf report --children`.
+    #[arg(long)]
+    children: bool,
+    /// Print each row's callers and callees (call graph, as `opreport -c`).
+    #[arg(short = 'g', long)]
+    callers: bool,
+    /// Only rows of these functions (comma-separated exact names).
+    #[arg(long, value_name = "NAME,...", value_delimiter = ',')]
+    symbol: Vec<String>,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+struct DiffArgs {
+    /// The baseline recording.
+    #[arg(value_name = "OLD")]
+    old: PathBuf,
+    /// The recording compared with it.
+    #[arg(value_name = "NEW")]
+    new: PathBuf,
+    #[command(flatten)]
+    common: Common,
+    /// Show the first N rows only (0 = all).
+    #[arg(short = 'n', long, default_value_t = 0)]
+    top: usize,
+    /// Print the rows as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+struct FirefoxArgs {
+    #[command(flatten)]
+    input: Input,
+    /// Output file (JSON, for profiler.firefox.com).
+    #[arg(short, long, default_value = "profile.json")]
+    output: PathBuf,
+}
+
+#[derive(Args)]
+struct CompletionsArgs {
+    /// The shell, e.g. `oprofile-rs completions bash > /etc/bash_completion.d/oprofile-rs`.
+    #[arg(value_enum)]
+    shell: clap_complete::Shell,
+}
+
+#[derive(Args)]
+struct ManArgs {
+    /// Directory the pages are written to (created if needed).
+    #[arg(value_name = "DIR", default_value = ".")]
+    dir: PathBuf,
+}
+
+/// Writes `oprofile-rs.1` and `oprofile-rs-COMMAND.1` into `dir`.
+fn write_man_pages(dir: &Path) -> Result<Vec<PathBuf>> {
+    use clap::CommandFactory;
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let cmd = Cli::command();
+    let mut written = Vec::new();
+    let mut page = |c: clap::Command, name: String| -> Result<()> {
+        let path = dir.join(format!("{name}.1"));
+        let mut out = Vec::new();
+        clap_mangen::Man::new(c.name(name.clone())).render(&mut out)?;
+        std::fs::write(&path, out).with_context(|| format!("cannot write {}", path.display()))?;
+        written.push(path);
+        Ok(())
+    };
+    for sub in cmd.get_subcommands() {
+        page(sub.clone(), format!("oprofile-rs-{}", sub.get_name()))?;
+    }
+    page(cmd, "oprofile-rs".into())?;
+    Ok(written)
 }
 
 #[derive(Args)]
@@ -154,6 +276,11 @@ struct ScriptArgs {
     /// Also print LOST and TRACING events.
     #[arg(long)]
     events: bool,
+    /// Output format: `oprofile` (default) or `perf` (the text of
+    /// `perf script`, callchains included, for stackcollapse-perf.pl,
+    /// inferno-collapse-perf, speedscope, Firefox Profiler).
+    #[arg(long, value_enum, default_value_t = ScriptFormat::Oprofile)]
+    format: ScriptFormat,
 }
 
 #[derive(Args)]
@@ -220,12 +347,15 @@ fn run(cli: Cli) -> Result<ExitCode> {
             o.progress = !a.quiet && std::io::stderr().is_terminal();
             let sum = record::record(&o, stop)?;
             for w in &sum.warnings {
-                eprintln!("oprofile-rs: warning: {w}");
+                eprintln!("oprofile-rs: warning: {}", esc(w));
             }
             for (t, why) in &sum.maps_missing {
-                eprintln!("oprofile-rs: warning: maps of pid {t} not captured: {why}");
+                eprintln!(
+                    "oprofile-rs: warning: maps of pid {t} not captured: {}",
+                    esc(why)
+                );
             }
-            eprintln!("oprofile-rs: {}", sum.line(&a.output));
+            eprintln!("oprofile-rs: {}", esc(&sum.line(&a.output)));
             if sum.stop == StopReason::CommandExited {
                 if let Some(st) = sum.command_status {
                     if !st.success() {
@@ -242,9 +372,16 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 per_cpu: a.per_cpu,
                 per_process: a.per_process,
                 top: a.top,
+                children: a.children,
+                callers: a.callers,
+                symbols: a.symbol,
             };
             let mut out = BufWriter::new(std::io::stdout().lock());
-            report::write(&p, &o, &mut out)?;
+            if a.json {
+                report::write_json(&p, &o, &mut out)?;
+            } else {
+                report::write(&p, &o, &mut out)?;
+            }
             out.flush()?;
             Ok(ExitCode::SUCCESS)
         }
@@ -256,10 +393,49 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 &ScriptOptions {
                     callchain: a.callchain,
                     events: a.events,
+                    format: a.format,
                 },
                 &mut out,
             )?;
             out.flush()?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Diff(a) => {
+            let old = a.common.load(&a.old, None)?;
+            let new = a.common.load(&a.new, None)?;
+            let mut out = BufWriter::new(std::io::stdout().lock());
+            report::write_diff(&old, &new, a.top, a.json, &mut out)?;
+            out.flush()?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Firefox(a) => {
+            let p = a.input.load()?;
+            let end = std::fs::metadata(&a.input.input)
+                .and_then(|m| m.modified())
+                .ok();
+            let mut out = create(&a.output)?;
+            oprofile_tool::firefox::write(&p, end, &mut out)?;
+            out.flush()?;
+            eprintln!(
+                "oprofile-rs: wrote {} ({} samples)",
+                esc(&a.output.display().to_string()),
+                p.total_samples()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Completions(a) => {
+            use clap::CommandFactory;
+            // Into a buffer first: clap_complete panics on a write error
+            // (`completions bash | head`), a closed pipe is no error here.
+            let mut buf = Vec::new();
+            clap_complete::generate(a.shell, &mut Cli::command(), "oprofile-rs", &mut buf);
+            std::io::stdout().lock().write_all(&buf)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Man(a) => {
+            for p in write_man_pages(&a.dir)? {
+                eprintln!("oprofile-rs: wrote {}", esc(&p.display().to_string()));
+            }
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Folded(a) => {
@@ -308,7 +484,7 @@ fn main() -> ExitCode {
             }) {
                 return ExitCode::SUCCESS;
             }
-            eprintln!("oprofile-rs: error: {e:#}");
+            eprintln!("oprofile-rs: error: {}", esc(&format!("{e:#}")));
             ExitCode::FAILURE
         }
     }

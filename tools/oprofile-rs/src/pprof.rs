@@ -8,7 +8,7 @@ use anyhow::Result;
 use prost::Message;
 
 use crate::profile::Profile as Prof;
-use crate::symbols::Frame;
+use crate::symbols::{Frame, SrcLine};
 
 #[derive(Clone, PartialEq, Message)]
 pub struct Profile {
@@ -40,8 +40,6 @@ pub struct Profile {
     pub comment: Vec<i64>,
     #[prost(int64, tag = "14")]
     pub default_sample_type: i64,
-    #[prost(string, tag = "15")]
-    pub doc_url: String,
 }
 
 #[derive(Clone, PartialEq, Message)]
@@ -136,13 +134,17 @@ pub struct Function {
     pub start_line: i64,
 }
 
+/// Mapping key: user frames by file (or pseudo-name) and address range;
+/// kernel images by name.
+type MappingKey = (String, Option<(u64, u64, u64)>);
+
 #[derive(Default)]
 struct Builder {
     p: Profile,
     strings: HashMap<String, i64>,
-    mappings: HashMap<String, u64>,
+    mappings: HashMap<MappingKey, u64>,
     functions: HashMap<(String, String), u64>,
-    locations: HashMap<(bool, u64, String, Option<String>), u64>,
+    locations: HashMap<(u64, u64, String), u64>,
 }
 
 impl Builder {
@@ -156,70 +158,97 @@ impl Builder {
         i
     }
 
+    /// The mapping of a frame: for user frames the mapping of the maps
+    /// (start, limit, file offset, build-id); for kernel images (and frames
+    /// without a mapping) the span of the addresses seen in them.
     fn mapping(&mut self, f: &Frame) -> u64 {
-        let key = f.path.clone().unwrap_or_else(|| f.dso.clone());
-        if let Some(&id) = self.mappings.get(&key) {
-            let m = &mut self.p.mapping[id as usize - 1];
-            if !f.kernel {
-                m.memory_start = m.memory_start.min(f.addr);
-                m.memory_limit = m.memory_limit.max(f.addr.saturating_add(1));
-            }
-            return id;
-        }
-        let id = self.p.mapping.len() as u64 + 1;
-        let filename = self.s(&key);
-        let (start, limit) = if f.kernel {
-            (0, 0)
-        } else {
-            (f.addr, f.addr.saturating_add(1))
-        };
-        self.p.mapping.push(Mapping {
-            id,
-            memory_start: start,
-            memory_limit: limit,
-            filename,
-            has_functions: true,
-            ..Default::default()
-        });
-        self.mappings.insert(key, id);
-        id
-    }
-
-    fn location(&mut self, f: &Frame) -> u64 {
-        let name = f.name();
-        let key = (f.kernel, f.addr, name.clone(), f.path.clone());
-        if let Some(&id) = self.locations.get(&key) {
-            return id;
-        }
-        let mapping_id = self.mapping(f);
-        let fkey = (name.clone(), f.dso.clone());
-        let function_id = match self.functions.get(&fkey) {
+        let name = f.path.clone().unwrap_or_else(|| f.dso.clone());
+        let key = (name.clone(), if f.kernel { None } else { f.mapping });
+        let id = match self.mappings.get(&key) {
             Some(&id) => id,
             None => {
-                let id = self.p.function.len() as u64 + 1;
-                let n = self.s(&name);
-                let file = self.s(&f.dso);
-                self.p.function.push(Function {
+                let id = self.p.mapping.len() as u64 + 1;
+                let filename = self.s(&name);
+                let build_id = f.build_id.as_deref().map_or(0, |b| self.s(b));
+                let (start, limit, offset) = match key.1 {
+                    Some(r) => r,
+                    None => (f.addr, f.addr.saturating_add(1), 0),
+                };
+                self.p.mapping.push(Mapping {
                     id,
-                    name: n,
-                    system_name: n,
-                    filename: file,
-                    start_line: 0,
+                    memory_start: start,
+                    memory_limit: limit,
+                    file_offset: offset,
+                    filename,
+                    build_id,
+                    ..Default::default()
                 });
-                self.functions.insert(fkey, id);
+                self.mappings.insert(key.clone(), id);
                 id
             }
         };
+        let m = &mut self.p.mapping[id as usize - 1];
+        if key.1.is_none() {
+            m.memory_start = m.memory_start.min(f.addr);
+            m.memory_limit = m.memory_limit.max(f.addr.saturating_add(1));
+        }
+        m.has_functions |= f.symbol.is_some();
+        m.has_filenames |= f.srcline.is_some();
+        m.has_line_numbers |= f.srcline.is_some();
+        m.has_inline_frames |= !f.inlined.is_empty();
+        id
+    }
+
+    fn function(&mut self, name: &str, file: &str) -> u64 {
+        let key = (name.to_string(), file.to_string());
+        if let Some(&id) = self.functions.get(&key) {
+            return id;
+        }
+        let id = self.p.function.len() as u64 + 1;
+        let n = self.s(name);
+        let file = self.s(file);
+        self.p.function.push(Function {
+            id,
+            name: n,
+            system_name: n,
+            filename: file,
+            start_line: 0,
+        });
+        self.functions.insert(key, id);
+        id
+    }
+
+    /// A location per (mapping, address): its lines are the functions
+    /// inlined there, innermost first, then the function holding the code
+    /// (profile.proto: the last line is the caller the others were inlined
+    /// into), with source files and lines where DWARF gave them.
+    fn location(&mut self, f: &Frame) -> u64 {
+        let mapping_id = self.mapping(f);
+        let name = f.name();
+        let key = (mapping_id, f.addr, name.clone());
+        if let Some(&id) = self.locations.get(&key) {
+            return id;
+        }
+        let mut line = Vec::new();
+        let file_of = |l: Option<&SrcLine>| l.map_or(f.dso.clone(), |l| l.file.clone());
+        for (n, l) in f.inlined.iter().rev() {
+            line.push(Line {
+                function_id: self.function(n, &file_of(l.as_ref())),
+                line: l.as_ref().map_or(0, |l| l.line as i64),
+                column: 0,
+            });
+        }
+        line.push(Line {
+            function_id: self.function(&name, &file_of(f.srcline.as_ref())),
+            line: f.srcline.as_ref().map_or(0, |l| l.line as i64),
+            column: 0,
+        });
         let id = self.p.location.len() as u64 + 1;
         self.p.location.push(Location {
             id,
             mapping_id,
             address: f.addr,
-            line: vec![Line {
-                function_id,
-                line: 0,
-                column: 0,
-            }],
+            line,
             is_folded: false,
         });
         self.locations.insert(key, id);
@@ -227,8 +256,24 @@ impl Builder {
     }
 }
 
+/// The second sample value: what a sample stands for in the unit of the
+/// event, per unit of weight. `cpu/nanoseconds` for cpu-clock (its period
+/// in ns, or 1 s / frequency), `<event>/count` for a PMU event in period
+/// mode; none for a PMU event in frequency mode (the period varies and the
+/// stream does not carry it).
+pub fn second_value(h: &oprofile_stream::Header) -> Option<(String, &'static str, f64)> {
+    let cpu_clock = h.sample_source == 2 || h.event_name() == "cpu-clock";
+    match (cpu_clock, h.sample_period, h.sample_freq) {
+        (true, p, _) if p != 0 => Some(("cpu".into(), "nanoseconds", p as f64)),
+        (true, _, f) if f != 0 => Some(("cpu".into(), "nanoseconds", 1e9 / f as f64)),
+        (false, p, _) if p != 0 => Some((h.event_name(), "count", p as f64)),
+        _ => None,
+    }
+}
+
 /// Builds the Profile message: one sample per distinct (stack, process,
-/// thread, cpu), value = sample count; labels `pid`, `tid`, `cpu`, `comm`.
+/// thread, cpu), values = [samples (summed weights), cpu/nanoseconds or
+/// event count]; labels `pid`, `tid`, `cpu`, `comm`.
 pub fn build(prof: &Prof) -> Profile {
     let mut b = Builder::default();
     b.s(""); // string_table[0] must be ""
@@ -239,6 +284,12 @@ pub fn build(prof: &Prof) -> Profile {
         unit: count,
     });
     let h = &prof.header;
+    let second = second_value(h);
+    if let Some((t, u, _)) = &second {
+        let (t, u) = (b.s(t), b.s(u));
+        b.p.sample_type.push(ValueType { r#type: t, unit: u });
+        b.p.default_sample_type = t;
+    }
     let (pt, pu) = if h.sample_source == 2 {
         (b.s("cpu"), b.s("nanoseconds"))
     } else {
@@ -253,7 +304,7 @@ pub fn build(prof: &Prof) -> Profile {
     let c = b.s(&format!("oprofile-rs: event {}", h.event_name()));
     b.p.comment.push(c);
 
-    let mut agg: HashMap<(Vec<u64>, u32, u32, u16, i64), i64> = HashMap::new();
+    let mut agg: HashMap<(Vec<u64>, u32, u32, u16, i64), u64> = HashMap::new();
     let mut order = Vec::new();
     for s in &prof.samples {
         // location_id[0] is the leaf.
@@ -267,14 +318,18 @@ pub fn build(prof: &Prof) -> Profile {
             order.push(key);
             0
         });
-        *e += 1;
+        *e += s.weight;
     }
     for key in order {
         let n = agg[&key];
         let (locs, tgid, pid, cpu, comm) = key;
+        let mut value = vec![n as i64];
+        if let Some((_, _, per)) = &second {
+            value.push((n as f64 * per).round() as i64);
+        }
         b.p.sample.push(Sample {
             location_id: locs,
-            value: vec![n],
+            value,
             label: vec![
                 Label {
                     key: k_pid,
@@ -299,9 +354,7 @@ pub fn build(prof: &Prof) -> Profile {
             ],
         });
     }
-    let first = prof.samples.iter().map(|s| s.time).min().unwrap_or(0);
-    let last = prof.samples.iter().map(|s| s.time).max().unwrap_or(0);
-    b.p.duration_nanos = (last - first) as i64;
+    b.p.duration_nanos = prof.recording_ns() as i64;
     b.p
 }
 

@@ -8,7 +8,8 @@ use anyhow::{bail, Context, Result};
 use oprofile_stream::{decode, DecodeError, Header, Record};
 
 use crate::sidecar::{sidecar_dir, Sidecar};
-use crate::symbols::{Frame, Resolver};
+use crate::symbols::{Frame, Resolver, ResolverOptions, SymbolizerKind};
+use crate::text;
 
 /// Addresses at or above this are perf context markers (`PERF_CONTEXT_*`),
 /// not code: they are dropped from callchains.
@@ -22,6 +23,11 @@ pub struct LoadOptions {
     pub sidecar: Option<PathBuf>,
     /// Use the records before a corruption instead of failing.
     pub allow_corrupt: bool,
+    /// How user addresses are symbolised.
+    pub symbolizer: SymbolizerKind,
+    /// Directories searched for separate debug files before the defaults
+    /// (`/usr/lib/debug`, `/lib/debug`).
+    pub debug_dirs: Vec<PathBuf>,
 }
 
 /// One symbolised sample.
@@ -32,6 +38,11 @@ pub struct ResolvedSample {
     pub pid: u32,
     pub tgid: u32,
     pub comm: Rc<str>,
+    /// What the sample stands for, summed by every analysis instead of
+    /// counting samples: its period (events, or ns for cpu-clock) where the
+    /// stream carries one per sample. Stream version 1 carries none, so every
+    /// sample weighs 1 (a count); see [`sample_weight`].
+    pub weight: u64,
     pub kernel: bool,
     pub pc: Rc<Frame>,
     /// Callers, innermost first.
@@ -49,6 +60,14 @@ impl ResolvedSample {
     pub fn stack_root_first(&self) -> impl Iterator<Item = &Rc<Frame>> {
         self.callchain.iter().rev().chain(std::iter::once(&self.pc))
     }
+}
+
+/// The weight of a decoded sample: 1 while the stream has no per-sample
+/// period. When the format gains one (frequency mode changes the period from
+/// sample to sample), this is the one place to return it, and every report,
+/// diff, folded stack and pprof value follows.
+pub fn sample_weight(_s: &oprofile_stream::Sample) -> u64 {
+    1
 }
 
 /// Non-sample events, kept for `script`.
@@ -86,24 +105,106 @@ pub fn lost_share(kept: u64, lost: u64) -> String {
 
 /// Which samples an analysis keeps (`--pid`, `--comm`, `--cpu`): a sample is
 /// kept when it matches every non-empty list (any entry of a list matches).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Filter {
     /// Process ids (tgid) or thread ids (pid).
     pub pids: Vec<u32>,
     /// Command names, exactly as the COMM records give them.
     pub comms: Vec<String>,
     pub cpus: Vec<u16>,
+    /// `--time`: only samples in this span (see [`TimeSpan`]).
+    pub time: Option<TimeSpan>,
+}
+
+/// One end of a `--time` span: seconds relative to the recording's start
+/// ([`Profile::first_time`]), or absolute seconds of the stream's clock
+/// (since boot: what `script` prints) when written with a leading `@`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum TimeBound {
+    Relative(f64),
+    Absolute(f64),
+}
+
+/// `--time START,END`: samples with START <= time < END; either end may be
+/// left out (`2.5,` or `,10`).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct TimeSpan {
+    pub start: Option<TimeBound>,
+    pub end: Option<TimeBound>,
+}
+
+impl std::str::FromStr for TimeSpan {
+    type Err = String;
+    fn from_str(s: &str) -> Result<TimeSpan, String> {
+        let (a, b) = s
+            .split_once(',')
+            .ok_or_else(|| format!("--time {s:?}: expected START,END (seconds)"))?;
+        let bound = |v: &str| -> Result<Option<TimeBound>, String> {
+            let v = v.trim();
+            if v.is_empty() {
+                return Ok(None);
+            }
+            let (abs, num) = match v.strip_prefix('@') {
+                Some(n) => (true, n),
+                None => (false, v),
+            };
+            let x: f64 = num
+                .parse()
+                .map_err(|_| format!("--time: {v:?} is not a number of seconds"))?;
+            if !x.is_finite() || x < 0.0 {
+                return Err(format!("--time: {v:?} must be a non-negative number"));
+            }
+            Ok(Some(if abs {
+                TimeBound::Absolute(x)
+            } else {
+                TimeBound::Relative(x)
+            }))
+        };
+        let span = TimeSpan {
+            start: bound(a)?,
+            end: bound(b)?,
+        };
+        Ok(span)
+    }
+}
+
+impl TimeSpan {
+    /// [start, end) in clock ns, for a recording starting at `origin` ns.
+    pub fn resolve(&self, origin: u64) -> (u64, u64) {
+        let ns = |b: Option<TimeBound>, open: u64| match b {
+            None => open,
+            Some(TimeBound::Relative(s)) => origin.saturating_add((s * 1e9).round() as u64),
+            Some(TimeBound::Absolute(s)) => (s * 1e9).round() as u64,
+        };
+        (ns(self.start, 0), ns(self.end, u64::MAX))
+    }
+
+    fn describe(&self) -> String {
+        let b = |b: Option<TimeBound>| match b {
+            None => String::new(),
+            Some(TimeBound::Relative(s)) => format!("{s}"),
+            Some(TimeBound::Absolute(s)) => format!("@{s}"),
+        };
+        format!("{},{} s", b(self.start), b(self.end))
+    }
 }
 
 impl Filter {
     pub fn is_empty(&self) -> bool {
-        self.pids.is_empty() && self.comms.is_empty() && self.cpus.is_empty()
+        self.pids.is_empty() && self.comms.is_empty() && self.cpus.is_empty() && self.time.is_none()
     }
 
-    pub fn matches(&self, s: &ResolvedSample) -> bool {
+    /// Whether `s` passes; `span` is the resolved `--time` span, if any.
+    fn matches_in(&self, s: &ResolvedSample, span: Option<(u64, u64)>) -> bool {
         (self.pids.is_empty() || self.pids.contains(&s.tgid) || self.pids.contains(&s.pid))
             && (self.comms.is_empty() || self.comms.iter().any(|c| *c == *s.comm))
             && (self.cpus.is_empty() || self.cpus.contains(&s.cpu))
+            && span.is_none_or(|(a, b)| s.time >= a && s.time < b)
+    }
+
+    /// Whether `s` passes, with a `--time` span relative to `origin` ns.
+    pub fn matches(&self, s: &ResolvedSample, origin: u64) -> bool {
+        self.matches_in(s, self.time.map(|t| t.resolve(origin)))
     }
 
     /// How the filter reads on a report's header line, e.g. `pid 42, comm sh`.
@@ -118,6 +219,7 @@ impl Filter {
             list("pid", &self.pids),
             list("comm", &self.comms),
             list("cpu", &self.cpus),
+            self.time.map(|t| format!("time {}", t.describe())),
         ]
         .into_iter()
         .flatten()
@@ -151,6 +253,10 @@ impl Profile {
     /// Samples the analysis uses (those the filter kept).
     pub fn total_samples(&self) -> u64 {
         self.samples.len() as u64
+    }
+    /// Summed weight of the samples the analysis uses.
+    pub fn total_weight(&self) -> u64 {
+        self.samples.iter().map(|s| s.weight).sum()
     }
     /// Samples in the recording, whatever the filter.
     pub fn recorded_samples(&self) -> u64 {
@@ -213,7 +319,8 @@ impl Profile {
     /// Keeps only the samples `filter` matches. The per-CPU totals (samples
     /// and LOST counts of the whole stream) stay as recorded.
     pub fn retain(&mut self, filter: &Filter) {
-        self.samples.retain(|s| filter.matches(s));
+        let span = filter.time.map(|t| t.resolve(self.first_time));
+        self.samples.retain(|s| filter.matches_in(s, span));
         self.filter = filter.clone();
     }
 
@@ -267,7 +374,17 @@ impl Profile {
             ),
             _ => {}
         }
-        let resolver = Resolver::new(kallsyms, sc.parsed_maps(), opts.symfs.clone());
+        let mut ropts = ResolverOptions {
+            kind: opts.symbolizer,
+            perf_maps: sc.perf_maps.clone(),
+            roots: sc.roots(),
+            ..ResolverOptions::default()
+        };
+        ropts
+            .debug_dirs
+            .splice(0..0, opts.debug_dirs.iter().cloned());
+        let resolver =
+            Resolver::with_options(kallsyms, sc.parsed_maps(), opts.symfs.clone(), ropts);
         let mut comms: HashMap<u32, Rc<str>> = HashMap::new();
         let mut samples = Vec::new();
         let mut events = Vec::new();
@@ -280,7 +397,8 @@ impl Profile {
             last_time = last_time.max(r.time());
             match r {
                 Record::Comm(c) => {
-                    comms.insert(c.pid, Rc::from(c.name().as_str()));
+                    let end = c.comm.iter().position(|&b| b == 0).unwrap_or(c.comm.len());
+                    comms.insert(c.pid, Rc::from(text::from_bytes(&c.comm[..end])));
                 }
                 Record::Lost(l) => {
                     per_cpu.entry(l.cpu).or_default().lost += l.count;
@@ -323,6 +441,7 @@ impl Profile {
                         .map(|&a| resolver.resolve(true, s.tgid, a))
                         .collect();
                     samples.push(ResolvedSample {
+                        weight: sample_weight(&s),
                         time: s.time,
                         cpu: s.cpu,
                         pid: s.pid,
@@ -450,6 +569,7 @@ mod tests {
             &crate::script::ScriptOptions {
                 callchain: false,
                 events: true,
+                format: Default::default(),
             },
             &mut out,
         )

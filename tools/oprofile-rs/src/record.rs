@@ -186,6 +186,11 @@ impl Scanner {
 pub struct MapsTracker {
     proc_root: PathBuf,
     pub maps: HashMap<u32, String>,
+    /// Copies of JIT perf maps (`/tmp/perf-<pid>.map`, read through the
+    /// process's root, with its pid in its own pid namespace).
+    pub perf_maps: HashMap<u32, String>,
+    /// Mount namespaces of processes in another one than the recorder's.
+    pub namespaces: HashMap<u32, String>,
     alive: HashSet<u32>,
     errors: HashMap<u32, String>,
     last_refresh: Instant,
@@ -197,6 +202,8 @@ impl MapsTracker {
         MapsTracker {
             proc_root,
             maps: HashMap::new(),
+            perf_maps: HashMap::new(),
+            namespaces: HashMap::new(),
             alive: HashSet::new(),
             errors: HashMap::new(),
             last_refresh: Instant::now(),
@@ -219,6 +226,7 @@ impl MapsTracker {
             Ok(text) => {
                 self.maps.insert(tgid, text);
                 self.errors.remove(&tgid);
+                self.read_extras(tgid);
             }
             Err(e) => {
                 self.alive.remove(&tgid);
@@ -230,6 +238,34 @@ impl MapsTracker {
                     };
                     self.errors.insert(tgid, why);
                 }
+            }
+        }
+    }
+
+    /// The process's mount namespace when it differs from ours, and its JIT
+    /// perf map, if it writes one.
+    fn read_extras(&mut self, tgid: u32) {
+        let dir = self.proc_root.join(tgid.to_string());
+        let ns = |d: &Path| std::fs::read_link(d.join("ns/mnt")).ok();
+        if let (Some(theirs), Some(ours)) = (ns(&dir), ns(&self.proc_root.join("self"))) {
+            if theirs != ours {
+                self.namespaces
+                    .insert(tgid, theirs.to_string_lossy().into_owned());
+            }
+        }
+        // The pid the process knows itself by (NSpid's last field) names the file.
+        let nspid = std::fs::read_to_string(dir.join("status"))
+            .ok()
+            .and_then(|st| {
+                st.lines()
+                    .find_map(|l| l.strip_prefix("NSpid:"))
+                    .and_then(|v| v.split_whitespace().last().map(str::to_string))
+            })
+            .unwrap_or_else(|| tgid.to_string());
+        if let Ok(b) = std::fs::read(dir.join(format!("root/tmp/perf-{nspid}.map"))) {
+            if !b.is_empty() {
+                self.perf_maps
+                    .insert(tgid, String::from_utf8_lossy(&b).into_owned());
             }
         }
     }
@@ -524,10 +560,24 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
     for (t, why) in &missing {
         info.push(format!("maps-missing: {t}: {why}"));
     }
+    if let Ok(ns) = std::fs::read_link(opts.proc_root.join("self/ns/pid")) {
+        info.push(format!(
+            "pid-namespace: {} (the recorder's; the stream's pids are the kernel's global ones)",
+            ns.display()
+        ));
+    }
+    if !tracker.namespaces.is_empty() {
+        info.push(format!(
+            "other-mount-namespaces: {} processes (binaries read through /proc/PID/root)",
+            tracker.namespaces.len()
+        ));
+    }
     info.push(format!("samples: {}", scanner.samples));
     info.push(format!("lost: {}", scanner.lost));
     info.push(String::new());
     sc.maps = std::mem::take(&mut tracker.maps);
+    sc.perf_maps = std::mem::take(&mut tracker.perf_maps);
+    sc.namespaces = std::mem::take(&mut tracker.namespaces);
     sc.info = Some(info.join("\n"));
     let maps_captured = sc.maps.len();
     sc.save(&sc_dir)

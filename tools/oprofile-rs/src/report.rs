@@ -1,111 +1,299 @@
-//! `report`: a flat profile.
+//! `report`: a flat profile, with `--children` (inclusive weight, as
+//! `perf report --children`) and `--callers` (each function's callers and
+//! callees, as `opreport -c`), in text or JSON. Every figure is a sum of
+//! sample weights ([`crate::profile::ResolvedSample::weight`]).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::Write;
 
-use crate::profile::{lost_share, Profile};
+use serde::Serialize;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+use crate::profile::{lost_share, Profile, ResolvedSample};
+use crate::symbols::Frame;
+use crate::text::esc;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum SortKey {
-    /// One row per symbol (and binary).
+    /// The function (and its binary).
     #[default]
     Symbol,
-    /// One row per process.
+    /// The binary (executable, library, `[kernel.kallsyms]`, `[module]`).
+    Dso,
+    /// The process (tgid, with its name).
     Pid,
-    /// One row per CPU.
+    /// The task name.
+    Comm,
+    /// The CPU.
     Cpu,
 }
 
 #[derive(Debug, Clone, Default)]
 pub struct ReportOptions {
-    pub sort: SortKey,
-    /// Split rows by CPU.
+    /// Row keys, combined (`--sort symbol,pid`); empty = symbol.
+    pub sort: Vec<SortKey>,
+    /// Split rows by CPU (adds the cpu key first).
     pub per_cpu: bool,
-    /// Split rows by process.
+    /// Split rows by process (adds the pid key).
     pub per_process: bool,
     /// Show only the first N rows (0 = all).
     pub top: usize,
+    /// Add the inclusive weight (the function anywhere in the stack) and
+    /// sort by it.
+    pub children: bool,
+    /// Print each row's callers and callees.
+    pub callers: bool,
+    /// Only rows of these functions (exact names).
+    pub symbols: Vec<String>,
 }
 
-/// One row of the flat profile.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Row {
-    pub samples: u64,
-    pub percent: f64,
-    pub symbol: Option<String>,
-    pub dso: Option<String>,
-    pub cpu: Option<u16>,
-    /// (tgid, comm); for rows merged over several processes, the process with
-    /// the most samples and how many others there were.
-    pub process: Option<(u32, String, usize)>,
-}
-
-/// Samples of a group and their split by (tgid, comm).
-type Group = (u64, HashMap<(u32, String), u64>);
-
-#[derive(Hash, PartialEq, Eq, Clone)]
-struct Key {
-    symbol: Option<String>,
-    dso: Option<String>,
-    cpu: Option<u16>,
-    process: Option<(u32, String)>,
-}
-
-/// Computes the rows, most samples first (ties by name).
-pub fn rows(p: &Profile, o: &ReportOptions) -> Vec<Row> {
-    let total = p.total_samples();
-    let mut groups: HashMap<Key, Group> = HashMap::new();
-    for s in &p.samples {
-        let by_sym = o.sort == SortKey::Symbol;
-        let key = Key {
-            symbol: by_sym.then(|| s.pc.name()),
-            dso: by_sym.then(|| s.pc.dso.clone()),
-            cpu: (o.per_cpu || o.sort == SortKey::Cpu).then_some(s.cpu),
-            process: (o.per_process || o.sort == SortKey::Pid)
-                .then(|| (s.tgid, s.comm.to_string())),
-        };
-        let g = groups.entry(key).or_default();
-        g.0 += 1;
-        *g.1.entry((s.tgid, s.comm.to_string())).or_default() += 1;
-    }
-    let mut rows: Vec<Row> = groups
-        .into_iter()
-        .map(|(k, (n, procs))| {
-            let process = match k.process {
-                Some((t, c)) => Some((t, c, 0)),
-                None if o.sort == SortKey::Cpu => None,
-                None => {
-                    let mut v: Vec<_> = procs.into_iter().collect();
-                    v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-                    let others = v.len() - 1;
-                    v.into_iter().next().map(|((t, c), _)| (t, c, others))
-                }
-            };
-            Row {
-                samples: n,
-                percent: if total == 0 {
-                    0.0
-                } else {
-                    100.0 * n as f64 / total as f64
-                },
-                symbol: k.symbol,
-                dso: k.dso,
-                cpu: k.cpu,
-                process,
+impl ReportOptions {
+    /// The row keys in column order.
+    pub fn keys(&self) -> Vec<SortKey> {
+        let mut k = Vec::new();
+        if self.per_cpu {
+            k.push(SortKey::Cpu);
+        }
+        for s in &self.sort {
+            if !k.contains(s) {
+                k.push(*s);
             }
+        }
+        if self.sort.is_empty() && !k.contains(&SortKey::Symbol) {
+            k.push(SortKey::Symbol);
+        }
+        if self.per_process && !k.contains(&SortKey::Pid) {
+            k.push(SortKey::Pid);
+        }
+        k
+    }
+}
+
+/// The values of a row's keys (`None` for keys the report does not use).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default, Serialize)]
+pub struct RowKey {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub symbol: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dso: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub comm: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<u16>,
+}
+
+/// A caller or callee of a row's function, with the weight of the samples
+/// whose stacks have that call.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Edge {
+    /// Function name, `[self]` for the samples taken in the function itself,
+    /// `[root]` where it is the outermost frame of the stack.
+    pub symbol: String,
+    pub dso: String,
+    pub weight: u64,
+    /// Of the row's inclusive weight.
+    pub percent: f64,
+}
+
+/// One row of the report.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Row {
+    #[serde(flatten)]
+    pub key: RowKey,
+    /// Samples taken in the row (leaf frame).
+    pub samples: u64,
+    /// Their summed weight (= samples while the stream has no periods).
+    pub weight: u64,
+    /// `weight` as a share of all weight kept.
+    pub percent: f64,
+    /// With `--children`: weight of the samples with the row's function
+    /// anywhere in their stack, and its share.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub children_weight: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub children_percent: Option<f64>,
+    /// For rows not keyed by process: the process with the most weight in
+    /// the row, its name and how many other processes share the row.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub top_process: Option<TopProcess>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub callers: Vec<Edge>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub callees: Vec<Edge>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TopProcess {
+    pub pid: u32,
+    pub comm: String,
+    pub others: usize,
+}
+
+fn pct(part: u64, total: u64) -> f64 {
+    if total == 0 {
+        0.0
+    } else {
+        100.0 * part as f64 / total as f64
+    }
+}
+
+/// The key of frame `f` of sample `s`.
+fn key_of(keys: &[SortKey], s: &ResolvedSample, f: &Frame) -> RowKey {
+    let mut k = RowKey::default();
+    for key in keys {
+        match key {
+            SortKey::Symbol => {
+                k.symbol = Some(f.name());
+                k.dso = Some(f.dso.clone());
+            }
+            SortKey::Dso => k.dso = Some(f.dso.clone()),
+            SortKey::Pid => {
+                k.pid = Some(s.tgid);
+                k.comm = Some(s.comm.to_string());
+            }
+            SortKey::Comm => k.comm = Some(s.comm.to_string()),
+            SortKey::Cpu => k.cpu = Some(s.cpu),
+        }
+    }
+    k
+}
+
+#[derive(Default)]
+struct Acc {
+    samples: u64,
+    weight: u64,
+    children: u64,
+    procs: HashMap<(u32, String), u64>,
+    callers: HashMap<(String, String), u64>,
+    callees: HashMap<(String, String), u64>,
+}
+
+fn edges(m: HashMap<(String, String), u64>, total: u64) -> Vec<Edge> {
+    let mut v: Vec<Edge> = m
+        .into_iter()
+        .map(|((symbol, dso), weight)| Edge {
+            symbol,
+            dso,
+            weight,
+            percent: pct(weight, total),
         })
         .collect();
-    rows.sort_by(|a, b| {
-        b.samples
-            .cmp(&a.samples)
+    v.sort_by(|a, b| {
+        b.weight
+            .cmp(&a.weight)
             .then_with(|| a.symbol.cmp(&b.symbol))
-            .then_with(|| a.cpu.cmp(&b.cpu))
-            .then_with(|| {
-                a.process
+    });
+    v
+}
+
+/// Computes the rows, most weight first (inclusive weight with
+/// `--children`), ties by key.
+pub fn rows(p: &Profile, o: &ReportOptions) -> Vec<Row> {
+    let keys = o.keys();
+    let total = p.total_weight();
+    let stack_keys = keys
+        .iter()
+        .any(|k| matches!(k, SortKey::Symbol | SortKey::Dso));
+    let mut acc: HashMap<RowKey, Acc> = HashMap::new();
+    let mut seen: HashSet<RowKey> = HashSet::new();
+    let mut seen_edges: HashSet<(RowKey, bool, (String, String))> = HashSet::new();
+    for s in &p.samples {
+        let w = s.weight;
+        let leaf = key_of(&keys, s, &s.pc);
+        let a = acc.entry(leaf).or_default();
+        a.samples += 1;
+        a.weight += w;
+        *a.procs.entry((s.tgid, s.comm.to_string())).or_default() += w;
+        if !(o.children || o.callers) {
+            continue;
+        }
+        // Frames from the leaf outwards; each key counts once per sample
+        // (recursion), and so does each of its caller and callee edges.
+        let frames: Vec<&Frame> = std::iter::once(&*s.pc)
+            .chain(s.callchain.iter().map(|f| &**f))
+            .collect();
+        seen.clear();
+        seen_edges.clear();
+        for (i, f) in frames.iter().enumerate() {
+            let k = key_of(&keys, s, f);
+            if !stack_keys && i > 0 {
+                break;
+            }
+            if seen.insert(k.clone()) {
+                let a = acc.entry(k.clone()).or_default();
+                a.children += w;
+                if i > 0 {
+                    a.procs.entry((s.tgid, s.comm.to_string())).or_default();
+                }
+            }
+            if o.callers {
+                let caller = frames
+                    .get(i + 1)
+                    .map(|c| (c.name(), c.dso.clone()))
+                    .unwrap_or_else(|| ("[root]".into(), String::new()));
+                let callee = match i {
+                    0 => ("[self]".into(), String::new()),
+                    _ => (frames[i - 1].name(), frames[i - 1].dso.clone()),
+                };
+                let a = acc.entry(k.clone()).or_default();
+                if seen_edges.insert((k.clone(), true, caller.clone())) {
+                    *a.callers.entry(caller).or_default() += w;
+                }
+                if seen_edges.insert((k.clone(), false, callee.clone())) {
+                    *a.callees.entry(callee).or_default() += w;
+                }
+            }
+        }
+    }
+    let by_process = keys
+        .iter()
+        .any(|k| matches!(k, SortKey::Pid | SortKey::Comm));
+    let cpu_only = keys == [SortKey::Cpu];
+    let mut rows: Vec<Row> = acc
+        .into_iter()
+        .filter(|(k, _)| {
+            o.symbols.is_empty()
+                || k.symbol
                     .as_ref()
-                    .map(|p| p.0)
-                    .cmp(&b.process.as_ref().map(|p| p.0))
-            })
+                    .is_some_and(|s| o.symbols.iter().any(|x| x == s))
+        })
+        .map(|(key, a)| {
+            let top_process = (!by_process && !cpu_only)
+                .then(|| {
+                    let mut v: Vec<_> = a.procs.into_iter().collect();
+                    v.sort_by(|x, y| y.1.cmp(&x.1).then(x.0.cmp(&y.0)));
+                    let others = v.len().saturating_sub(1);
+                    v.into_iter()
+                        .next()
+                        .map(|((pid, comm), _)| TopProcess { pid, comm, others })
+                })
+                .flatten();
+            let inclusive = a.children.max(a.weight);
+            Row {
+                key,
+                samples: a.samples,
+                weight: a.weight,
+                percent: pct(a.weight, total),
+                children_weight: o.children.then_some(inclusive),
+                children_percent: o.children.then(|| pct(inclusive, total)),
+                top_process,
+                callers: edges(a.callers, inclusive),
+                callees: edges(a.callees, inclusive),
+            }
+        })
+        .filter(|r| r.weight > 0 || r.children_weight.is_some_and(|c| c > 0))
+        .collect();
+    rows.sort_by(|a, b| {
+        b.children_weight
+            .cmp(&a.children_weight)
+            .then(b.weight.cmp(&a.weight))
+            .then_with(|| a.key.symbol.cmp(&b.key.symbol))
+            .then_with(|| a.key.dso.cmp(&b.key.dso))
+            .then_with(|| a.key.cpu.cmp(&b.key.cpu))
+            .then_with(|| a.key.pid.cmp(&b.key.pid))
+            .then_with(|| a.key.comm.cmp(&b.key.comm))
     });
     if o.top > 0 {
         rows.truncate(o.top);
@@ -113,8 +301,8 @@ pub fn rows(p: &Profile, o: &ReportOptions) -> Vec<Row> {
     rows
 }
 
-/// Writes the report: header, per-CPU totals, then the rows.
-pub fn write(p: &Profile, o: &ReportOptions, out: &mut dyn Write) -> std::io::Result<()> {
+/// The header lines (event, samples, filter, recording, per-CPU totals).
+fn write_header(p: &Profile, out: &mut dyn Write) -> std::io::Result<()> {
     let h = &p.header;
     let mode = if h.sample_freq != 0 {
         format!("{} Hz", h.sample_freq)
@@ -124,7 +312,7 @@ pub fn write(p: &Profile, o: &ReportOptions, out: &mut dyn Write) -> std::io::Re
     writeln!(
         out,
         "# event: {} ({}), {}, {} CPUs",
-        h.event_name(),
+        esc(&h.event_name()),
         h.sample_source_name(),
         mode,
         h.nr_cpus
@@ -143,7 +331,7 @@ pub fn write(p: &Profile, o: &ReportOptions, out: &mut dyn Write) -> std::io::Re
         writeln!(
             out,
             "# filter: {}: {} of {} samples",
-            p.filter.describe(),
+            esc(&p.filter.describe()),
             p.total_samples(),
             p.recorded_samples()
         )?;
@@ -171,63 +359,257 @@ pub fn write(p: &Profile, o: &ReportOptions, out: &mut dyn Write) -> std::io::Re
             cpu, st.samples, st.lost, rate
         )?;
     }
-    writeln!(out, "#")?;
+    writeln!(out, "#")
+}
+
+/// Writes the report: header, per-CPU totals, then the rows (and with
+/// `callers`, each row's callers and callees below it).
+pub fn write(p: &Profile, o: &ReportOptions, out: &mut dyn Write) -> std::io::Result<()> {
+    write_header(p, out)?;
+    let keys = o.keys();
     let rows = rows(p, o);
-    let show_sym = o.sort == SortKey::Symbol;
-    let show_cpu = o.per_cpu || o.sort == SortKey::Cpu;
-    let show_proc = o.sort != SortKey::Cpu || o.per_process;
-    let sym_w = if show_sym {
+    // Names come from the profiled programs: escaped for the terminal.
+    let text = |s: &Option<String>| esc(s.as_deref().unwrap_or("")).into_owned();
+    let width = |f: &dyn Fn(&Row) -> String, min: usize, max: usize| {
         rows.iter()
-            .filter_map(|r| r.symbol.as_ref())
-            .map(|s| s.len())
+            .map(|r| f(r).chars().count())
             .max()
-            .unwrap_or(6)
-            .clamp(6, 60)
-    } else {
-        0
+            .unwrap_or(min)
+            .clamp(min, max)
     };
-    let dso_w = if show_sym {
-        rows.iter()
-            .filter_map(|r| r.dso.as_ref())
-            .map(|s| s.len())
-            .max()
-            .unwrap_or(6)
-            .clamp(6, 30)
+    let sym_w = width(&|r| text(&r.key.symbol), 6, 60);
+    let dso_w = width(&|r| text(&r.key.dso), 6, 30);
+    let comm_w = width(&|r| text(&r.key.comm), 4, 16);
+    // Periods are shown when some sample weighs more than one.
+    let show_weight = p.samples.iter().any(|s| s.weight != 1);
+    let mut head = if o.children {
+        format!("{:>8} {:>8} {:>10}", "Children", "Self", "Samples")
     } else {
-        0
+        format!("{:>10} {:>7}", "Samples", "%")
     };
-    let mut head = format!("{:>10} {:>7}", "Samples", "%");
-    if show_cpu {
-        head += &format!("  {:>4}", "CPU");
+    if show_weight {
+        head += &format!(" {:>14}", "Period");
     }
-    if show_sym {
-        head += &format!("  {:<sym_w$}  {:<dso_w$}", "Symbol", "Binary");
+    let mut cols: Vec<SortKey> = Vec::new();
+    for k in &keys {
+        match k {
+            SortKey::Cpu => head += &format!("  {:>4}", "CPU"),
+            SortKey::Symbol => head += &format!("  {:<sym_w$}", "Symbol"),
+            SortKey::Dso => head += &format!("  {:<dso_w$}", "Binary"),
+            SortKey::Pid => head += "  Pid/Comm",
+            SortKey::Comm if keys.contains(&SortKey::Pid) => continue,
+            SortKey::Comm => head += &format!("  {:<comm_w$}", "Comm"),
+        }
+        cols.push(*k);
+        if *k == SortKey::Symbol && !keys.contains(&SortKey::Dso) {
+            head += &format!("  {:<dso_w$}", "Binary");
+            cols.push(SortKey::Dso);
+        }
     }
-    if show_proc {
+    let show_top = keys
+        .iter()
+        .any(|k| matches!(k, SortKey::Symbol | SortKey::Dso))
+        && !keys
+            .iter()
+            .any(|k| matches!(k, SortKey::Pid | SortKey::Comm));
+    if show_top {
         head += "  Pid/Comm";
     }
     writeln!(out, "{}", head.trim_end())?;
     for r in &rows {
-        let mut line = format!("{:>10} {:>6.2}%", r.samples, r.percent);
-        if show_cpu {
-            line += &format!("  {:>4}", r.cpu.map(|c| c.to_string()).unwrap_or_default());
+        let mut line = String::new();
+        if let Some(c) = r.children_percent {
+            line += &format!("{:>7.2}% ", c);
         }
-        if show_sym {
-            line += &format!(
-                "  {:<sym_w$}  {:<dso_w$}",
-                r.symbol.as_deref().unwrap_or(""),
-                r.dso.as_deref().unwrap_or("")
-            );
+        if o.children {
+            line += &format!("{:>7.2}% {:>10}", r.percent, r.samples);
+        } else {
+            line += &format!("{:>10} {:>6.2}%", r.samples, r.percent);
         }
-        if show_proc {
-            if let Some((t, c, others)) = &r.process {
-                line += &format!("  {t}/{c}");
-                if *others > 0 {
-                    line += &format!(" (+{others} more)");
+        if show_weight {
+            line += &format!(" {:>14}", r.weight);
+        }
+        for k in &cols {
+            match k {
+                SortKey::Cpu => {
+                    line += &format!(
+                        "  {:>4}",
+                        r.key.cpu.map(|c| c.to_string()).unwrap_or_default()
+                    )
                 }
+                SortKey::Symbol => line += &format!("  {:<sym_w$}", text(&r.key.symbol)),
+                SortKey::Dso => line += &format!("  {:<dso_w$}", text(&r.key.dso)),
+                SortKey::Pid => {
+                    line += &format!("  {}/{}", r.key.pid.unwrap_or(0), text(&r.key.comm))
+                }
+                SortKey::Comm => line += &format!("  {:<comm_w$}", text(&r.key.comm)),
+            }
+        }
+        if let Some(t) = &r.top_process {
+            line += &format!("  {}/{}", t.pid, esc(&t.comm));
+            if t.others > 0 {
+                line += &format!(" (+{} more)", t.others);
             }
         }
         writeln!(out, "{}", line.trim_end())?;
+        if o.callers {
+            for (title, list) in [("callers", &r.callers), ("callees", &r.callees)] {
+                writeln!(out, "            {title}:")?;
+                for e in list {
+                    let dso = if e.dso.is_empty() {
+                        String::new()
+                    } else {
+                        format!("  ({})", esc(&e.dso))
+                    };
+                    writeln!(
+                        out,
+                        "            {:>10} {:>6.2}%  {}{}",
+                        e.weight,
+                        e.percent,
+                        esc(&e.symbol),
+                        dso
+                    )?;
+                }
+            }
+            writeln!(out)?;
+        }
+    }
+    Ok(())
+}
+
+/// `--json`: the report as one JSON object (names unescaped: JSON escapes
+/// control characters itself).
+#[derive(Serialize)]
+struct JsonReport<'a> {
+    event: String,
+    sample_source: &'a str,
+    sample_period: u64,
+    sample_freq: u64,
+    nr_cpus: u32,
+    /// Samples in the recording, whatever the filter.
+    samples: u64,
+    lost: u64,
+    /// Samples and weight the filter kept (the base of every percentage).
+    kept_samples: u64,
+    kept_weight: u64,
+    weight_unit: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    filter: Option<String>,
+    recording_seconds: f64,
+    sort: Vec<SortKey>,
+    rows: Vec<Row>,
+}
+
+pub fn write_json(p: &Profile, o: &ReportOptions, out: &mut dyn Write) -> std::io::Result<()> {
+    let h = &p.header;
+    let r = JsonReport {
+        event: h.event_name(),
+        sample_source: h.sample_source_name(),
+        sample_period: h.sample_period,
+        sample_freq: h.sample_freq,
+        nr_cpus: h.nr_cpus,
+        samples: p.recorded_samples(),
+        lost: p.total_lost(),
+        kept_samples: p.total_samples(),
+        kept_weight: p.total_weight(),
+        weight_unit: "samples",
+        filter: (!p.filter.is_empty()).then(|| p.filter.describe()),
+        recording_seconds: p.recording_ns() as f64 / 1e9,
+        sort: o.keys(),
+        rows: rows(p, o),
+    };
+    serde_json::to_writer_pretty(&mut *out, &r)?;
+    writeln!(out)
+}
+
+// ------------------------------------------------------------------ diff
+
+/// One row of `diff`: a function's share in the old and new recordings.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DiffRow {
+    pub symbol: String,
+    pub dso: String,
+    pub old_weight: u64,
+    pub new_weight: u64,
+    pub old_percent: f64,
+    pub new_percent: f64,
+    /// `new_percent - old_percent`, in percentage points.
+    pub delta: f64,
+}
+
+/// Per-symbol comparison of two recordings, largest change first.
+pub fn diff_rows(old: &Profile, new: &Profile) -> Vec<DiffRow> {
+    let mut m: HashMap<(String, String), (u64, u64)> = HashMap::new();
+    for s in &old.samples {
+        m.entry((s.pc.name(), s.pc.dso.clone())).or_default().0 += s.weight;
+    }
+    for s in &new.samples {
+        m.entry((s.pc.name(), s.pc.dso.clone())).or_default().1 += s.weight;
+    }
+    let (to, tn) = (old.total_weight(), new.total_weight());
+    let mut rows: Vec<DiffRow> = m
+        .into_iter()
+        .map(|((symbol, dso), (a, b))| {
+            let (pa, pb) = (pct(a, to), pct(b, tn));
+            DiffRow {
+                symbol,
+                dso,
+                old_weight: a,
+                new_weight: b,
+                old_percent: pa,
+                new_percent: pb,
+                delta: pb - pa,
+            }
+        })
+        .collect();
+    rows.sort_by(|a, b| {
+        b.delta
+            .abs()
+            .total_cmp(&a.delta.abs())
+            .then_with(|| a.symbol.cmp(&b.symbol))
+            .then_with(|| a.dso.cmp(&b.dso))
+    });
+    rows
+}
+
+pub fn write_diff(
+    old: &Profile,
+    new: &Profile,
+    top: usize,
+    json: bool,
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
+    let mut rows = diff_rows(old, new);
+    if top > 0 {
+        rows.truncate(top);
+    }
+    if json {
+        serde_json::to_writer_pretty(&mut *out, &rows)?;
+        return writeln!(out);
+    }
+    writeln!(
+        out,
+        "# old: {} samples, new: {} samples; delta = new% - old% (percentage points)",
+        old.total_samples(),
+        new.total_samples()
+    )?;
+    writeln!(
+        out,
+        "{:>8} {:>8} {:>9} {:>10} {:>10}  Symbol  Binary",
+        "Old%", "New%", "Delta", "Old", "New"
+    )?;
+    for r in &rows {
+        writeln!(
+            out,
+            "{:>7.2}% {:>7.2}% {:>+8.2}% {:>10} {:>10}  {}  {}",
+            r.old_percent,
+            r.new_percent,
+            r.delta,
+            r.old_weight,
+            r.new_weight,
+            esc(&r.symbol),
+            esc(&r.dso)
+        )?;
     }
     Ok(())
 }

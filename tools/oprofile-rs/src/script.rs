@@ -3,6 +3,16 @@
 use std::io::Write;
 
 use crate::profile::{Event, Profile};
+use crate::text::esc;
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum ScriptFormat {
+    /// `TIME [CPU] PID/TID COMM ADDRESS SYMBOL (BINARY)`.
+    #[default]
+    Oprofile,
+    /// The text of `perf script` (always with the callchain).
+    Perf,
+}
 
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ScriptOptions {
@@ -10,6 +20,13 @@ pub struct ScriptOptions {
     pub callchain: bool,
     /// Also print LOST and TRACING events.
     pub events: bool,
+    pub format: ScriptFormat,
+}
+
+/// ` FILE:LINE` (escaped) where DWARF gave one.
+fn srcline(l: Option<&crate::symbols::SrcLine>) -> String {
+    l.map(|l| format!(" {}", esc(&l.to_string())))
+        .unwrap_or_default()
 }
 
 /// `1234567890` ns → `1.234567` (seconds.microseconds).
@@ -43,24 +60,50 @@ pub fn write(p: &Profile, o: &ScriptOptions, out: &mut dyn Write) -> std::io::Re
         }));
     }
     items.sort_by_key(|(k, _)| *k);
+    if o.format == ScriptFormat::Perf {
+        for (_, it) in items {
+            if let Item::S(s) = it {
+                write_perf_sample(p, s, out)?;
+            }
+        }
+        return Ok(());
+    }
     for (_, it) in items {
         match it {
             Item::S(s) => {
                 writeln!(
                     out,
-                    "{:>16} [{:03}] {:>7}/{:<7} {:<16} {:016x} {} ({})",
+                    "{:>16} [{:03}] {:>7}/{:<7} {:<16} {:016x} {} ({}){}",
                     format_time(s.time),
                     s.cpu,
                     s.tgid,
                     s.pid,
-                    s.comm,
+                    esc(&s.comm),
                     s.pc.addr,
-                    s.pc.name(),
-                    s.pc.dso
+                    esc(&s.pc.name()),
+                    esc(&s.pc.dso),
+                    srcline(s.pc.leaf_srcline())
                 )?;
                 if o.callchain {
+                    // Functions inlined at the sampled address, innermost first.
+                    for (name, line) in s.pc.inlined.iter().rev() {
+                        writeln!(
+                            out,
+                            "\t{:016x} {} (inlined){}",
+                            s.pc.addr,
+                            esc(name),
+                            srcline(line.as_ref())
+                        )?;
+                    }
                     for f in &s.callchain {
-                        writeln!(out, "\t{:016x} {} ({})", f.addr, f.name(), f.dso)?;
+                        writeln!(
+                            out,
+                            "\t{:016x} {} ({}){}",
+                            f.addr,
+                            esc(&f.name()),
+                            esc(&f.dso),
+                            srcline(f.leaf_srcline())
+                        )?;
                     }
                     if !s.callchain.is_empty() {
                         writeln!(out)?;
@@ -85,4 +128,57 @@ pub fn write(p: &Profile, o: &ScriptOptions, out: &mut dyn Write) -> std::io::Re
         }
     }
     Ok(())
+}
+
+/// A word of a `perf script` line: escaped, spaces as `_` (the importers
+/// split the header line and the frame lines at spaces).
+fn perf_word(s: &str) -> String {
+    let w = esc(s).replace(' ', "_");
+    if w.is_empty() {
+        "[unknown]".into()
+    } else {
+        w
+    }
+}
+
+/// One sample as `perf script` prints it with a callchain:
+///
+/// ```text
+/// COMM  TGID/TID [CPU] SECS.USECS: PERIOD EVENT:
+/// \tADDRESS SYMBOL (BINARY)       leaf first, one line per frame
+///
+/// ```
+/// Inlined functions get a line each (innermost first, at the address of the
+/// frame they were inlined into), unknown symbols read `[unknown]`, binaries
+/// are full paths where known. PERIOD is the sample's weight times the
+/// stream's period.
+pub fn write_perf_sample(
+    p: &Profile,
+    s: &crate::profile::ResolvedSample,
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
+    let period = p.header.sample_period.max(1).saturating_mul(s.weight);
+    writeln!(
+        out,
+        "{} {:>7}/{:<7} [{:03}] {}: {:>10} {}:",
+        perf_word(&s.comm),
+        s.tgid,
+        s.pid,
+        s.cpu,
+        format_time(s.time),
+        period,
+        perf_word(&p.header.event_name())
+    )?;
+    for f in std::iter::once(&s.pc).chain(s.callchain.iter()) {
+        // perf names the image of unknown kernel addresses too.
+        let dso = match (&f.path, f.kernel && f.dso == "[unknown]") {
+            (_, true) => crate::symbols::KERNEL_DSO.to_string(),
+            (Some(p), _) => perf_word(p),
+            (None, _) => perf_word(&f.dso),
+        };
+        for name in f.names_inner_first() {
+            writeln!(out, "\t{:16x} {} ({})", f.addr, esc(&name), dso)?;
+        }
+    }
+    writeln!(out)
 }

@@ -6,6 +6,9 @@
 //!   kallsyms      copy of /proc/kallsyms at the start of the recording
 //!   modules       copy of /proc/modules at the start of the recording
 //!   maps/<tgid>   last readable copy of /proc/<tgid>/maps of every process seen
+//!   perf-maps/<tgid>.map  copy of a JIT's /tmp/perf-<pid>.map
+//!   namespaces    "<tgid> <mnt namespace>" of processes in another mount
+//!                 namespace than the recorder's (binaries: /proc/<tgid>/root)
 //! ```
 //! Every file is optional: a missing one only makes symbolisation poorer.
 
@@ -30,6 +33,11 @@ pub struct Sidecar {
     pub modules: Option<String>,
     pub maps: HashMap<u32, String>,
     pub info: Option<String>,
+    /// tgid → copy of its JIT perf map.
+    pub perf_maps: HashMap<u32, String>,
+    /// tgid → mount namespace (`mnt:[N]`), for processes in another mount
+    /// namespace than the recorder.
+    pub namespaces: HashMap<u32, String>,
 }
 
 impl Sidecar {
@@ -47,6 +55,31 @@ impl Sidecar {
         sc.kallsyms = opt("kallsyms");
         sc.modules = opt("modules");
         sc.info = opt("info");
+        if let Ok(rd) = std::fs::read_dir(dir.join("perf-maps")) {
+            for e in rd.flatten() {
+                let name = e.file_name();
+                let Some(tgid) = name
+                    .to_str()
+                    .and_then(|n| n.strip_suffix(".map"))
+                    .and_then(|n| n.parse::<u32>().ok())
+                else {
+                    continue;
+                };
+                if let Ok(b) = std::fs::read(e.path()) {
+                    sc.perf_maps
+                        .insert(tgid, String::from_utf8_lossy(&b).into_owned());
+                }
+            }
+        }
+        if let Some(ns) = opt("namespaces") {
+            for line in ns.lines() {
+                if let Some((t, n)) = line.split_once(' ') {
+                    if let Ok(t) = t.parse() {
+                        sc.namespaces.insert(t, n.trim().to_string());
+                    }
+                }
+            }
+        }
         if let Ok(rd) = std::fs::read_dir(dir.join("maps")) {
             for e in rd.flatten() {
                 let Some(tgid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
@@ -73,6 +106,18 @@ impl Sidecar {
         for (tgid, text) in &self.maps {
             std::fs::write(dir.join("maps").join(tgid.to_string()), text)?;
         }
+        if !self.perf_maps.is_empty() {
+            std::fs::create_dir_all(dir.join("perf-maps"))?;
+        }
+        for (tgid, text) in &self.perf_maps {
+            std::fs::write(dir.join("perf-maps").join(format!("{tgid}.map")), text)?;
+        }
+        if !self.namespaces.is_empty() {
+            let mut v: Vec<_> = self.namespaces.iter().collect();
+            v.sort();
+            let text: String = v.iter().map(|(t, n)| format!("{t} {n}\n")).collect();
+            std::fs::write(dir.join("namespaces"), text)?;
+        }
         if let Some(i) = &self.info {
             std::fs::write(dir.join("info"), i)?;
         }
@@ -83,6 +128,14 @@ impl Sidecar {
         self.kallsyms
             .as_deref()
             .map(|k| Kallsyms::parse(k, self.modules.as_deref()))
+    }
+
+    /// Roots of the processes of other mount namespaces (`/proc/<tgid>/root`).
+    pub fn roots(&self) -> HashMap<u32, PathBuf> {
+        self.namespaces
+            .keys()
+            .map(|t| (*t, PathBuf::from(format!("/proc/{t}/root"))))
+            .collect()
     }
 
     pub fn parsed_maps(&self) -> HashMap<u32, Vec<MapEntry>> {

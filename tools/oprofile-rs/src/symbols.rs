@@ -24,6 +24,29 @@ pub struct Frame {
     /// File offset (user frames from a file mapping).
     pub file_offset: Option<u64>,
     pub kernel: bool,
+    /// Source location in `symbol` (DWARF): of the address, or with inlined
+    /// functions, of the call to the outermost of them.
+    pub srcline: Option<SrcLine>,
+    /// Functions inlined at this address, outermost first, each with the
+    /// source location in it (the last one's is the address's own).
+    pub inlined: Vec<(String, Option<SrcLine>)>,
+    /// The mapping the address is in (user frames): start, end, file offset.
+    pub mapping: Option<(u64, u64, u64)>,
+    /// Build-id of the mapped file (hex), where it has one.
+    pub build_id: Option<Rc<str>>,
+}
+
+/// A DWARF source location.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct SrcLine {
+    pub file: String,
+    pub line: u32,
+}
+
+impl std::fmt::Display for SrcLine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.file, self.line)
+    }
 }
 
 impl Frame {
@@ -37,6 +60,23 @@ impl Frame {
         }
     }
 
+    /// The function names of this address from the innermost inlined one
+    /// to the function that holds the code; `[unknown]` without a symbol.
+    pub fn names_inner_first(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.inlined.iter().rev().map(|(n, _)| n.clone()).collect();
+        v.push(self.symbol.clone().unwrap_or_else(|| "[unknown]".into()));
+        v
+    }
+
+    /// The source location of the address itself (innermost inlined
+    /// function's, else the function's).
+    pub fn leaf_srcline(&self) -> Option<&SrcLine> {
+        match self.inlined.last() {
+            Some((_, l)) => l.as_ref(),
+            None => self.srcline.as_ref(),
+        }
+    }
+
     fn unknown(addr: u64, kernel: bool) -> Frame {
         Frame {
             addr,
@@ -45,6 +85,10 @@ impl Frame {
             path: None,
             file_offset: None,
             kernel,
+            srcline: None,
+            inlined: Vec::new(),
+            mapping: None,
+            build_id: None,
         }
     }
 }
@@ -202,6 +246,10 @@ impl Kallsyms {
             path: None,
             file_offset: None,
             kernel: true,
+            srcline: None,
+            inlined: Vec::new(),
+            mapping: None,
+            build_id: None,
         }
     }
 
@@ -346,15 +394,142 @@ impl ElfSymbols {
     }
 }
 
-/// Demangles Rust (legacy and v0) symbols; other names are returned as-is.
+/// Demangles Rust (legacy and v0, without the hash) and C++ (Itanium ABI)
+/// symbols; other names are returned as they are.
 pub fn demangle(name: &str) -> String {
-    match rustc_demangle::try_demangle(name) {
-        Ok(d) => format!("{d:#}"),
-        Err(_) => name.to_string(),
+    if let Ok(d) = rustc_demangle::try_demangle(name) {
+        return format!("{d:#}");
+    }
+    if name.starts_with("_Z") {
+        if let Some(d) = cpp_demangle::Symbol::new(name)
+            .ok()
+            .and_then(|s| s.demangle().ok())
+        {
+            return d;
+        }
+    }
+    name.to_string()
+}
+
+// ------------------------------------------------------------------ perf maps
+
+/// A JIT's `/tmp/perf-PID.map`: `START SIZE NAME` lines (hex), as perf reads
+/// them. A later line wins where ranges overlap (code was replaced).
+#[derive(Debug, Default, Clone)]
+pub struct PerfMap {
+    entries: Vec<(u64, u64, String)>,
+}
+
+impl PerfMap {
+    pub fn parse(text: &str) -> PerfMap {
+        let hex = |v: &str| u64::from_str_radix(v.trim_start_matches("0x"), 16).ok();
+        let entries = text
+            .lines()
+            .filter_map(|l| {
+                let mut it = l.splitn(3, ' ');
+                let (start, size, name) = (hex(it.next()?)?, hex(it.next()?)?, it.next()?);
+                Some((
+                    start,
+                    start.saturating_add(size),
+                    name.trim_end().to_string(),
+                ))
+            })
+            .collect();
+        PerfMap { entries }
+    }
+
+    pub fn lookup(&self, addr: u64) -> Option<&str> {
+        self.entries
+            .iter()
+            .rev()
+            .find(|(s, e, _)| addr >= *s && addr < *e)
+            .map(|(_, _, n)| n.as_str())
     }
 }
 
 // ------------------------------------------------------------------ resolver
+
+/// How user-space addresses are symbolised.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum SymbolizerKind {
+    /// blazesym: DWARF (file:line, inlined functions) where the binary or its
+    /// separate debug file has it, else the ELF symbol tables.
+    #[default]
+    Dwarf,
+    /// The ELF symbol tables (`.symtab`, `.dynsym`) of the mapped file only:
+    /// the tool's first implementation (faster, no lines, no debug files).
+    Symtab,
+}
+
+/// Where and how the [`Resolver`] looks for symbols beyond the maps.
+#[derive(Debug, Clone)]
+pub struct ResolverOptions {
+    pub kind: SymbolizerKind,
+    /// Directories of separate debug files (`.gnu_debuglink` targets, and
+    /// `.build-id/xx/yyyy.debug`), after `--symfs` is applied.
+    pub debug_dirs: Vec<PathBuf>,
+    /// tgid → its JIT perf map text, as captured by `record`.
+    pub perf_maps: HashMap<u32, String>,
+    /// Where perf maps not captured are looked for (`DIR/perf-PID.map`):
+    /// `/tmp`, as perf; `None` for none.
+    pub perf_map_dir: Option<PathBuf>,
+    /// tgid → root directory its binaries are read under (`/proc/PID/root`
+    /// for processes of another mount namespace).
+    pub roots: HashMap<u32, PathBuf>,
+}
+
+impl Default for ResolverOptions {
+    fn default() -> Self {
+        ResolverOptions {
+            kind: SymbolizerKind::Dwarf,
+            debug_dirs: vec!["/usr/lib/debug".into(), "/lib/debug".into()],
+            perf_maps: HashMap::new(),
+            perf_map_dir: Some("/tmp".into()),
+            roots: HashMap::new(),
+        }
+    }
+}
+
+/// What the resolver knows about one binary (by the path it is read at).
+struct Binary {
+    real: PathBuf,
+    /// (file offset, file size, vaddr) of PT_LOAD segments.
+    segments: Vec<(u64, u64, u64)>,
+    /// A separate debug file found by build-id where the binary has neither
+    /// DWARF nor a `.gnu_debuglink` (blazesym follows debug links itself).
+    debug_file: Option<PathBuf>,
+    /// `Symtab` mode: the symbol tables.
+    symtab: Option<ElfSymbols>,
+    /// Hex build-id.
+    build_id: Option<Rc<str>>,
+}
+
+impl Binary {
+    fn offset_to_vaddr(&self, off: u64) -> Option<u64> {
+        self.segments
+            .iter()
+            .find(|(o, sz, _)| off >= *o && off - *o < *sz)
+            .map(|(o, _, va)| (off - o).wrapping_add(*va))
+    }
+}
+
+/// The build-id of an ELF image (`NT_GNU_BUILD_ID`), if it has one.
+pub fn build_id(data: &[u8]) -> Option<Vec<u8>> {
+    use object::Object;
+    object::File::parse(data)
+        .ok()?
+        .build_id()
+        .ok()
+        .flatten()
+        .map(<[u8]>::to_vec)
+}
+
+/// Symbol, source line and inlined functions of one address.
+type Symbolised = (
+    Option<String>,
+    Option<SrcLine>,
+    Vec<(String, Option<SrcLine>)>,
+);
 
 /// Resolves sample addresses with the captured side-car data.
 pub struct Resolver {
@@ -362,10 +537,16 @@ pub struct Resolver {
     maps: HashMap<u32, Vec<MapEntry>>,
     /// Prefix for ELF paths (like perf's `--symfs`).
     symfs: Option<PathBuf>,
-    elf_cache: RefCell<HashMap<String, Option<Rc<ElfSymbols>>>>,
+    opts: ResolverOptions,
+    perf_maps: RefCell<HashMap<u32, Option<Rc<PerfMap>>>>,
+    symbolizer: blazesym::symbolize::Symbolizer,
+    binaries: RefCell<HashMap<PathBuf, Option<Rc<Binary>>>>,
+    /// (binary read, file offset) → what it resolves to: shared by every
+    /// process mapping the binary.
+    by_offset: RefCell<HashMap<(PathBuf, u64), Rc<Symbolised>>>,
     cache: RefCell<HashMap<(bool, u32, u64), Rc<Frame>>>,
     warnings: RefCell<Vec<String>>,
-    warned_tgids: RefCell<std::collections::HashSet<u32>>,
+    warned: RefCell<std::collections::HashSet<String>>,
 }
 
 impl Resolver {
@@ -374,20 +555,59 @@ impl Resolver {
         maps: HashMap<u32, Vec<MapEntry>>,
         symfs: Option<PathBuf>,
     ) -> Resolver {
+        Resolver::with_options(kallsyms, maps, symfs, ResolverOptions::default())
+    }
+
+    pub fn with_options(
+        kallsyms: Option<Kallsyms>,
+        maps: HashMap<u32, Vec<MapEntry>>,
+        symfs: Option<PathBuf>,
+        mut opts: ResolverOptions,
+    ) -> Resolver {
+        if let Some(root) = &symfs {
+            opts.debug_dirs = opts
+                .debug_dirs
+                .iter()
+                .map(|d| root.join(d.strip_prefix("/").unwrap_or(d)))
+                .collect();
+        }
+        let symbolizer = blazesym::symbolize::Symbolizer::builder()
+            .enable_code_info(true)
+            .enable_inlined_fns(true)
+            // Names are demangled by `demangle` (Rust without hashes, C++),
+            // like kernel symbols.
+            .enable_demangling(false)
+            .set_debug_dirs(Some(&opts.debug_dirs))
+            .build();
+        let perf_maps = opts
+            .perf_maps
+            .iter()
+            .map(|(t, m)| (*t, Some(Rc::new(PerfMap::parse(m)))))
+            .collect();
         Resolver {
             kallsyms,
             maps,
             symfs,
-            elf_cache: RefCell::default(),
+            opts,
+            perf_maps: RefCell::new(perf_maps),
+            symbolizer,
+            binaries: RefCell::default(),
+            by_offset: RefCell::default(),
             cache: RefCell::default(),
             warnings: RefCell::default(),
-            warned_tgids: RefCell::default(),
+            warned: RefCell::default(),
         }
     }
 
     /// Warnings about missing data (unreadable binaries, missing maps), once each.
     pub fn take_warnings(&self) -> Vec<String> {
         std::mem::take(&mut self.warnings.borrow_mut())
+    }
+
+    fn warn_once(&self, key: String, text: String) {
+        if self.warned.borrow_mut().insert(key) {
+            self.warnings.borrow_mut().push(text);
+        }
     }
 
     /// Resolves a kernel (`kernel == true`) or user address of process `tgid`.
@@ -412,13 +632,34 @@ impl Resolver {
         }
     }
 
+    /// A JIT symbol from the process's perf map, if it has one covering `addr`.
+    fn jit(&self, tgid: u32, addr: u64) -> Option<Frame> {
+        let map = self
+            .perf_maps
+            .borrow_mut()
+            .entry(tgid)
+            .or_insert_with(|| {
+                let dir = self.opts.perf_map_dir.as_ref()?;
+                let text = std::fs::read(dir.join(format!("perf-{tgid}.map"))).ok()?;
+                Some(Rc::new(PerfMap::parse(&String::from_utf8_lossy(&text))))
+            })
+            .clone()?;
+        let name = map.lookup(addr)?;
+        let mut f = Frame::unknown(addr, false);
+        f.symbol = Some(demangle(name));
+        f.dso = format!("perf-{tgid}.map");
+        Some(f)
+    }
+
     fn resolve_user(&self, tgid: u32, addr: u64) -> Frame {
         let Some(maps) = self.maps.get(&tgid) else {
-            if self.warned_tgids.borrow_mut().insert(tgid) {
-                self.warnings.borrow_mut().push(format!(
-                    "no maps captured for pid {tgid}: its user addresses are [unknown]"
-                ));
+            if let Some(f) = self.jit(tgid, addr) {
+                return f;
             }
+            self.warn_once(
+                format!("maps {tgid}"),
+                format!("no maps captured for pid {tgid}: its user addresses are [unknown]"),
+            );
             return Frame::unknown(addr, false);
         };
         let idx = maps.partition_point(|m| m.start <= addr);
@@ -427,22 +668,22 @@ impl Resolver {
             .map(|i| &maps[i])
             .filter(|m| addr < m.end)
         else {
-            return Frame::unknown(addr, false);
+            return self
+                .jit(tgid, addr)
+                .unwrap_or_else(|| Frame::unknown(addr, false));
         };
         if !m.is_file() {
-            let dso = if m.path.is_empty() {
+            if let Some(f) = self.jit(tgid, addr) {
+                return f;
+            }
+            let mut f = Frame::unknown(addr, false);
+            f.mapping = Some((m.start, m.end, m.offset));
+            f.dso = if m.path.is_empty() {
                 "[anon]".to_string()
             } else {
                 m.path.clone()
             };
-            return Frame {
-                addr,
-                symbol: None,
-                dso,
-                path: None,
-                file_offset: None,
-                kernel: false,
-            };
+            return f;
         }
         let path = m.path.trim_end_matches(" (deleted)").to_string();
         let off = (addr - m.start).wrapping_add(m.offset);
@@ -450,10 +691,11 @@ impl Resolver {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| path.clone());
-        let symbol = self.elf(&path).and_then(|elf| {
-            elf.offset_to_vaddr(off)
-                .and_then(|va| elf.lookup(va).map(str::to_string))
-        });
+        let bin = self.binary(tgid, &path);
+        let (symbol, srcline, inlined) = match &bin {
+            Some(bin) => (*self.symbolise(bin, off)).clone(),
+            None => (None, None, Vec::new()),
+        };
         Frame {
             addr,
             symbol,
@@ -461,20 +703,98 @@ impl Resolver {
             path: Some(path),
             file_offset: Some(off),
             kernel: false,
+            srcline,
+            inlined,
+            mapping: Some((m.start, m.end, m.offset)),
+            build_id: bin.and_then(|b| b.build_id.clone()),
         }
     }
 
-    fn elf(&self, path: &str) -> Option<Rc<ElfSymbols>> {
-        if let Some(e) = self.elf_cache.borrow().get(path) {
-            return e.clone();
+    fn symbolise(&self, bin: &Binary, off: u64) -> Rc<Symbolised> {
+        let key = (bin.real.clone(), off);
+        if let Some(s) = self.by_offset.borrow().get(&key) {
+            return s.clone();
         }
-        let real = match &self.symfs {
-            Some(root) => root.join(path.trim_start_matches('/')),
-            None => PathBuf::from(path),
+        let r = Rc::new(match bin.offset_to_vaddr(off) {
+            None => (None, None, Vec::new()),
+            Some(va) => match &bin.symtab {
+                Some(st) => (st.lookup(va).map(str::to_string), None, Vec::new()),
+                None => self.symbolise_dwarf(bin, va),
+            },
+        });
+        self.by_offset.borrow_mut().insert(key, r.clone());
+        r
+    }
+
+    fn symbolise_dwarf(&self, bin: &Binary, va: u64) -> Symbolised {
+        use blazesym::symbolize::{source, Input, Symbolized};
+        let line = |c: Option<&blazesym::symbolize::CodeInfo>| {
+            c.and_then(|c| {
+                Some(SrcLine {
+                    file: crate::text::from_bytes(c.to_path().as_os_str().as_encoded_bytes())
+                        .into_owned(),
+                    line: c.line?,
+                })
+            })
         };
-        let e = match std::fs::read(&real) {
-            Ok(data) => match ElfSymbols::parse(&data) {
-                Ok(e) => Some(Rc::new(e)),
+        for file in bin.debug_file.iter().chain(std::iter::once(&bin.real)) {
+            let src = source::Source::Elf(source::Elf::new(file));
+            match self
+                .symbolizer
+                .symbolize_single(&src, Input::VirtOffset(va))
+            {
+                Ok(Symbolized::Sym(sym)) => {
+                    let inlined = sym
+                        .inlined
+                        .iter()
+                        .map(|i| (demangle(&i.name), line(i.code_info.as_ref())))
+                        .collect();
+                    return (
+                        Some(demangle(&sym.name)),
+                        line(sym.code_info.as_deref()),
+                        inlined,
+                    );
+                }
+                Ok(Symbolized::Unknown(_)) => {}
+                Err(e) => self.warn_once(
+                    format!("sym {}", file.display()),
+                    format!("{}: {e}", file.display()),
+                ),
+            }
+        }
+        (None, None, Vec::new())
+    }
+
+    /// The path a binary of process `tgid` is read at: under `--symfs`, or
+    /// under the process's root when it runs in another mount namespace.
+    fn real_path(&self, tgid: u32, path: &str) -> PathBuf {
+        let rel = path.trim_start_matches('/');
+        match (&self.symfs, self.opts.roots.get(&tgid)) {
+            (Some(root), _) => root.join(rel),
+            (None, Some(root)) if root.is_dir() => root.join(rel),
+            (None, Some(root)) => {
+                self.warn_once(
+                    format!("root {tgid}"),
+                    format!(
+                        "pid {tgid} ran in another mount namespace and {} is gone: \
+                         its binaries are read from this namespace",
+                        root.display()
+                    ),
+                );
+                PathBuf::from(path)
+            }
+            (None, None) => PathBuf::from(path),
+        }
+    }
+
+    fn binary(&self, tgid: u32, path: &str) -> Option<Rc<Binary>> {
+        let real = self.real_path(tgid, path);
+        if let Some(b) = self.binaries.borrow().get(&real) {
+            return b.clone();
+        }
+        let b = match std::fs::read(&real) {
+            Ok(data) => match self.load_binary(&real, &data) {
+                Ok(b) => Some(Rc::new(b)),
                 Err(err) => {
                     self.warnings
                         .borrow_mut()
@@ -490,10 +810,62 @@ impl Resolver {
                 None
             }
         };
-        self.elf_cache
-            .borrow_mut()
-            .insert(path.to_string(), e.clone());
-        e
+        self.binaries.borrow_mut().insert(real, b.clone());
+        b
+    }
+
+    fn load_binary(&self, real: &Path, data: &[u8]) -> Result<Binary, String> {
+        use object::{Object, ObjectSegment};
+        let file = object::File::parse(data).map_err(|e| format!("not an ELF file: {e}"))?;
+        let segments = file
+            .segments()
+            .map(|seg| {
+                let (off, size) = seg.file_range();
+                (off, size, seg.address())
+            })
+            .collect();
+        let raw_id = file.build_id().ok().flatten();
+        let build_id: Option<Rc<str>> = raw_id.map(|id| {
+            id.iter()
+                .map(|b| format!("{b:02x}"))
+                .collect::<String>()
+                .into()
+        });
+        if self.opts.kind == SymbolizerKind::Symtab {
+            return Ok(Binary {
+                real: real.to_path_buf(),
+                segments,
+                debug_file: None,
+                symtab: Some(ElfSymbols::parse(data)?),
+                build_id,
+            });
+        }
+        let has_dwarf = file.section_by_name(".debug_info").is_some();
+        let has_link = file.section_by_name(".gnu_debuglink").is_some();
+        let debug_file = if has_dwarf || has_link {
+            None
+        } else {
+            raw_id.and_then(|id| {
+                let (first, rest) = id.split_first()?;
+                let rest: String = rest.iter().map(|b| format!("{b:02x}")).collect();
+                self.opts
+                    .debug_dirs
+                    .iter()
+                    .map(|d| {
+                        d.join(".build-id")
+                            .join(format!("{first:02x}"))
+                            .join(format!("{rest}.debug"))
+                    })
+                    .find(|p| p.is_file())
+            })
+        };
+        Ok(Binary {
+            real: real.to_path_buf(),
+            segments,
+            debug_file,
+            symtab: None,
+            build_id,
+        })
     }
 }
 

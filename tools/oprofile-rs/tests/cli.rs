@@ -293,13 +293,22 @@ fn pprof_round_trip() {
     let p = pprof::read(&data).unwrap();
     let st = |i: i64| p.string_table[i as usize].as_str();
     assert_eq!(st(0), "");
-    assert_eq!(p.sample_type.len(), 1);
+    assert_eq!(p.sample_type.len(), 2);
     assert_eq!(
         (st(p.sample_type[0].r#type), st(p.sample_type[0].unit)),
         ("samples", "count")
     );
+    assert_eq!(
+        (st(p.sample_type[1].r#type), st(p.sample_type[1].unit)),
+        ("cpu", "nanoseconds")
+    );
     let total: i64 = p.sample.iter().map(|s| s.value[0]).sum();
     assert_eq!(total, 20);
+    // cpu-clock with a 1 ms period: 1,000,000 ns per sample.
+    assert!(p
+        .sample
+        .iter()
+        .all(|s| s.value[1] == s.value[0] * 1_000_000));
     // Count per leaf function name.
     let mut per_fn = std::collections::HashMap::<String, i64>::new();
     for s in &p.sample {
@@ -410,4 +419,42 @@ fn no_sidecar_still_works() {
     assert!(err.contains("no side-car"), "{err}");
     assert!(out.contains("[unknown] 0x"));
     assert!(!out.contains("alpha"));
+}
+
+#[test]
+fn shell_completions_and_man_pages() {
+    for shell in ["bash", "zsh", "fish"] {
+        let (ok, out, err) = run(&["completions", shell]);
+        assert!(ok, "{err}");
+        for word in ["report", "diff", "children", "time", "symbolizer"] {
+            assert!(out.contains(word), "{shell}: no {word}");
+        }
+    }
+    // bash: the script defines its completion function and registers it.
+    let (_, out, _) = run(&["completions", "bash"]);
+    assert!(
+        out.contains("complete -F _oprofile-rs") || out.contains("complete -F _oprofile__rs"),
+        "{out}"
+    );
+    let (ok, _, _) = run(&["completions", "tcsh"]);
+    assert!(!ok);
+
+    let dir = tempfile::tempdir().unwrap();
+    let man = dir.path().join("man1");
+    let (ok, _, err) = run(&["man", man.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    let page = std::fs::read_to_string(man.join("oprofile-rs.1")).unwrap();
+    assert!(
+        page.starts_with(".ie") || page.contains(".TH oprofile-rs 1"),
+        "{page}"
+    );
+    assert!(page.contains("report"), "{page}");
+    let report = std::fs::read_to_string(man.join("oprofile-rs-report.1")).unwrap();
+    assert!(report.contains(".TH oprofile-rs-report"), "{report}");
+    for opt in ["children", "callers", "sort", "time", "json"] {
+        assert!(report.contains(opt), "no {opt} in the report page");
+    }
+    for sub in ["record", "script", "folded", "flamegraph", "pprof", "diff"] {
+        assert!(man.join(format!("oprofile-rs-{sub}.1")).is_file(), "{sub}");
+    }
 }

@@ -354,3 +354,67 @@ fn empty_maps_of_a_user_process_count_as_missing() {
     assert!(dir.path().join("rec.meta/maps/4343").exists());
     assert!(!dir.path().join("rec.meta/maps/4242").exists());
 }
+
+#[test]
+fn record_captures_jit_perf_maps_and_other_mount_namespaces() {
+    // A fake /proc: pid 4242 runs in another mount namespace, where it is
+    // pid 7 and writes /tmp/perf-7.map.
+    let dir = tempfile::tempdir().unwrap();
+    let proc_root = dir.path().join("proc");
+    let p = proc_root.join("4242");
+    std::fs::create_dir_all(p.join("ns")).unwrap();
+    std::fs::create_dir_all(p.join("root/tmp")).unwrap();
+    std::fs::create_dir_all(proc_root.join("self/ns")).unwrap();
+    std::fs::write(
+        p.join("maps"),
+        "7f0000000000-7f0000100000 rwxp 00000000 00:00 0 \n",
+    )
+    .unwrap();
+    std::fs::write(p.join("status"), "Name:\tjava\nNSpid:\t4242\t7\n").unwrap();
+    std::fs::write(p.join("root/tmp/perf-7.map"), "7f0000001000 100 jitted\n").unwrap();
+    std::os::unix::fs::symlink("mnt:[4026532000]", p.join("ns/mnt")).unwrap();
+    std::os::unix::fs::symlink("mnt:[4026531841]", proc_root.join("self/ns/mnt")).unwrap();
+    let dev = dir.path().join("dev");
+    let mut e = Encoder::new(&Header::default());
+    e.record(&Record::Comm(Comm::new(0, 1, 4242, 4242, "java")));
+    e.record(&Record::Sample(Sample {
+        cpu: 0,
+        kernel: false,
+        time: 10,
+        pc: 0x7f0000001010,
+        pid: 4242,
+        tgid: 4242,
+        callchain: vec![],
+    }));
+    std::fs::write(&dev, e.finish()).unwrap();
+    let dbg = dir.path().join("debugfs");
+    std::fs::create_dir(&dbg).unwrap();
+    let out = dir.path().join("rec");
+    let o = record_for(&out, &dev, &dbg, "0.3")
+        .args(["--proc-root", proc_root.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{o:?}");
+    let meta = dir.path().join("rec.meta");
+    assert_eq!(
+        std::fs::read_to_string(meta.join("perf-maps/4242.map")).unwrap(),
+        "7f0000001000 100 jitted\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(meta.join("namespaces")).unwrap(),
+        "4242 mnt:[4026532000]\n"
+    );
+    let info = std::fs::read_to_string(meta.join("info")).unwrap();
+    assert!(
+        info.contains("other-mount-namespaces: 1 processes"),
+        "{info}"
+    );
+    // The JIT symbol comes from the side-car's copy.
+    let o = Command::cargo_bin("oprofile-rs")
+        .unwrap()
+        .args(["script", "-q", "-i", out.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let s = String::from_utf8_lossy(&o.stdout);
+    assert!(s.contains("00007f0000001010 jitted (perf-4242.map)"), "{s}");
+}

@@ -60,13 +60,19 @@ proptest! {
             modules: Some("mod 4096 0 - Live 0xffffffff81001000\n".into()),
             maps: (0..4).map(|t| (t, maps.clone())).collect(),
             info: None,
+            ..Default::default()
         };
         let p = Profile::from_bytes(&e.finish(), &sc, &LoadOptions::default()).unwrap();
         let mut out = Vec::new();
-        for sort in [report::SortKey::Symbol, report::SortKey::Pid, report::SortKey::Cpu] {
-            report::write(&p, &report::ReportOptions { sort, per_cpu: true, per_process: true, top: 0 }, &mut out).unwrap();
+        use report::SortKey::*;
+        for sort in [vec![Symbol], vec![Pid], vec![Cpu], vec![Dso, Comm], vec![Symbol, Cpu, Pid]] {
+            let o = report::ReportOptions { sort, per_cpu: true, per_process: true, children: true, callers: true, ..Default::default() };
+            report::write(&p, &o, &mut out).unwrap();
+            report::write_json(&p, &o, &mut out).unwrap();
         }
-        script::write(&p, &script::ScriptOptions { callchain: true, events: true }, &mut out).unwrap();
+        for format in [script::ScriptFormat::Oprofile, script::ScriptFormat::Perf] {
+            script::write(&p, &script::ScriptOptions { callchain: true, events: true, format }, &mut out).unwrap();
+        }
         folded::write_folded(&p, &mut out).unwrap();
         let mut pb = Vec::new();
         pprof::write(&p, &mut pb).unwrap();

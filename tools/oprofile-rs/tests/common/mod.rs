@@ -185,3 +185,63 @@ pub fn write_recording(dir: &Path, data: &[u8], maps: &str) -> PathBuf {
     std::fs::write(meta.join("maps").join(PID.to_string()), maps).unwrap();
     file
 }
+
+// ------------------------------------------------------------------ the C++ fixture
+
+pub const INLINE_SRC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/inline.cc");
+
+pub fn inline_line_of(marker: &str) -> u32 {
+    std::fs::read_to_string(INLINE_SRC)
+        .unwrap()
+        .lines()
+        .position(|l| l.contains(marker))
+        .unwrap() as u32
+        + 1
+}
+
+pub fn sh(cmd: &mut Command) {
+    let st = cmd.status().unwrap();
+    assert!(st.success(), "{cmd:?}");
+}
+
+/// The fixture built with `-O2 -g` and a build-id, in a fresh directory.
+pub fn build_inline(dir: &Path) -> PathBuf {
+    let out = dir.join("inline");
+    sh(Command::new("c++")
+        .args(["-O2", "-g", "-fPIE", "-pie", "-Wl,--build-id", "-o"])
+        .arg(&out)
+        .arg(INLINE_SRC));
+    out
+}
+
+/// (vaddr, size) of a symbol of the ELF file (mangled name).
+pub fn elf_sym(path: &Path, name: &str) -> (u64, u64) {
+    use object::{Object, ObjectSymbol};
+    let data = std::fs::read(path).unwrap();
+    let f = object::File::parse(&*data).unwrap();
+    let s = f.symbols().find(|s| s.name() == Ok(name)).unwrap();
+    (s.address(), s.size())
+}
+
+/// /proc/PID/maps text for `file` (its PT_LOAD segments) mapped at BASE.
+pub fn maps_for(elf: &Path, shown_as: &str) -> String {
+    use object::read::elf::ProgramHeader;
+    let data = std::fs::read(elf).unwrap();
+    let f = object::read::elf::ElfFile64::<object::Endianness>::parse(&*data).unwrap();
+    let e = f.endian();
+    let mut s = String::new();
+    for ph in f.elf_program_headers() {
+        if ph.p_type(e) != object::elf::PT_LOAD {
+            continue;
+        }
+        let (off, va, msz) = (ph.p_offset(e), ph.p_vaddr(e), ph.p_memsz(e));
+        s += &format!(
+            "{:x}-{:x} r-xp {:08x} 08:01 77 {shown_as}\n",
+            BASE + (va & !0xfff),
+            (BASE + va + msz + 0xfff) & !0xfff,
+            off & !0xfff
+        );
+    }
+    s += "7f0000000000-7f0000100000 rwxp 00000000 00:00 0 \n";
+    s
+}

@@ -1,0 +1,406 @@
+//! Issue 12, analysis: call graph (`--children`, `--callers`), combined
+//! `--sort` keys, `--time`, `diff`, `report --json`, and `script --format
+//! perf` read back by inferno's perf collapser.
+
+mod common;
+
+use assert_cmd::Command;
+use common::*;
+use oprofile_stream::{Comm, Encoder, Header, Record, Sample};
+
+fn recording() -> (tempfile::TempDir, std::path::PathBuf) {
+    let v = victim();
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_recording(dir.path(), &synthetic_stream(v), &fake_maps(v, &v.path));
+    (dir, file)
+}
+
+fn run(args: &[&str]) -> String {
+    let out = Command::cargo_bin("oprofile-rs")
+        .unwrap()
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{args:?}: {out:?}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn rows(out: &str) -> Vec<Vec<&str>> {
+    out.lines()
+        .filter(|l| {
+            !l.starts_with('#')
+                && !l.contains("Samples")
+                && !l.contains("Symbol")
+                && !l.trim().is_empty()
+        })
+        .map(|l| l.split_whitespace().collect())
+        .collect()
+}
+
+fn json(out: &str) -> serde_json::Value {
+    serde_json::from_str(out).unwrap_or_else(|e| panic!("{e}: {out}"))
+}
+
+#[test]
+fn children_and_callers_follow_the_callchain() {
+    let (_d, file) = recording();
+    let f = file.to_str().unwrap();
+    // The 3 __schedule samples have the stack entry_SYSCALL_64 →
+    // do_syscall_64 → __schedule: each function is in 3 of 20 stacks.
+    let v = json(&run(&[
+        "report",
+        "-i",
+        f,
+        "--children",
+        "--callers",
+        "--json",
+    ]));
+    let row = |name: &str| {
+        v["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["symbol"] == name)
+            .unwrap_or_else(|| panic!("no row {name}: {v}"))
+            .clone()
+    };
+    let sched = row("__schedule");
+    assert_eq!(sched["weight"], 3);
+    assert_eq!(sched["children_weight"], 3);
+    assert_eq!(sched["callers"][0]["symbol"], "do_syscall_64");
+    assert_eq!(sched["callers"][0]["weight"], 3);
+    assert_eq!(sched["callees"][0]["symbol"], "[self]");
+    let sys = row("do_syscall_64");
+    assert_eq!(
+        (sys["weight"].as_u64(), sys["samples"].as_u64()),
+        (Some(0), Some(0))
+    );
+    assert_eq!(sys["children_weight"], 3);
+    assert_eq!(sys["children_percent"], 15.0);
+    assert_eq!(sys["callers"][0]["symbol"], "entry_SYSCALL_64");
+    assert_eq!(sys["callees"][0]["symbol"], "__schedule");
+    let entry = row("entry_SYSCALL_64");
+    assert_eq!(entry["callers"][0]["symbol"], "[root]");
+    assert_eq!(entry["callees"][0]["symbol"], "do_syscall_64");
+    // alpha: 10 samples of its own, no callers recorded (user mode).
+    let alpha = row("alpha");
+    assert_eq!(alpha["children_weight"], 10);
+    assert_eq!(alpha["percent"], 50.0);
+    assert_eq!(v["kept_weight"], 20);
+
+    // Text: sorted by the inclusive share, callers/callees under the row.
+    let out = run(&[
+        "report",
+        "-i",
+        f,
+        "--children",
+        "--callers",
+        "--symbol",
+        "do_syscall_64",
+    ]);
+    let r = rows(&out);
+    assert_eq!(
+        &r[0][..4],
+        ["15.00%", "0.00%", "0", "do_syscall_64"],
+        "{out}"
+    );
+    let text: Vec<String> = r.iter().map(|l| l.join(" ")).collect();
+    assert_eq!(
+        text[1..],
+        [
+            "callers:",
+            "3 100.00% entry_SYSCALL_64 ([kernel.kallsyms])",
+            "callees:",
+            "3 100.00% __schedule ([kernel.kallsyms])"
+        ],
+        "{out}"
+    );
+}
+
+#[test]
+fn sort_keys_combine() {
+    let (_d, file) = recording();
+    let f = file.to_str().unwrap();
+    // CPU 0: 5 alpha + 3 __schedule + 1 unknown; CPU 1: 5 alpha + 6 beta.
+    let out = run(&["report", "-i", f, "--sort", "dso,cpu"]);
+    let vn = victim()
+        .path
+        .file_name()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        rows(&out),
+        vec![
+            vec!["11", "55.00%", vn.as_str(), "1", "4242/victim"],
+            vec!["5", "25.00%", vn.as_str(), "0", "4242/victim"],
+            vec!["3", "15.00%", "[kernel.kallsyms]", "0", "4242/victim"],
+            vec!["1", "5.00%", "[unknown]", "0", "4242/victim"],
+        ],
+        "{out}"
+    );
+    let out = run(&["report", "-i", f, "--sort", "comm,cpu"]);
+    assert_eq!(
+        rows(&out),
+        vec![
+            vec!["11", "55.00%", "victim", "1"],
+            vec!["9", "45.00%", "victim", "0"]
+        ],
+        "{out}"
+    );
+    let v = json(&run(&[
+        "report",
+        "-i",
+        f,
+        "--sort",
+        "symbol,pid",
+        "--json",
+        "-n",
+        "1",
+    ]));
+    assert_eq!(v["sort"], serde_json::json!(["symbol", "pid"]));
+    assert_eq!(v["rows"][0]["symbol"], "alpha");
+    assert_eq!(v["rows"][0]["pid"], PID);
+    assert_eq!(v["rows"][0]["comm"], "victim");
+    assert_eq!(v["rows"].as_array().unwrap().len(), 1);
+}
+
+#[test]
+fn time_spans_relative_and_absolute() {
+    let (_d, file) = recording();
+    let f = file.to_str().unwrap();
+    // The recording starts at 1.000 s (its TRACING on record); samples every
+    // 1 ms from 1.001: alpha ×10, beta ×6, __schedule ×3, unknown ×1.
+    let kept = |time: &str| -> u64 {
+        json(&run(&["report", "-i", f, "--json", "--time", time]))["kept_samples"]
+            .as_u64()
+            .unwrap()
+    };
+    assert_eq!(kept("0,0.0105"), 10);
+    assert_eq!(kept("0.0105,"), 10);
+    assert_eq!(kept("@1.016,"), 5);
+    assert_eq!(kept(",@1.0125"), 12);
+    assert_eq!(kept("0.0165,0.0175"), 1);
+    let out = run(&["report", "-i", f, "--time", "0.0105,0.017"]);
+    assert!(
+        out.contains("# filter: time 0.0105,0.017 s: 6 of 20 samples"),
+        "{out}"
+    );
+    assert_eq!(rows(&out)[0][..3], ["6", "100.00%", "beta"], "{out}");
+    // Every analysis command takes it.
+    let out = run(&["script", "-i", f, "--time", "0,0.0025"]);
+    assert_eq!(out.lines().count(), 2, "{out}");
+    let out = run(&["folded", "-i", f, "--time", "0.0165,"]);
+    assert_eq!(
+        out.lines().collect::<Vec<_>>(),
+        [
+            "victim;[unknown] 0xffffffff81002010_[k] 1",
+            "victim;entry_SYSCALL_64_[k];do_syscall_64_[k];__schedule_[k] 3"
+        ]
+    );
+    // Bad spans are refused.
+    for bad in ["5", "a,b", "-1,2"] {
+        Command::cargo_bin("oprofile-rs")
+            .unwrap()
+            .args(["report", "-i", f, "--time", bad])
+            .assert()
+            .failure();
+    }
+}
+
+#[test]
+fn diff_gives_per_symbol_deltas() {
+    let (d, old) = recording();
+    let v = victim();
+    // New: 4 alpha, 4 beta.
+    let mut e = Encoder::new(&Header::default());
+    e.record(&Record::Comm(Comm::new(0, 1, PID, PID, "victim")));
+    for i in 0..8u64 {
+        let sym = if i < 4 { "alpha" } else { "beta" };
+        e.record(&Record::Sample(Sample {
+            cpu: 0,
+            kernel: false,
+            time: 10 + i,
+            pc: sym_addr(v, sym, 4),
+            pid: PID,
+            tgid: PID,
+            callchain: vec![],
+        }));
+    }
+    let newdir = d.path().join("new");
+    std::fs::create_dir(&newdir).unwrap();
+    let new = write_recording(&newdir, &e.finish(), &fake_maps(v, &v.path));
+    let (o, n) = (old.to_str().unwrap(), new.to_str().unwrap());
+    let j = json(&run(&["diff", o, n, "--json"]));
+    let got: Vec<(String, f64, u64, u64)> = j
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["symbol"].as_str().unwrap().to_string(),
+                r["delta"].as_f64().unwrap(),
+                r["old_weight"].as_u64().unwrap(),
+                r["new_weight"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("beta".into(), 20.0, 6, 4),
+            ("__schedule".into(), -15.0, 3, 0),
+            ("[unknown] 0xffffffff81002010".into(), -5.0, 1, 0),
+            ("alpha".into(), 0.0, 10, 4),
+        ]
+    );
+    let out = run(&["diff", o, n, "-n", "1"]);
+    assert_eq!(
+        rows(&out)[0][..6],
+        ["30.00%", "50.00%", "+20.00%", "6", "4", "beta"],
+        "{out}"
+    );
+}
+
+#[test]
+fn perf_script_format_is_read_by_inferno_collapse_perf() {
+    use inferno::collapse::Collapse;
+    let (_d, file) = recording();
+    let out = run(&["script", "-i", file.to_str().unwrap(), "--format", "perf"]);
+    let mut opts = inferno::collapse::perf::Options::default();
+    opts.annotate_kernel = true;
+    let mut folder = inferno::collapse::perf::Folder::from(opts);
+    let mut folded = Vec::new();
+    folder.collapse(out.as_bytes(), &mut folded).unwrap();
+    let folded = String::from_utf8(folded).unwrap();
+    let mut lines: Vec<&str> = folded.lines().collect();
+    lines.sort();
+    // The same stacks as our own folded output, each sample weighted by its
+    // period (1 ms); an unknown function is named after its image, as
+    // stackcollapse-perf does.
+    assert_eq!(
+        lines,
+        [
+            "victim;[[kernel.kallsyms]]_[k] 1000000",
+            "victim;alpha 10000000",
+            "victim;beta 6000000",
+            "victim;entry_SYSCALL_64_[k];do_syscall_64_[k];__schedule_[k] 3000000",
+        ],
+        "{out}"
+    );
+    // The header line of a sample as perf prints it.
+    assert!(
+        out.lines()
+            .next()
+            .unwrap()
+            .starts_with("victim    4242/4242    [000] 1.001000:    1000000 cpu-clock:"),
+        "{out}"
+    );
+}
+
+#[test]
+fn firefox_profile_keeps_every_sample_with_time_thread_and_cpu() {
+    let (d, file) = recording();
+    let out = d.path().join("p.json");
+    Command::cargo_bin("oprofile-rs")
+        .unwrap()
+        .args([
+            "firefox",
+            "-q",
+            "-i",
+            file.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+        ])
+        .assert()
+        .success();
+    let j = json(&std::fs::read_to_string(&out).unwrap());
+    assert_eq!(j["meta"]["interval"], 1.0, "1 ms period");
+    let cats = j["meta"]["categories"].as_array().unwrap();
+    let threads = j["threads"].as_array().unwrap();
+    assert_eq!(threads.len(), 1);
+    let t = &threads[0];
+    assert_eq!(
+        (t["pid"].as_str(), t["tid"].as_str()),
+        (Some("4242"), Some("4242"))
+    );
+    assert_eq!(t["name"], "victim");
+    let strings = t["stringArray"].as_array().unwrap();
+    let col = |table: &str, c: &str| -> Vec<serde_json::Value> {
+        t[table][c].as_array().unwrap().clone()
+    };
+    let (stack_frame, stack_prefix) = (col("stackTable", "frame"), col("stackTable", "prefix"));
+    let (frame_func, frame_cat, frame_sub) = (
+        col("frameTable", "func"),
+        col("frameTable", "category"),
+        col("frameTable", "subcategory"),
+    );
+    let func_name = col("funcTable", "name");
+    let name_of = |frame: usize| {
+        let f = frame_func[frame].as_u64().unwrap() as usize;
+        strings[func_name[f].as_u64().unwrap() as usize]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    // Samples: their times (deltas from the recording's start, in ms), their
+    // stacks (leaf first) and the CPU of the leaf frame's subcategory.
+    let stacks = t["samples"]["stack"].as_array().unwrap();
+    let deltas = t["samples"]["timeDeltas"].as_array().unwrap();
+    assert_eq!(stacks.len(), 20);
+    let mut time = 0.0;
+    let mut got = Vec::new();
+    for (s, dt) in stacks.iter().zip(deltas) {
+        time += dt.as_f64().unwrap();
+        let mut names = Vec::new();
+        let mut st = s.as_u64().map(|v| v as usize);
+        let leaf = stack_frame[st.unwrap()].as_u64().unwrap() as usize;
+        while let Some(i) = st {
+            names.push(name_of(stack_frame[i].as_u64().unwrap() as usize));
+            st = stack_prefix[i].as_u64().map(|v| v as usize);
+        }
+        let cat = &cats[frame_cat[leaf].as_u64().unwrap() as usize];
+        let cpu = cat["subcategories"][frame_sub[leaf].as_u64().unwrap() as usize]
+            .as_str()
+            .unwrap()
+            .to_string();
+        got.push(((time * 1000.0).round() as u64, names, cpu));
+    }
+    let vn = victim()
+        .path
+        .file_name()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_string();
+    // Sample i (from 1) is taken i ms after the start; alpha alternates CPUs.
+    assert_eq!(
+        got[0],
+        (1000, vec![format!("alpha ({vn})")], "cpu 0".into())
+    );
+    assert_eq!(
+        got[1],
+        (2000, vec![format!("alpha ({vn})")], "cpu 1".into())
+    );
+    assert_eq!(
+        got[16],
+        (
+            17000,
+            vec![
+                "__schedule ([kernel.kallsyms])".to_string(),
+                "do_syscall_64 ([kernel.kallsyms])".into(),
+                "entry_SYSCALL_64 ([kernel.kallsyms])".into()
+            ],
+            "cpu 0".into()
+        )
+    );
+    assert_eq!(
+        cats[frame_cat[stack_frame[stacks[16].as_u64().unwrap() as usize]
+            .as_u64()
+            .unwrap() as usize]
+            .as_u64()
+            .unwrap() as usize]["name"],
+        "Kernel"
+    );
+}

@@ -1,0 +1,288 @@
+//! Issue 12, symbolisation: DWARF file:line and inlined functions, C++
+//! demangling, separate debug files (`.gnu_debuglink`, build-id), JIT perf
+//! maps, binaries of other mount namespaces.
+
+mod common;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::Command;
+
+use common::{
+    build_inline as build, elf_sym as sym, inline_line_of as line_of, maps_for, sh,
+    write_recording, BASE, PID,
+};
+use oprofile_tool::symbols::{demangle, parse_maps, Resolver, ResolverOptions, SymbolizerKind};
+
+fn resolver(maps: &str, opts: ResolverOptions) -> Resolver {
+    Resolver::with_options(None, HashMap::from([(PID, parse_maps(maps))]), None, opts)
+}
+
+/// Every address of `outer`: some are in the inlined `inner`, with the
+/// lines of both.
+fn check_outer(r: &Resolver, elf_with_syms: &Path, what: &str) {
+    let (addr, size) = sym(elf_with_syms, "_ZN2ns5outerEi");
+    let mut inlined_seen = false;
+    for d in 0..size {
+        let f = r.resolve(false, PID, BASE + addr + d);
+        assert_eq!(f.symbol.as_deref(), Some("ns::outer(int)"), "{what} +{d}");
+        if let Some((name, l)) = f.inlined.first() {
+            inlined_seen = true;
+            // A static function has no linkage name in DWARF: its DW_AT_name.
+            assert!(
+                name == "inner" || name == "ns::inner(int)",
+                "{what}: {name}"
+            );
+            // The call site in outer, and the line in inner.
+            let call = f.srcline.as_ref().unwrap();
+            assert!(call.file.ends_with("inline.cc"), "{call}");
+            assert_eq!(call.line, line_of("CALL-LINE"), "{what}");
+            let l = l.as_ref().unwrap();
+            assert!(
+                (line_of("for (int i")..=line_of("INNER-LINE")).contains(&l.line),
+                "{what}: {l}"
+            );
+            assert_eq!(f.names_inner_first(), [name.as_str(), "ns::outer(int)"]);
+        } else if let Some(l) = &f.srcline {
+            assert!(
+                (line_of("void outer")..=line_of("sink ^= 9") + 1).contains(&l.line),
+                "{what}: {l}"
+            );
+        }
+    }
+    assert!(inlined_seen, "{what}: no address of outer is in inner");
+    let (t, _) = sym(elf_with_syms, "_ZN2ns5twiceIiEET_S1_");
+    let f = r.resolve(false, PID, BASE + t);
+    assert_eq!(
+        f.symbol.as_deref(),
+        Some("int ns::twice<int>(int)"),
+        "{what}"
+    );
+}
+
+#[test]
+fn dwarf_lines_inlined_functions_and_cpp_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let elf = build(dir.path());
+    let p = elf.to_str().unwrap();
+    let r = resolver(&maps_for(&elf, p), ResolverOptions::default());
+    check_outer(&r, &elf, "embedded DWARF");
+    // The previous implementation: names (demangled now), no lines.
+    let r = resolver(
+        &maps_for(&elf, p),
+        ResolverOptions {
+            kind: SymbolizerKind::Symtab,
+            ..Default::default()
+        },
+    );
+    let (a, _) = sym(&elf, "_ZN2ns5outerEi");
+    let f = r.resolve(false, PID, BASE + a + 1);
+    assert_eq!(f.symbol.as_deref(), Some("ns::outer(int)"));
+    assert!(f.srcline.is_none() && f.inlined.is_empty());
+}
+
+#[test]
+fn separate_debug_file_through_debuglink() {
+    let dir = tempfile::tempdir().unwrap();
+    let elf = build(dir.path());
+    let debug_dir = dir.path().join("debug");
+    std::fs::create_dir(&debug_dir).unwrap();
+    let dbg = debug_dir.join("inline.debug");
+    sh(Command::new("objcopy")
+        .arg("--only-keep-debug")
+        .arg(&elf)
+        .arg(&dbg));
+    let bin_dir = dir.path().join("bin");
+    std::fs::create_dir(&bin_dir).unwrap();
+    let stripped = bin_dir.join("inline");
+    sh(Command::new("strip")
+        .args(["--strip-all", "-o"])
+        .arg(&stripped)
+        .arg(&elf));
+    sh(Command::new("objcopy")
+        .arg(format!("--add-gnu-debuglink={}", dbg.display()))
+        .arg(&stripped));
+    let maps = maps_for(&stripped, stripped.to_str().unwrap());
+    // Without the debug directory: no symbols at all (stripped).
+    let r = resolver(
+        &maps,
+        ResolverOptions {
+            debug_dirs: vec![],
+            ..Default::default()
+        },
+    );
+    let (a, _) = sym(&elf, "_ZN2ns5outerEi");
+    assert_eq!(r.resolve(false, PID, BASE + a).symbol, None);
+    let r = resolver(
+        &maps,
+        ResolverOptions {
+            debug_dirs: vec![debug_dir],
+            ..Default::default()
+        },
+    );
+    check_outer(&r, &elf, "debuglink");
+}
+
+#[test]
+fn separate_debug_file_by_build_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let elf = build(dir.path());
+    let data = std::fs::read(&elf).unwrap();
+    let id = oprofile_tool::symbols::build_id(&data).expect("built with --build-id");
+    let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
+    // /usr/lib/debug layout: .build-id/ab/cdef....debug, no debug link.
+    let root = dir.path().join("usr/lib/debug");
+    let sub = root.join(".build-id").join(&hex[..2]);
+    std::fs::create_dir_all(&sub).unwrap();
+    sh(Command::new("objcopy")
+        .arg("--only-keep-debug")
+        .arg(&elf)
+        .arg(sub.join(format!("{}.debug", &hex[2..]))));
+    let stripped = dir.path().join("inline-stripped");
+    sh(Command::new("strip")
+        .args(["--strip-all", "-o"])
+        .arg(&stripped)
+        .arg(&elf));
+    let maps = maps_for(&stripped, stripped.to_str().unwrap());
+    let r = resolver(
+        &maps,
+        ResolverOptions {
+            debug_dirs: vec![root],
+            ..Default::default()
+        },
+    );
+    check_outer(&r, &elf, "build-id");
+
+    // Through the command line: --debug-dir, and file:line in `script`.
+    let (a, _) = sym(&elf, "_ZN2ns5outerEi");
+    let mut e = oprofile_stream::Encoder::new(&oprofile_stream::Header::default());
+    e.record(&oprofile_stream::Record::Sample(oprofile_stream::Sample {
+        cpu: 0,
+        kernel: false,
+        time: 5,
+        pc: BASE + a,
+        pid: PID,
+        tgid: PID,
+        callchain: vec![],
+    }));
+    let file = write_recording(dir.path(), &e.finish(), &maps);
+    let out = assert_cmd::Command::cargo_bin("oprofile-rs")
+        .unwrap()
+        .args(["script", "-q", "-i", file.to_str().unwrap(), "--debug-dir"])
+        .arg(dir.path().join("usr/lib/debug"))
+        .output()
+        .unwrap();
+    let out = String::from_utf8(out.stdout).unwrap();
+    let (_, line) = out
+        .trim_end()
+        .split_once("ns::outer(int) (inline-stripped) ")
+        .unwrap_or_else(|| panic!("{out}"));
+    let (file, n) = line.rsplit_once(':').unwrap();
+    assert!(file.ends_with("inline.cc"), "{out}");
+    let n: u32 = n.parse().unwrap();
+    assert!(
+        (line_of("void outer")..=line_of("sink ^= 9")).contains(&n),
+        "{out}"
+    );
+}
+
+#[test]
+fn jit_perf_maps() {
+    let dir = tempfile::tempdir().unwrap();
+    let elf = build(dir.path());
+    let maps = maps_for(&elf, elf.to_str().unwrap());
+    // Captured by record (side-car), in the anonymous mapping.
+    let r = resolver(
+        &maps,
+        ResolverOptions {
+            perf_maps: HashMap::from([(
+                PID,
+                "7f0000001000 100 jitted_one\n7f0000001100 80 _ZN2ns3jitEv\n7f0000001000 40 replaced\n"
+                    .into(),
+            )]),
+            perf_map_dir: None,
+            ..Default::default()
+        },
+    );
+    let f = r.resolve(false, PID, 0x7f0000001010);
+    assert_eq!(
+        (f.symbol.as_deref(), f.dso.as_str()),
+        (Some("replaced"), "perf-4242.map")
+    );
+    assert_eq!(
+        r.resolve(false, PID, 0x7f0000001050).symbol.as_deref(),
+        Some("jitted_one")
+    );
+    assert_eq!(
+        r.resolve(false, PID, 0x7f0000001120).symbol.as_deref(),
+        Some("ns::jit()")
+    );
+    assert_eq!(r.resolve(false, PID, 0x7f0000002000).symbol, None);
+    // Not captured: DIR/perf-PID.map, as perf reads /tmp/perf-PID.map.
+    std::fs::write(
+        dir.path().join(format!("perf-{PID}.map")),
+        "7f0000001000 100 from_tmp\n",
+    )
+    .unwrap();
+    let r = resolver(
+        &maps,
+        ResolverOptions {
+            perf_map_dir: Some(dir.path().into()),
+            ..Default::default()
+        },
+    );
+    assert_eq!(
+        r.resolve(false, PID, 0x7f0000001010).symbol.as_deref(),
+        Some("from_tmp")
+    );
+}
+
+#[test]
+fn other_mount_namespace_binaries_are_read_under_its_root() {
+    let dir = tempfile::tempdir().unwrap();
+    // The process sees the binary as /opt/app/inline; from here it is only
+    // under its root.
+    let root = dir.path().join("root");
+    std::fs::create_dir_all(root.join("opt/app")).unwrap();
+    let elf = build(&root.join("opt/app"));
+    let maps = maps_for(&elf, "/opt/app/inline");
+    let r = resolver(&maps, ResolverOptions::default());
+    let (a, _) = sym(&elf, "_ZN2ns5outerEi");
+    assert_eq!(r.resolve(false, PID, BASE + a).symbol, None);
+    let r = resolver(
+        &maps,
+        ResolverOptions {
+            roots: HashMap::from([(PID, root.clone())]),
+            ..Default::default()
+        },
+    );
+    check_outer(&r, &elf, "namespace root");
+    // A root that is gone: read from here, with a warning.
+    let r = resolver(
+        &maps,
+        ResolverOptions {
+            roots: HashMap::from([(PID, dir.path().join("gone"))]),
+            ..Default::default()
+        },
+    );
+    assert_eq!(r.resolve(false, PID, BASE + a).symbol, None);
+    assert!(r
+        .take_warnings()
+        .iter()
+        .any(|w| w.contains("another mount namespace")));
+}
+
+#[test]
+fn cpp_and_rust_demangling() {
+    assert_eq!(demangle("_ZN2ns5outerEi"), "ns::outer(int)");
+    assert_eq!(
+        demangle("_ZNSt6vectorIiSaIiEE9push_backERKi"),
+        "std::vector<int, std::allocator<int> >::push_back(int const&)"
+    );
+    assert_eq!(
+        demangle("_ZN4core3fmt5write17h0123456789abcdefE"),
+        "core::fmt::write"
+    );
+    assert_eq!(demangle("_Znot valid"), "_Znot valid");
+    assert_eq!(demangle("main"), "main");
+}
