@@ -39,10 +39,10 @@ use kernel::{
 
 use crate::{
     event_buffer::EventBuffer,
+    format::{self, Endian},
     poll_misc::{mask, PollMiscDevice, PollMiscRegistration},
     profiler::{Profiler, TRACING_ON},
     ratelimit::pr_ratelimited,
-    records,
     sampler::now,
 };
 
@@ -147,25 +147,36 @@ impl BufferReader {
         let mut copied = 0;
         let mut st = p.reader.lock();
         if !self.header_sent.load(Ordering::Acquire) {
-            if room < records::HEADER_LEN {
+            if room < format::HEADER_LEN {
                 pr_ratelimited!(
                     pr_info,
                     "/dev/oprofile/buffer: a {room}-byte read cannot hold the {}-byte header (EINVAL)\n",
-                    records::HEADER_LEN
+                    format::HEADER_LEN
                 );
                 return Err(EINVAL);
             }
             st.start_stream()?;
             let event = p.event();
-            let header = records::header(&records::HeaderInfo {
-                hardware: event.is_hardware(),
+            let mut header = [0u8; format::HEADER_LEN];
+            format::Header {
+                version: format::VERSION,
+                header_size: format::HEADER_LEN as u16,
+                word_size: format::WORD_SIZE,
+                endian: Endian::NATIVE,
+                clock: format::CLOCK_LOCAL,
+                sample_source: if event.is_hardware() {
+                    format::SOURCE_HARDWARE
+                } else {
+                    format::SOURCE_SOFTWARE
+                },
                 nr_cpus: p.cpus.len() as u32,
                 backtrace_depth: p.config.backtrace_depth,
                 sample_period: p.config.sample_period,
                 sample_freq: p.config.sample_freq,
                 start_time: now(),
-                event_name: event.name(),
-            });
+                event_name: format::event_name_field(event.name().as_bytes()),
+            }
+            .encode(&mut header);
             if iov.copy_to_iter(&header) != header.len() {
                 return Err(EFAULT);
             }

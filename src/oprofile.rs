@@ -14,6 +14,13 @@ mod control;
 mod debugfs_files;
 mod device;
 mod event_buffer;
+// The stream format, shared with the host crate `crates/format` (hence `pub`
+// items). The module writes every record but reads back only a few fields:
+// the other readers serve the host decoder and, in the KUnit build (where
+// unused code is reported), the suites that read back what the module wrote.
+#[cfg_attr(not(oprofile_rs_kunit), allow(dead_code))]
+#[allow(unreachable_pub)]
+mod format;
 #[cfg(oprofile_rs_kunit)]
 mod kthread;
 // NMI handlers and IPIs drive the KUnit tests' NMI writers; only
@@ -28,7 +35,6 @@ mod profiler;
 mod quiesce_kunit;
 mod ratelimit;
 mod reader_state;
-mod records;
 mod sampler;
 mod sync;
 // The ring-buffer core is shared with the host crate `crates/ringbuf`; parts of

@@ -16,12 +16,12 @@ use kernel::{
 
 use crate::{
     event_buffer::EventBuffer,
+    format::{self, Endian},
     nmi,
     params::{Config, EventChoice},
     perf::{Attr, Counter, Event, Trampoline},
     ratelimit::pr_ratelimited,
     reader_state::ReaderState,
-    records,
     ringbuf::{RecordSwitch, Switches},
     sampler::{now, CpuSampler},
     sync::{self, CpuSync, Reserve, Target},
@@ -166,12 +166,12 @@ impl Profiler {
         };
         let reserve = Reserve::new(n as usize);
         // Room for the reserve and a few of the largest records besides.
-        if config.buffer_size < 2 * reserve.bytes() + 4 * records::MAX_RECORD {
+        if config.buffer_size < 2 * reserve.bytes() + 4 * format::MAX_RECORD {
             pr_err!(
                 "buffer_size={} is too small for {} CPUs: at least {} bytes\n",
                 config.buffer_size,
                 n,
-                2 * reserve.bytes() + 4 * records::MAX_RECORD
+                2 * reserve.bytes() + 4 * format::MAX_RECORD
             );
             return Err(EINVAL);
         }
@@ -433,7 +433,7 @@ impl Profiler {
     /// Whether the event buffer is (nearly) too full for the sync to move
     /// more: readers are woken then, whatever the watershed.
     pub(crate) fn nearly_full(&self, eb: &EventBuffer) -> bool {
-        eb.free() < (self.config.buffer_size / 8).max(self.reserve.bytes() + records::MAX_RECORD)
+        eb.free() < (self.config.buffer_size / 8).max(self.reserve.bytes() + format::MAX_RECORD)
     }
 
     /// Moves every CPU's records, one CPU after another.
@@ -477,7 +477,12 @@ impl Profiler {
         }
         if on {
             let t = self.marker_time();
-            let rec = records::tracing(0, t, true);
+            let rec = format::Tracing {
+                cpu: 0,
+                time: t,
+                on: true,
+            }
+            .encoded(Endian::NATIVE);
             let mut eb = self.events.lock();
             if !eb.push_keeping(&rec, self.reserve.bytes()) {
                 self.pending_on.store(t, Ordering::Relaxed);
@@ -509,7 +514,12 @@ impl Profiler {
             let _eb = self.events.lock();
             self.pending_on.store(0, Ordering::Relaxed);
         } else {
-            let rec = records::tracing(0, self.marker_time(), false);
+            let rec = format::Tracing {
+                cpu: 0,
+                time: self.marker_time(),
+                on: false,
+            }
+            .encoded(Endian::NATIVE);
             if !self.events.lock().push(&rec) {
                 // Cannot happen: the reserve keeps room for it.
                 pr_ratelimited!(pr_err, "event buffer full: tracing off record dropped\n");
