@@ -21,18 +21,14 @@ mod event_buffer;
 #[cfg_attr(not(oprofile_rs_kunit), allow(dead_code))]
 #[allow(unreachable_pub)]
 mod format;
+// The KUnit suites and their helpers (NMI handlers, kthreads): test-rig builds
+// only (`OPROFILE_RS_KUNIT=1`).
 #[cfg(oprofile_rs_kunit)]
-mod kthread;
-// NMI handlers and IPIs drive the KUnit tests' NMI writers; only
-// `cpu_online` serves the module itself.
-#[cfg_attr(not(oprofile_rs_kunit), allow(dead_code))]
-mod nmi;
+mod kunit;
 mod params;
 mod perf;
 mod poll_misc;
 mod profiler;
-#[cfg(oprofile_rs_kunit)]
-mod quiesce_kunit;
 mod ratelimit;
 mod reader_state;
 mod sampler;
@@ -42,10 +38,6 @@ mod sync;
 #[allow(dead_code, unreachable_pub, unused_imports)]
 #[path = "ringbuf/mod.rs"]
 mod ringbuf;
-#[cfg(oprofile_rs_kunit)]
-mod ringbuf_kunit;
-#[cfg(oprofile_rs_kunit)]
-mod sampler_kunit;
 
 module! {
     type: OprofileModule,

@@ -8,7 +8,9 @@ use core::{
     sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, Ordering},
 };
 use kernel::{
+    bindings,
     cpu::{nr_cpu_ids, CpuId},
+    cpumask::Cpumask,
     new_mutex, new_poll_condvar,
     prelude::*,
     sync::{poll::PollCondVar, Arc, Mutex},
@@ -17,7 +19,6 @@ use kernel::{
 use crate::{
     event_buffer::EventBuffer,
     format::{self, Endian},
-    nmi,
     params::{Config, EventChoice},
     perf::{Attr, Counter, Event, Trampoline},
     ratelimit::pr_ratelimited,
@@ -26,6 +27,14 @@ use crate::{
     sampler::{now, CpuSampler},
     sync::{self, CpuSync, Reserve, Target},
 };
+
+/// Whether `cpu` is online (the kernel's `cpu_online()`).
+pub(crate) fn cpu_online(cpu: CpuId) -> bool {
+    // SAFETY: `__cpu_online_mask` is a valid cpumask for the kernel's
+    // lifetime, only read here.
+    let online = unsafe { Cpumask::from_raw(&raw const bindings::__cpu_online_mask) };
+    online.test(cpu)
+}
 
 /// The global record switch, bound to debugfs `tracing_on`.
 pub(crate) static TRACING_ON: RecordSwitch = RecordSwitch::new(true);
@@ -249,7 +258,7 @@ impl Profiler {
         let EventChoice::Only(event) = self.config.event else {
             let Some(cpu) = (0..nr_cpu_ids())
                 .filter_map(CpuId::from_u32)
-                .find(|c| nmi::cpu_online(*c))
+                .find(|c| cpu_online(*c))
             else {
                 return Event::CpuClock;
             };

@@ -4,7 +4,7 @@
 //!
 //! There is no PMU on the test machines, so perf never delivers an overflow
 //! as an NMI there. This test drives the same code from real NMIs instead: a
-//! CPU-local NMI handler ([`crate::nmi`]) calls [`CpuSampler`] through its
+//! CPU-local NMI handler ([`super::nmi`]) calls [`CpuSampler`] through its
 //! [`OverflowHandler`] entry (what perf's overflow trampoline calls) with the
 //! NMI's registers, for every self-NMI IPI the test sends while it spins on
 //! its CPU. Checked: every NMI is handled in NMI context and counted as
@@ -19,7 +19,7 @@ use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
 use kernel::{cpu::CpuId, prelude::*};
 
-use crate::nmi;
+use super::nmi;
 use crate::{
     format::{self, Endian, Fields},
     perf::{OverflowHandler, Regs},
