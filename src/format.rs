@@ -22,9 +22,10 @@
 //! machine that wrote the stream, which the header announces (byte 13, see
 //! [`Endian::code`]). The module writes [`Endian::NATIVE`]; readers take the
 //! order as a parameter ([`Header::read`] finds it). The module builds for
-//! x86-64 only (its NMI glue), where that order is little-endian, the order in
-//! which the per-CPU ring buffers hand back the words a writer stored as
-//! words (a callchain): a big-endian port must make the two agree.
+//! x86-64 only (its C glue drives the x86 unwinder), where that order is
+//! little-endian, the order in which the per-CPU ring buffers hand back the
+//! words a writer stored as words (a callchain): a big-endian port must make
+//! the two agree.
 //!
 //! # Layout summary
 //!
