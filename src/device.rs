@@ -204,7 +204,7 @@ pub(crate) fn stream_header(
         version: format::VERSION,
         header_size: format::HEADER_LEN as u16,
         word_size: format::WORD_SIZE,
-        endian: Endian::NATIVE,
+        endian: Endian::native(),
         clock: format::CLOCK_LOCAL,
         sample_source: if event.is_hardware() {
             format::SOURCE_HARDWARE

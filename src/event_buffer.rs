@@ -133,7 +133,7 @@ impl EventBuffer {
     fn len_at(&self, at: usize) -> usize {
         let mut prefix = [0u8; 8];
         self.read_at(at, &mut prefix);
-        format::record_len(Endian::NATIVE, &prefix).unwrap_or(0)
+        format::record_len(Endian::native(), &prefix).unwrap_or(0)
     }
 
     /// Appends one whole record (at most `cap` bytes, a multiple of 8);
@@ -256,7 +256,7 @@ mod tests {
         let Ok(mut eb) = EventBuffer::new(64) else {
             return;
         };
-        let lost = |cpu, time, count| format::Lost { cpu, time, count }.encoded(Endian::NATIVE);
+        let lost = |cpu, time, count| format::Lost { cpu, time, count }.encoded(Endian::native());
         let r = lost(1, 5, 9); // 24 bytes
         assert!(eb.push(&r));
         assert!(eb.push(&r));
@@ -286,7 +286,7 @@ mod tests {
             time: 7,
             on: false,
         }
-        .encoded(Endian::NATIVE);
+        .encoded(Endian::native());
         assert!(!eb.push_keeping(&t, 32));
         assert!(eb.push_keeping(&t, 24));
         eb.consume(eb.len());

@@ -20,7 +20,7 @@
 //!
 //! Every integer of the header and of the records is in the byte order of the
 //! machine that wrote the stream, which the header announces (byte 13, see
-//! [`Endian::code`]). The module writes [`Endian::NATIVE`]; readers take the
+//! [`Endian::code`]). The module writes [`Endian::native`]; readers take the
 //! order as a parameter ([`Header::read`] finds it). The module builds for
 //! x86-64 only (its C glue drives the x86 unwinder), where that order is
 //! little-endian, the order in which the per-CPU ring buffers hand back the
@@ -61,15 +61,12 @@ pub enum Endian {
 
 impl Endian {
     /// The order of the machine compiling this: the order the module writes.
-    pub const NATIVE: Endian = if cfg!(target_endian = "big") {
-        Endian::Big
-    } else {
-        Endian::Little
-    };
-
-    /// [`Endian::NATIVE`].
     pub const fn native() -> Endian {
-        Self::NATIVE
+        if cfg!(target_endian = "big") {
+            Endian::Big
+        } else {
+            Endian::Little
+        }
     }
 
     /// The header's code for this order (byte 13).
@@ -426,7 +423,8 @@ pub const fn sample_len(depth: u8) -> usize {
 }
 
 /// The name of a record type, `"unknown"` for a type this version does not
-/// define.
+/// define. (For the host decoder's messages: not in the module.)
+#[cfg(format_host)]
 pub const fn type_name(kind: u16) -> &'static str {
     match kind {
         SAMPLE => "SAMPLE",
@@ -551,7 +549,9 @@ impl SampleHead {
 
 /// Writes `chain` as the callchain of a SAMPLE record whose fixed part starts
 /// `out`. Returns the record's length, or `None` (nothing written) if `out`
-/// cannot hold it.
+/// cannot hold it. (For the host encoder: the module's sampler stores the
+/// callchain as words straight into its ring buffer, see `sampler.rs`.)
+#[cfg(format_host)]
 pub fn encode_callchain(e: Endian, chain: &[u64], out: &mut [u8]) -> Option<usize> {
     let end = SAMPLE_LEN.checked_add(chain.len().checked_mul(8)?)?;
     let dst = out.get_mut(SAMPLE_LEN..end)?;
@@ -564,7 +564,8 @@ pub fn encode_callchain(e: Endian, chain: &[u64], out: &mut [u8]) -> Option<usiz
 /// The callchain entries of a SAMPLE record, innermost caller first.
 #[derive(Debug, Clone)]
 pub struct Callchain<'a> {
-    words: core::slice::ChunksExact<'a, u8>,
+    /// The entries not read yet (whole words).
+    words: &'a [u8],
     endian: Endian,
 }
 
@@ -572,12 +573,14 @@ impl Iterator for Callchain<'_> {
     type Item = u64;
 
     fn next(&mut self) -> Option<u64> {
-        let w = self.words.next()?;
+        let (w, rest) = self.words.split_first_chunk::<8>()?;
+        self.words = rest;
         self.endian.read_u64(w, 0)
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
-        self.words.size_hint()
+        let n = self.words.len() / 8;
+        (n, Some(n))
     }
 }
 
@@ -588,8 +591,9 @@ impl ExactSizeIterator for Callchain<'_> {}
 pub fn callchain(e: Endian, rec: &[u8]) -> Callchain<'_> {
     let depth = rec.get(7).copied().unwrap_or(0);
     let end = sample_len(depth).min(rec.len());
+    let words = rec.get(SAMPLE_LEN..end).unwrap_or(&[]);
     Callchain {
-        words: rec.get(SAMPLE_LEN..end).unwrap_or(&[]).chunks_exact(8),
+        words: words.get(..words.len() / 8 * 8).unwrap_or(&[]),
         endian: e,
     }
 }

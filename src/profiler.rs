@@ -491,7 +491,7 @@ impl Profiler {
                 time: t,
                 on: true,
             }
-            .encoded(Endian::NATIVE);
+            .encoded(Endian::native());
             let mut eb = self.events.lock();
             if !eb.push_keeping(&rec, self.reserve.bytes()) {
                 self.pending_on.store(t, Ordering::Relaxed);
@@ -528,7 +528,7 @@ impl Profiler {
                 time: self.marker_time(),
                 on: false,
             }
-            .encoded(Endian::NATIVE);
+            .encoded(Endian::native());
             if !self.events.lock().push(&rec) {
                 // Cannot happen: the reserve keeps room for it.
                 pr_ratelimited!(pr_err, "event buffer full: tracing off record dropped\n");

@@ -48,7 +48,7 @@ impl ReaderState {
         self.prefix.clear();
         self.prefix_read = 0;
         for c in self.comm.iter() {
-            if format::record_len(Endian::NATIVE, c) == Some(format::COMM_LEN) {
+            if format::record_len(Endian::native(), c) == Some(format::COMM_LEN) {
                 self.prefix.extend_from_slice(c, GFP_KERNEL)?;
             }
         }
@@ -60,7 +60,7 @@ impl ReaderState {
                 time: crate::sampler::now(),
                 on: false,
             }
-            .encoded(Endian::NATIVE);
+            .encoded(Endian::native());
             self.prefix.extend_from_slice(&rec, GFP_KERNEL)?;
         }
         Ok(())
@@ -73,7 +73,7 @@ impl ReaderState {
         let mut n = 0;
         while let Some(len) = rest
             .get(n..)
-            .and_then(|r| format::record_len(Endian::NATIVE, r))
+            .and_then(|r| format::record_len(Endian::native(), r))
         {
             if len == 0 || n + len > max || n + len > rest.len() {
                 break;
@@ -110,7 +110,7 @@ impl ReaderState {
             for (i, h) in head.iter_mut().enumerate() {
                 *h = byte(at + i);
             }
-            let Some(p) = format::Prefix::read(Endian::NATIVE, &head) else {
+            let Some(p) = format::Prefix::read(Endian::native(), &head) else {
                 break;
             };
             let len = usize::from(p.size);

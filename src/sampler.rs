@@ -194,7 +194,7 @@ impl CpuSampler {
                 tgid,
                 comm,
             };
-            match self.write(&rec.encoded(Endian::NATIVE), &[], ts) {
+            match self.write(&rec.encoded(Endian::native()), &[], ts) {
                 Ok(()) => {
                     self.last_pid.store(u64::from(pid), Relaxed);
                     self.last_comm[0].store(words[0], Relaxed);
@@ -224,7 +224,7 @@ impl CpuSampler {
                 pid,
                 tgid,
             };
-            self.write(&head.encoded(Endian::NATIVE), chain, ts)
+            self.write(&head.encoded(Endian::native()), chain, ts)
         };
         let result = if kernel_mode && self.depth > 0 {
             self.scratch

@@ -122,7 +122,7 @@ pub(crate) fn write_pending_on(
         time: t,
         on: true,
     };
-    if eb.push_keeping(&on.encoded(Endian::NATIVE), reserve.bytes()) {
+    if eb.push_keeping(&on.encoded(Endian::native()), reserve.bytes()) {
         pending_on.store(0, Relaxed);
         true
     } else {
@@ -137,7 +137,7 @@ fn lost_record(t: &Target<'_>, count: u64) -> [u8; format::LOST_LEN] {
         time: now(),
         count,
     }
-    .encoded(Endian::NATIVE)
+    .encoded(Endian::native())
 }
 
 /// Moves what `t.cpu`'s buffer holds into the event buffer, keeping the
@@ -210,7 +210,7 @@ pub(crate) fn discard_cpu(t: &Target<'_>) {
     loop {
         if st.staged.len != 0 {
             any = true;
-            let kind = format::Prefix::read(Endian::NATIVE, &st.staged.buf).map(|p| p.kind);
+            let kind = format::Prefix::read(Endian::native(), &st.staged.buf).map(|p| p.kind);
             if kind == Some(format::SAMPLE) {
                 dropped += 1;
             }

@@ -131,7 +131,7 @@ fn run(bytes: usize, depth: u32, n: u32) -> Result<Outcome> {
                 // Read with the format's own parser, as a user-space reader
                 // would: a record whose size is not the ring entry's length
                 // or that does not parse counts as "other".
-                let parsed = format::parse(Endian::NATIVE, rec).ok();
+                let parsed = format::parse(Endian::native(), rec).ok();
                 match parsed.filter(|p| p.size() == info.len) {
                     Some(p) => match p.fields {
                         Some(Fields::Comm(c)) => {

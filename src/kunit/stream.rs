@@ -37,7 +37,7 @@ fn parse_all(bytes: &[u8]) -> Option<KVec<Fields>> {
     let mut out = KVec::new();
     let mut rest = bytes;
     while !rest.is_empty() {
-        let p = format::parse(Endian::NATIVE, rest).ok()?;
+        let p = format::parse(Endian::native(), rest).ok()?;
         out.push(p.fields?, GFP_KERNEL).ok()?;
         rest = rest.get(p.size()..)?;
     }
@@ -57,7 +57,7 @@ mod tests {
             let Ok(h) = h else { return };
             assert_eq!(usize::from(h.header_size), format::HEADER_LEN);
             assert_eq!(h.version, format::VERSION);
-            assert_eq!(h.endian, Endian::NATIVE);
+            assert_eq!(h.endian, Endian::native());
             assert_eq!(h.clock, format::CLOCK_LOCAL);
             let source = if e.is_hardware() {
                 format::SOURCE_HARDWARE
@@ -72,6 +72,22 @@ mod tests {
             // Every event's name whole, NUL-terminated.
             assert_eq!(h.event_name_bytes(), e.name().as_bytes());
         }
+    }
+
+    #[test]
+    fn a_corrupt_header_is_refused_at_its_field() {
+        let good = stream_header(Event::CpuClock, 1, &config(Event::CpuClock), 0);
+        let mut bad = good;
+        bad[0] ^= 0xff;
+        let e = format::Header::read(&bad);
+        assert_eq!(e, Err(format::HeaderError::BadMagic));
+        let mut bad = good;
+        bad[13] = 3;
+        let e = format::Header::read(&bad);
+        assert_eq!(e, Err(format::HeaderError::BadEndianness(3)));
+        assert_eq!(e.map_err(|e| e.offset()), Err(13));
+        let e = format::Header::read(&good[..format::HEADER_LEN - 1]);
+        assert_eq!(e.map_err(|e| e.offset()), Err(0));
     }
 
     #[test]
@@ -102,9 +118,9 @@ mod tests {
             count: 3,
         };
         for r in [
-            &comm.encoded(Endian::NATIVE)[..],
-            &lost.encoded(Endian::NATIVE)[..],
-            &off.encoded(Endian::NATIVE)[..],
+            &comm.encoded(Endian::native())[..],
+            &lost.encoded(Endian::native())[..],
+            &off.encoded(Endian::native())[..],
         ] {
             assert!(run.extend_from_slice(r, GFP_KERNEL).is_ok());
         }

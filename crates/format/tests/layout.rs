@@ -293,8 +293,8 @@ fn limits() {
     assert!(MAX_RECORD <= usize::from(u16::MAX));
     assert_eq!(MAX_RECORD % RECORD_ALIGN, 0);
     assert_eq!(
-        Endian::from_code(Endian::NATIVE.code()),
-        Some(Endian::NATIVE)
+        Endian::from_code(Endian::native().code()),
+        Some(Endian::native())
     );
     assert_eq!(Endian::from_code(0), None);
 }

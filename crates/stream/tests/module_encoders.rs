@@ -61,7 +61,7 @@ fn module_header(name: &str, start_time: u64) -> format::Header {
         version: format::VERSION,
         header_size: format::HEADER_LEN as u16,
         word_size: format::WORD_SIZE,
-        endian: format::Endian::NATIVE,
+        endian: format::Endian::native(),
         clock: format::CLOCK_LOCAL,
         sample_source: format::SOURCE_SOFTWARE,
         nr_cpus: 2,
@@ -77,7 +77,7 @@ fn module_header(name: &str, start_time: u64) -> format::Header {
 /// `[u8; HEADER_LEN]`, each record's fixed part from its encoder, and a
 /// SAMPLE's callchain after it as words in the stream's order.
 fn module_stream(name: &str, recs: &[Written]) -> Vec<u8> {
-    let e = format::Endian::NATIVE;
+    let e = format::Endian::native();
     let mut header = [0u8; format::HEADER_LEN];
     assert_eq!(
         module_header(name, 5).encode(&mut header),
