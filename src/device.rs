@@ -39,10 +39,12 @@ use kernel::{
 
 use crate::{
     event_buffer::EventBuffer,
+    format::{self, Endian},
+    params::Config,
+    perf::Event,
     poll_misc::{mask, PollMiscDevice, PollMiscRegistration},
     profiler::{Profiler, TRACING_ON},
     ratelimit::pr_ratelimited,
-    records,
     sampler::now,
 };
 
@@ -147,25 +149,17 @@ impl BufferReader {
         let mut copied = 0;
         let mut st = p.reader.lock();
         if !self.header_sent.load(Ordering::Acquire) {
-            if room < records::HEADER_LEN {
+            if room < format::HEADER_LEN {
                 pr_ratelimited!(
                     pr_info,
                     "/dev/oprofile/buffer: a {room}-byte read cannot hold the {}-byte header (EINVAL)\n",
-                    records::HEADER_LEN
+                    format::HEADER_LEN
                 );
                 return Err(EINVAL);
             }
             st.start_stream()?;
             let event = p.event();
-            let header = records::header(&records::HeaderInfo {
-                hardware: event.is_hardware(),
-                nr_cpus: p.cpus.len() as u32,
-                backtrace_depth: p.config.backtrace_depth,
-                sample_period: p.config.sample_period,
-                sample_freq: p.config.sample_freq,
-                start_time: now(),
-                event_name: event.name(),
-            });
+            let header = stream_header(event, p.cpus.len() as u32, &p.config, now());
             if iov.copy_to_iter(&header) != header.len() {
                 return Err(EFAULT);
             }
@@ -195,6 +189,37 @@ impl BufferReader {
         }
         Ok(copied)
     }
+}
+
+/// The header every stream starts with: `event` sampled on `nr_cpus`
+/// possible CPUs as `config` says, the stream opened at `start_time`.
+pub(crate) fn stream_header(
+    event: Event,
+    nr_cpus: u32,
+    config: &Config,
+    start_time: u64,
+) -> [u8; format::HEADER_LEN] {
+    let mut header = [0u8; format::HEADER_LEN];
+    format::Header {
+        version: format::VERSION,
+        header_size: format::HEADER_LEN as u16,
+        word_size: format::WORD_SIZE,
+        endian: Endian::native(),
+        clock: format::CLOCK_LOCAL,
+        sample_source: if event.is_hardware() {
+            format::SOURCE_HARDWARE
+        } else {
+            format::SOURCE_SOFTWARE
+        },
+        nr_cpus,
+        backtrace_depth: config.backtrace_depth,
+        sample_period: config.sample_period,
+        sample_freq: config.sample_freq,
+        start_time,
+        event_name: format::event_name_field(event.name().as_bytes()),
+    }
+    .encode(&mut header);
+    header
 }
 
 /// Bytes of the whole records at the start of `a` then `b` within `n`.

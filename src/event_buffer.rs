@@ -18,7 +18,7 @@
 
 use kernel::prelude::*;
 
-use crate::records;
+use crate::format::{self, Endian};
 
 /// Ring storage: written under the event buffer's lock (appends, into free
 /// space) and read without it (the reader's chunk, which appends never
@@ -133,7 +133,7 @@ impl EventBuffer {
     fn len_at(&self, at: usize) -> usize {
         let mut prefix = [0u8; 8];
         self.read_at(at, &mut prefix);
-        records::record_len(&prefix).unwrap_or(0)
+        format::record_len(Endian::native(), &prefix).unwrap_or(0)
     }
 
     /// Appends one whole record (at most `cap` bytes, a multiple of 8);
@@ -256,7 +256,8 @@ mod tests {
         let Ok(mut eb) = EventBuffer::new(64) else {
             return;
         };
-        let r = records::lost(1, 5, 9); // 24 bytes
+        let lost = |cpu, time, count| format::Lost { cpu, time, count }.encoded(Endian::native());
+        let r = lost(1, 5, 9); // 24 bytes
         assert!(eb.push(&r));
         assert!(eb.push(&r));
         // A third record does not fit in 64 bytes.
@@ -268,7 +269,7 @@ mod tests {
         assert_eq!(eb.first_len(), Some(24));
         eb.consume(24);
         // 24 bytes wait at offset 24: the next record wraps (16 + 8 bytes).
-        let r2 = records::lost(2, 6, 10);
+        let r2 = lost(2, 6, 10);
         assert!(eb.push(&r2));
         assert_eq!(eb.len(), 48);
         let c = eb.chunk(1000);
@@ -280,7 +281,12 @@ mod tests {
         // 8-byte reserve does not go in, without one it does.
         eb.consume(24);
         assert_eq!(eb.first_len(), Some(24));
-        let t = records::tracing(0, 7, false);
+        let t = format::Tracing {
+            cpu: 0,
+            time: 7,
+            on: false,
+        }
+        .encoded(Endian::native());
         assert!(!eb.push_keeping(&t, 32));
         assert!(eb.push_keeping(&t, 24));
         eb.consume(eb.len());

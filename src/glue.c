@@ -19,12 +19,6 @@
 
 #include "glue.h"
 
-/* in_nmi() is a macro over preempt_count(). */
-bool oprofile_rs_in_nmi(void)
-{
-	return in_nmi();
-}
-
 /* ---- perf counters (src/perf.rs) ---------------------------------------- */
 
 /* Implemented in Rust (src/perf.rs); runs in NMI or hard-IRQ context. */
@@ -278,52 +272,4 @@ void oprofile_rs_perf_release(struct perf_event *event)
 u64 oprofile_rs_clock(void)
 {
 	return local_clock();
-}
-
-/* ---- NMI handlers and NMI IPIs (src/nmi.rs) ------------------------------- */
-
-#include <linux/cpumask.h>
-#include <asm/apic.h>
-#include <asm/nmi.h>
-
-static_assert(sizeof(struct nmiaction) <= OPROFILE_RS_NMIACTION_BYTES);
-static_assert(__alignof__(struct nmiaction) <= 8);
-
-/*
- * register_nmi_handler() is a macro that defines a static struct nmiaction;
- * this is its body for an nmiaction in caller (Rust) storage.
- */
-int oprofile_rs_nmi_register_local(void *action, int (*handler)(unsigned int, struct pt_regs *),
-				   const char *name)
-{
-	struct nmiaction *a = action;
-
-	*a = (struct nmiaction) {
-		.list = LIST_HEAD_INIT(a->list),
-		.handler = handler,
-		.name = name,
-	};
-	return __register_nmi_handler(NMI_LOCAL, a);
-}
-
-/* Not in the generated bindings (asm/nmi.h is not included there). */
-void oprofile_rs_nmi_unregister_local(const char *name)
-{
-	unregister_nmi_handler(NMI_LOCAL, name);
-}
-
-/*
- * __apic_send_IPI_mask() is inline (a static call). The mask variant is the
- * one that delivers NMI_VECTOR as an NMI with every APIC driver, also to the
- * sending CPU itself (x2apic's send_IPI_self cannot send NMIs).
- */
-void oprofile_rs_send_nmi(unsigned int cpu)
-{
-	__apic_send_IPI_mask(cpumask_of(cpu), NMI_VECTOR);
-}
-
-/* cpu_online() is a macro. */
-bool oprofile_rs_cpu_online(unsigned int cpu)
-{
-	return cpu_online(cpu);
 }

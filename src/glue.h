@@ -6,7 +6,6 @@
 
 struct perf_event;
 
-bool oprofile_rs_in_nmi(void);
 struct pt_regs;
 struct perf_event *oprofile_rs_perf_create(int cpu, u32 type, u64 config, u64 period_or_freq,
 					   bool freq, bool exclude_user, bool exclude_kernel,
@@ -27,13 +26,5 @@ struct oprofile_rs_hotplug;
 struct oprofile_rs_hotplug *oprofile_rs_hotplug_start(void *context, int *err);
 void oprofile_rs_hotplug_stop(struct oprofile_rs_hotplug *h);
 const char *oprofile_rs_event_param(void);
-
-/* src/nmi.rs: bytes of caller storage for a struct nmiaction (checked in glue.c). */
-#define OPROFILE_RS_NMIACTION_BYTES 64
-int oprofile_rs_nmi_register_local(void *action, int (*handler)(unsigned int, struct pt_regs *),
-				   const char *name);
-void oprofile_rs_nmi_unregister_local(const char *name);
-void oprofile_rs_send_nmi(unsigned int cpu);
-bool oprofile_rs_cpu_online(unsigned int cpu);
 
 #endif

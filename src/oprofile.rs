@@ -14,21 +14,23 @@ mod control;
 mod debugfs_files;
 mod device;
 mod event_buffer;
-#[cfg(oprofile_rs_kunit)]
-mod kthread;
-// NMI handlers and IPIs drive the KUnit tests' NMI writers; only
-// `cpu_online` serves the module itself.
+// The stream format, shared with the host crate `crates/format` (hence `pub`
+// items). The module writes every record but reads back only a few fields:
+// the other readers serve the host decoder and, in the KUnit build (where
+// unused code is reported), the suites that read back what the module wrote.
 #[cfg_attr(not(oprofile_rs_kunit), allow(dead_code))]
-mod nmi;
+#[allow(unreachable_pub)]
+mod format;
+// The KUnit suites and their helpers (NMI handlers, kthreads): test-rig builds
+// only (`OPROFILE_RS_KUNIT=1`).
+#[cfg(oprofile_rs_kunit)]
+mod kunit;
 mod params;
 mod perf;
 mod poll_misc;
 mod profiler;
-#[cfg(oprofile_rs_kunit)]
-mod quiesce_kunit;
 mod ratelimit;
 mod reader_state;
-mod records;
 mod sampler;
 mod sync;
 // The ring-buffer core is shared with the host crate `crates/ringbuf`; parts of
@@ -36,10 +38,6 @@ mod sync;
 #[allow(dead_code, unreachable_pub, unused_imports)]
 #[path = "ringbuf/mod.rs"]
 mod ringbuf;
-#[cfg(oprofile_rs_kunit)]
-mod ringbuf_kunit;
-#[cfg(oprofile_rs_kunit)]
-mod sampler_kunit;
 
 module! {
     type: OprofileModule,

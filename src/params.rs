@@ -22,8 +22,9 @@ pub(crate) mod limits {
     /// Samples per second per CPU in frequency mode (perf's default
     /// `perf_event_max_sample_rate` is the top).
     pub(crate) const SAMPLE_FREQ: (u64, u64) = (1, 100_000);
-    /// Kernel callchain entries recorded per sample.
-    pub(crate) const BACKTRACE_DEPTH: (u64, u64) = (0, 64);
+    /// Kernel callchain entries recorded per sample (the stream format's
+    /// limit).
+    pub(crate) const BACKTRACE_DEPTH: (u64, u64) = (0, crate::format::MAX_DEPTH as u64);
 }
 
 /// The default sample period when neither `sample_period` nor `sample_freq` is given.

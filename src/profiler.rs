@@ -8,7 +8,9 @@ use core::{
     sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, Ordering},
 };
 use kernel::{
+    bindings,
     cpu::{nr_cpu_ids, CpuId},
+    cpumask::Cpumask,
     new_mutex, new_poll_condvar,
     prelude::*,
     sync::{poll::PollCondVar, Arc, Mutex},
@@ -16,16 +18,23 @@ use kernel::{
 
 use crate::{
     event_buffer::EventBuffer,
-    nmi,
+    format::{self, Endian},
     params::{Config, EventChoice},
     perf::{Attr, Counter, Event, Trampoline},
     ratelimit::pr_ratelimited,
     reader_state::ReaderState,
-    records,
     ringbuf::{RecordSwitch, Switches},
     sampler::{now, CpuSampler},
     sync::{self, CpuSync, Reserve, Target},
 };
+
+/// Whether `cpu` is online (the kernel's `cpu_online()`).
+pub(crate) fn cpu_online(cpu: CpuId) -> bool {
+    // SAFETY: `__cpu_online_mask` is a valid cpumask for the kernel's
+    // lifetime, only read here.
+    let online = unsafe { Cpumask::from_raw(&raw const bindings::__cpu_online_mask) };
+    online.test(cpu)
+}
 
 /// The global record switch, bound to debugfs `tracing_on`.
 pub(crate) static TRACING_ON: RecordSwitch = RecordSwitch::new(true);
@@ -166,12 +175,12 @@ impl Profiler {
         };
         let reserve = Reserve::new(n as usize);
         // Room for the reserve and a few of the largest records besides.
-        if config.buffer_size < 2 * reserve.bytes() + 4 * records::MAX_RECORD {
+        if config.buffer_size < 2 * reserve.bytes() + 4 * format::MAX_RECORD {
             pr_err!(
                 "buffer_size={} is too small for {} CPUs: at least {} bytes\n",
                 config.buffer_size,
                 n,
-                2 * reserve.bytes() + 4 * records::MAX_RECORD
+                2 * reserve.bytes() + 4 * format::MAX_RECORD
             );
             return Err(EINVAL);
         }
@@ -249,7 +258,7 @@ impl Profiler {
         let EventChoice::Only(event) = self.config.event else {
             let Some(cpu) = (0..nr_cpu_ids())
                 .filter_map(CpuId::from_u32)
-                .find(|c| nmi::cpu_online(*c))
+                .find(|c| cpu_online(*c))
             else {
                 return Event::CpuClock;
             };
@@ -433,7 +442,7 @@ impl Profiler {
     /// Whether the event buffer is (nearly) too full for the sync to move
     /// more: readers are woken then, whatever the watershed.
     pub(crate) fn nearly_full(&self, eb: &EventBuffer) -> bool {
-        eb.free() < (self.config.buffer_size / 8).max(self.reserve.bytes() + records::MAX_RECORD)
+        eb.free() < (self.config.buffer_size / 8).max(self.reserve.bytes() + format::MAX_RECORD)
     }
 
     /// Moves every CPU's records, one CPU after another.
@@ -477,7 +486,12 @@ impl Profiler {
         }
         if on {
             let t = self.marker_time();
-            let rec = records::tracing(0, t, true);
+            let rec = format::Tracing {
+                cpu: 0,
+                time: t,
+                on: true,
+            }
+            .encoded(Endian::native());
             let mut eb = self.events.lock();
             if !eb.push_keeping(&rec, self.reserve.bytes()) {
                 self.pending_on.store(t, Ordering::Relaxed);
@@ -509,7 +523,12 @@ impl Profiler {
             let _eb = self.events.lock();
             self.pending_on.store(0, Ordering::Relaxed);
         } else {
-            let rec = records::tracing(0, self.marker_time(), false);
+            let rec = format::Tracing {
+                cpu: 0,
+                time: self.marker_time(),
+                on: false,
+            }
+            .encoded(Endian::native());
             if !self.events.lock().push(&rec) {
                 // Cannot happen: the reserve keeps room for it.
                 pr_ratelimited!(pr_err, "event buffer full: tracing off record dropped\n");

@@ -13,13 +13,13 @@
 
 use kernel::prelude::*;
 
-use crate::records;
+use crate::format::{self, Endian};
 
 /// The delivered state. Owned by the profiler behind a mutex that only the
 /// reader of the moment takes (see `device.rs`).
 pub(crate) struct ReaderState {
     /// Per CPU: the last COMM record delivered (all zero: none).
-    comm: KVVec<[u8; records::COMM_LEN]>,
+    comm: KVVec<[u8; format::COMM_LEN]>,
     /// The last TRACING record delivered said off.
     tracing_off: bool,
     /// The current stream's opening records after the header, and how many
@@ -32,7 +32,7 @@ impl ReaderState {
     pub(crate) fn new(nr_cpus: usize) -> Result<Self> {
         let mut comm = KVVec::with_capacity(nr_cpus, GFP_KERNEL)?;
         for _ in 0..nr_cpus {
-            comm.push([0; records::COMM_LEN], GFP_KERNEL)?;
+            comm.push([0; format::COMM_LEN], GFP_KERNEL)?;
         }
         Ok(Self {
             comm,
@@ -48,14 +48,19 @@ impl ReaderState {
         self.prefix.clear();
         self.prefix_read = 0;
         for c in self.comm.iter() {
-            if records::record_len(c) == Some(records::COMM_LEN) {
+            if format::record_len(Endian::native(), c) == Some(format::COMM_LEN) {
                 self.prefix.extend_from_slice(c, GFP_KERNEL)?;
             }
         }
         if self.tracing_off {
             // Its time: that of the stream's start is as good as any, the
             // switch happened before.
-            let rec = records::tracing(0, crate::sampler::now(), false);
+            let rec = format::Tracing {
+                cpu: 0,
+                time: crate::sampler::now(),
+                on: false,
+            }
+            .encoded(Endian::native());
             self.prefix.extend_from_slice(&rec, GFP_KERNEL)?;
         }
         Ok(())
@@ -66,7 +71,10 @@ impl ReaderState {
     pub(crate) fn prefix_chunk(&self, max: usize) -> &[u8] {
         let rest = self.prefix.get(self.prefix_read..).unwrap_or(&[]);
         let mut n = 0;
-        while let Some(len) = rest.get(n..).and_then(records::record_len) {
+        while let Some(len) = rest
+            .get(n..)
+            .and_then(|r| format::record_len(Endian::native(), r))
+        {
             if len == 0 || n + len > max || n + len > rest.len() {
                 break;
             }
@@ -97,21 +105,27 @@ impl ReaderState {
             }
         };
         let mut at = 0;
-        while at + 8 <= n {
-            let kind = u16::from_ne_bytes([byte(at), byte(at + 1)]);
-            let len = usize::from(u16::from_ne_bytes([byte(at + 2), byte(at + 3)]));
-            if len < 8 || at + len > n {
+        while at + format::PREFIX_LEN <= n {
+            let mut head = [0u8; format::PREFIX_LEN];
+            for (i, h) in head.iter_mut().enumerate() {
+                *h = byte(at + i);
+            }
+            let Some(p) = format::Prefix::read(Endian::native(), &head) else {
+                break;
+            };
+            let len = usize::from(p.size);
+            if len < format::PREFIX_LEN || at + len > n {
                 break;
             }
-            if kind == records::COMM && len == records::COMM_LEN {
-                let cpu = usize::from(u16::from_ne_bytes([byte(at + 4), byte(at + 5)]));
-                if let Some(slot) = self.comm.get_mut(cpu) {
+            if p.kind == format::COMM && len == format::COMM_LEN {
+                if let Some(slot) = self.comm.get_mut(usize::from(p.cpu)) {
                     for (i, s) in slot.iter_mut().enumerate() {
                         *s = byte(at + i);
                     }
                 }
-            } else if kind == records::TRACING {
-                self.tracing_off = byte(at + 6) == 0;
+            } else if p.kind == format::TRACING {
+                // Byte 6 of a TRACING record: the new state.
+                self.tracing_off = p.b6 == 0;
             }
             at += len;
         }

@@ -17,14 +17,10 @@ use core::{
 use kernel::prelude::*;
 
 use crate::{
-    params::limits::BACKTRACE_DEPTH,
+    format::{self, Endian, MAX_DEPTH},
     perf::{OverflowHandler, Regs},
-    records,
     ringbuf::{CpuBuffer, Mode, ReserveError, Switches},
 };
-
-/// Most callchain entries a sample can carry.
-pub(crate) const MAX_DEPTH: usize = BACKTRACE_DEPTH.1 as usize;
 
 /// A CPU's callchain scratch space, so that the NMI stack does not hold it.
 ///
@@ -191,7 +187,14 @@ impl CpuSampler {
             && self.last_comm[0].load(Relaxed) == words[0]
             && self.last_comm[1].load(Relaxed) == words[1];
         if !named {
-            match self.write(&records::comm(cpu, ts, pid, tgid, &comm), &[], ts) {
+            let rec = format::Comm {
+                cpu,
+                time: ts,
+                pid,
+                tgid,
+                comm,
+            };
+            match self.write(&rec.encoded(Endian::native()), &[], ts) {
                 Ok(()) => {
                     self.last_pid.store(u64::from(pid), Relaxed);
                     self.last_comm[0].store(words[0], Relaxed);
@@ -212,8 +215,16 @@ impl CpuSampler {
         }
         // The SAMPLE record with `chain` (at most MAX_DEPTH entries) after it.
         let sample = |chain: &[u64]| {
-            let head = records::sample(cpu, kernel_mode, ts, pc, pid, tgid, chain.len() as u8);
-            self.write(&head, chain, ts)
+            let head = format::SampleHead {
+                cpu,
+                kernel: kernel_mode,
+                depth: chain.len() as u8,
+                time: ts,
+                pc,
+                pid,
+                tgid,
+            };
+            self.write(&head.encoded(Endian::native()), chain, ts)
         };
         let result = if kernel_mode && self.depth > 0 {
             self.scratch

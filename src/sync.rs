@@ -24,7 +24,7 @@ use kernel::{new_mutex, prelude::*, sync::Mutex};
 
 use crate::{
     event_buffer::EventBuffer,
-    records,
+    format::{self, Endian},
     ringbuf::ReadError,
     sampler::{now, CpuSampler},
 };
@@ -48,13 +48,13 @@ impl Reserve {
 
     /// Kept free by every ordinary move: one LOST per CPU and a TRACING.
     pub(crate) fn bytes(self) -> usize {
-        records::LOST_LEN * self.nr_cpus + records::TRACING_LEN
+        format::LOST_LEN * self.nr_cpus + format::TRACING_LEN
     }
 }
 
 /// A record consumed from a CPU buffer, not yet in the event buffer.
 struct Staged {
-    buf: [u8; records::MAX_RECORD],
+    buf: [u8; format::MAX_RECORD],
     len: usize,
 }
 
@@ -70,7 +70,7 @@ impl CpuSync {
     pub(crate) fn new() -> impl PinInit<Mutex<CpuSync>> {
         new_mutex!(CpuSync {
             staged: Staged {
-                buf: [0; records::MAX_RECORD],
+                buf: [0; format::MAX_RECORD],
                 len: 0,
             },
             lost_reported: 0,
@@ -117,12 +117,27 @@ pub(crate) fn write_pending_on(
     if t == BLOCKED {
         return false;
     }
-    if eb.push_keeping(&records::tracing(0, t, true), reserve.bytes()) {
+    let on = format::Tracing {
+        cpu: 0,
+        time: t,
+        on: true,
+    };
+    if eb.push_keeping(&on.encoded(Endian::native()), reserve.bytes()) {
         pending_on.store(0, Relaxed);
         true
     } else {
         false
     }
+}
+
+/// A LOST record of `count` samples of `t.cpu`, noticed now.
+fn lost_record(t: &Target<'_>, count: u64) -> [u8; format::LOST_LEN] {
+    format::Lost {
+        cpu: t.cpu.cpu as u16,
+        time: now(),
+        count,
+    }
+    .encoded(Endian::native())
 }
 
 /// Moves what `t.cpu`'s buffer holds into the event buffer, keeping the
@@ -140,7 +155,7 @@ pub(crate) fn sync_cpu(t: &Target<'_>) -> Moved {
             break;
         }
         if lost > st.lost_reported {
-            let rec = records::lost(t.cpu.cpu as u16, now(), lost - st.lost_reported);
+            let rec = lost_record(t, lost - st.lost_reported);
             if !eb.push_keeping(&rec, reserve) {
                 moved.full = true;
                 break;
@@ -195,13 +210,8 @@ pub(crate) fn discard_cpu(t: &Target<'_>) {
     loop {
         if st.staged.len != 0 {
             any = true;
-            let kind = st
-                .staged
-                .buf
-                .first_chunk::<2>()
-                .copied()
-                .unwrap_or_default();
-            if u16::from_ne_bytes(kind) == records::SAMPLE {
+            let kind = format::Prefix::read(Endian::native(), &st.staged.buf).map(|p| p.kind);
+            if kind == Some(format::SAMPLE) {
                 dropped += 1;
             }
         }
@@ -225,9 +235,9 @@ pub(crate) fn discard_cpu(t: &Target<'_>) {
     }
     let lost = t.cpu.counters.sample_lost_overflow.load(Relaxed);
     if lost > st.lost_reported {
-        let rec = records::lost(t.cpu.cpu as u16, now(), lost - st.lost_reported);
+        let rec = lost_record(t, lost - st.lost_reported);
         // Into the reserve, less the TRACING record's part.
-        if t.events.lock().push_keeping(&rec, records::TRACING_LEN) {
+        if t.events.lock().push_keeping(&rec, format::TRACING_LEN) {
             st.lost_reported = lost;
         }
     }

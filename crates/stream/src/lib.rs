@@ -1,9 +1,14 @@
 //! Decoder (and encoder) for the `/dev/oprofile/buffer` stream, version 1.
 //!
-//! The format is specified in `Documentation/stream-format.md`; this crate is
-//! the user-space side of that contract.  It has no dependencies and never
-//! panics on any input: every malformed byte sequence becomes a
-//! [`DecodeError`] carrying the byte offset where decoding stopped.
+//! The format is specified in `Documentation/stream-format.md` and defined in
+//! code once, in `src/format.rs`: the module's own definition (types, sizes,
+//! offsets, encoders, readers), compiled for the host as the `no_std` crate
+//! [`oprofile_format`]. This crate is the user-space side built on it: owned
+//! [`Record`]s, whole-stream decoding with error offsets and warnings, and an
+//! [`Encoder`] for tests and fixtures, both going through the module's
+//! encoders and readers. It never panics on any input: every malformed byte
+//! sequence becomes a [`DecodeError`] carrying the byte offset where decoding
+//! stopped.
 //!
 //! ```
 //! use oprofile_stream::{decode, Encoder, Header, Record, Sample};
@@ -19,76 +24,43 @@
 use std::collections::BTreeSet;
 use std::fmt;
 
+use oprofile_format as format;
+
+/// The stream format's own definition (`src/format.rs`), for readers that
+/// want its field readers and encoders.
+pub use oprofile_format;
+/// Byte order announced by the header.
+pub use oprofile_format::Endian;
+
 /// `OPRFRS\0\n`
-pub const MAGIC: [u8; 8] = *b"OPRFRS\0\n";
+pub const MAGIC: [u8; 8] = format::MAGIC;
 /// The only stream version this crate understands.
-pub const VERSION: u16 = 1;
+pub const VERSION: u16 = format::VERSION;
 /// Size of the header the module writes: the 48-byte fields, then the event
 /// name, NUL-padded, up to byte 96. A longer header's extra bytes are skipped.
-pub const HEADER_SIZE: usize = 96;
+pub const HEADER_SIZE: usize = format::HEADER_LEN;
 /// The smallest valid header (the first modules wrote 64 bytes: a 16-byte
 /// event name field).
-pub const MIN_HEADER_SIZE: usize = 64;
+pub const MIN_HEADER_SIZE: usize = format::MIN_HEADER_LEN;
 /// Offset of the event name field (to the end of the header, at most
 /// [`HEADER_SIZE`]).
-pub const EVENT_NAME_OFFSET: usize = 48;
+pub const EVENT_NAME_OFFSET: usize = format::EVENT_NAME_AT;
 /// Bytes of the event name field in a [`HEADER_SIZE`] header (the longest
 /// name is one byte less: it is NUL-terminated).
-pub const EVENT_NAME_SIZE: usize = HEADER_SIZE - EVENT_NAME_OFFSET;
+pub const EVENT_NAME_SIZE: usize = format::EVENT_NAME_LEN;
 
-pub const TYPE_SAMPLE: u16 = 1;
-pub const TYPE_COMM: u16 = 2;
-pub const TYPE_LOST: u16 = 3;
-pub const TYPE_TRACING: u16 = 4;
+pub const TYPE_SAMPLE: u16 = format::SAMPLE;
+pub const TYPE_COMM: u16 = format::COMM;
+pub const TYPE_LOST: u16 = format::LOST;
+pub const TYPE_TRACING: u16 = format::TRACING;
 
 /// Fixed part of a SAMPLE record (the callchain follows).
-pub const SAMPLE_BASE_SIZE: usize = 32;
-pub const COMM_SIZE: usize = 40;
-pub const LOST_SIZE: usize = 24;
-pub const TRACING_SIZE: usize = 16;
+pub const SAMPLE_BASE_SIZE: usize = format::SAMPLE_LEN;
+pub const COMM_SIZE: usize = format::COMM_LEN;
+pub const LOST_SIZE: usize = format::LOST_LEN;
+pub const TRACING_SIZE: usize = format::TRACING_LEN;
 /// SAMPLE `flags` bit 0.
-pub const SAMPLE_FLAG_KERNEL: u8 = 1;
-
-/// Byte order announced by the header.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Endian {
-    Little,
-    Big,
-}
-
-impl Endian {
-    pub const fn native() -> Endian {
-        if cfg!(target_endian = "big") {
-            Endian::Big
-        } else {
-            Endian::Little
-        }
-    }
-    fn code(self) -> u8 {
-        match self {
-            Endian::Little => 1,
-            Endian::Big => 2,
-        }
-    }
-    fn u16(self, b: [u8; 2]) -> u16 {
-        match self {
-            Endian::Little => u16::from_le_bytes(b),
-            Endian::Big => u16::from_be_bytes(b),
-        }
-    }
-    fn u32(self, b: [u8; 4]) -> u32 {
-        match self {
-            Endian::Little => u32::from_le_bytes(b),
-            Endian::Big => u32::from_be_bytes(b),
-        }
-    }
-    fn u64(self, b: [u8; 8]) -> u64 {
-        match self {
-            Endian::Little => u64::from_le_bytes(b),
-            Endian::Big => u64::from_be_bytes(b),
-        }
-    }
-}
+pub const SAMPLE_FLAG_KERNEL: u8 = format::SAMPLE_FLAG_KERNEL;
 
 /// The stream header.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -118,10 +90,10 @@ impl Default for Header {
         Header {
             version: VERSION,
             header_size: HEADER_SIZE as u16,
-            word_size: 8,
+            word_size: format::WORD_SIZE,
             endian: Endian::native(),
-            clock: 1,
-            sample_source: 2,
+            clock: format::CLOCK_LOCAL,
+            sample_source: format::SOURCE_SOFTWARE,
             nr_cpus: 1,
             backtrace_depth: 0,
             sample_period: 1_000_000,
@@ -140,16 +112,14 @@ impl Header {
 
     /// Sets the event name (truncated to `EVENT_NAME_SIZE - 1` bytes).
     pub fn set_event_name(&mut self, name: &str) {
-        self.event_name = [0; EVENT_NAME_SIZE];
-        let n = name.len().min(EVENT_NAME_SIZE - 1);
-        self.event_name[..n].copy_from_slice(&name.as_bytes()[..n]);
+        self.event_name = format::event_name_field(name.as_bytes());
     }
 
     /// Human-readable sample source.
     pub fn sample_source_name(&self) -> &'static str {
         match self.sample_source {
-            1 => "hardware PMU (NMI)",
-            2 => "software cpu-clock (IRQ)",
+            format::SOURCE_HARDWARE => "hardware PMU (NMI)",
+            format::SOURCE_SOFTWARE => "software cpu-clock (IRQ)",
             _ => "unknown source",
         }
     }
@@ -157,91 +127,62 @@ impl Header {
     /// Encodes the header (always `header_size` bytes, at least 64; extra
     /// bytes are zero; a 64-byte header keeps 16 bytes of the name).
     pub fn encode(&self) -> Vec<u8> {
-        let size = (self.header_size as usize).max(MIN_HEADER_SIZE);
-        let mut out = vec![0u8; size];
-        let e = self.endian;
-        out[0..8].copy_from_slice(&MAGIC);
-        put_u16(e, &mut out[8..10], self.version);
-        put_u16(e, &mut out[10..12], size as u16);
-        out[12] = self.word_size;
-        out[13] = e.code();
-        out[14] = self.clock;
-        out[15] = self.sample_source;
-        put_u32(e, &mut out[16..20], self.nr_cpus);
-        put_u32(e, &mut out[20..24], self.backtrace_depth);
-        put_u64(e, &mut out[24..32], self.sample_period);
-        put_u64(e, &mut out[32..40], self.sample_freq);
-        put_u64(e, &mut out[40..48], self.start_time);
-        let name_end = size.min(HEADER_SIZE);
-        out[EVENT_NAME_OFFSET..name_end]
-            .copy_from_slice(&self.event_name[..name_end - EVENT_NAME_OFFSET]);
+        let h = self.to_format();
+        let mut out = vec![0u8; h.encoded_len()];
+        h.encode(&mut out);
         out
     }
 
     /// Parses a header at the start of `data`.
     pub fn parse(data: &[u8]) -> Result<Header, DecodeError> {
-        if data.len() < 8 {
-            if data.len() < MAGIC.len() && MAGIC.starts_with(data) {
-                return Err(DecodeError::new(
-                    0,
-                    ErrorKind::TruncatedHeader { len: data.len() },
-                ));
-            }
-            return Err(DecodeError::new(0, ErrorKind::BadMagic));
+        let h = format::Header::read(data).map_err(|e| {
+            let kind = match e {
+                format::HeaderError::BadMagic => ErrorKind::BadMagic,
+                format::HeaderError::Truncated { len } => ErrorKind::TruncatedHeader { len },
+                format::HeaderError::BadEndianness(c) => ErrorKind::BadEndianness(c),
+                format::HeaderError::UnsupportedVersion(v) => ErrorKind::UnsupportedVersion(v),
+                format::HeaderError::BadHeaderSize(s) => ErrorKind::BadHeaderSize(s),
+                format::HeaderError::UnsupportedWordSize(w) => ErrorKind::UnsupportedWordSize(w),
+            };
+            DecodeError::new(e.offset() as u64, kind)
+        })?;
+        Ok(Header::from_format(h))
+    }
+
+    /// The header as the format definition has it.
+    pub fn to_format(&self) -> format::Header {
+        format::Header {
+            version: self.version,
+            header_size: self.header_size,
+            word_size: self.word_size,
+            endian: self.endian,
+            clock: self.clock,
+            sample_source: self.sample_source,
+            nr_cpus: self.nr_cpus,
+            backtrace_depth: self.backtrace_depth,
+            sample_period: self.sample_period,
+            sample_freq: self.sample_freq,
+            start_time: self.start_time,
+            event_name: self.event_name,
         }
-        if data[0..8] != MAGIC {
-            return Err(DecodeError::new(0, ErrorKind::BadMagic));
+    }
+
+    /// A header from the format definition's.
+    pub fn from_format(h: format::Header) -> Header {
+        Header {
+            version: h.version,
+            header_size: h.header_size,
+            word_size: h.word_size,
+            endian: h.endian,
+            clock: h.clock,
+            sample_source: h.sample_source,
+            nr_cpus: h.nr_cpus,
+            backtrace_depth: h.backtrace_depth,
+            sample_period: h.sample_period,
+            sample_freq: h.sample_freq,
+            start_time: h.start_time,
+            event_name: h.event_name,
         }
-        if data.len() < 14 {
-            return Err(DecodeError::new(
-                0,
-                ErrorKind::TruncatedHeader { len: data.len() },
-            ));
-        }
-        let endian = match data[13] {
-            1 => Endian::Little,
-            2 => Endian::Big,
-            other => return Err(DecodeError::new(13, ErrorKind::BadEndianness(other))),
-        };
-        let version = endian.u16([data[8], data[9]]);
-        if version != VERSION {
-            return Err(DecodeError::new(8, ErrorKind::UnsupportedVersion(version)));
-        }
-        let header_size = endian.u16([data[10], data[11]]);
-        if (header_size as usize) < MIN_HEADER_SIZE {
-            return Err(DecodeError::new(10, ErrorKind::BadHeaderSize(header_size)));
-        }
-        if data.len() < header_size as usize {
-            return Err(DecodeError::new(
-                0,
-                ErrorKind::TruncatedHeader { len: data.len() },
-            ));
-        }
-        let word_size = data[12];
-        if word_size != 8 {
-            return Err(DecodeError::new(
-                12,
-                ErrorKind::UnsupportedWordSize(word_size),
-            ));
-        }
-        let mut event_name = [0u8; EVENT_NAME_SIZE];
-        let name_end = (header_size as usize).min(HEADER_SIZE);
-        event_name[..name_end - EVENT_NAME_OFFSET]
-            .copy_from_slice(&data[EVENT_NAME_OFFSET..name_end]);
-        Ok(Header {
-            version,
-            header_size,
-            word_size,
-            endian,
-            clock: data[14],
-            sample_source: data[15],
-            nr_cpus: get_u32(endian, data, 16),
-            backtrace_depth: get_u32(endian, data, 20),
-            sample_period: get_u64(endian, data, 24),
-            sample_freq: get_u64(endian, data, 32),
-            start_time: get_u64(endian, data, 40),
-            event_name,
-        })
     }
 }
 
@@ -269,13 +210,13 @@ pub struct Comm {
     pub pid: u32,
     pub tgid: u32,
     /// Raw NUL-padded name; see [`Comm::name`].
-    pub comm: [u8; 16],
+    pub comm: [u8; format::COMM_NAME_LEN],
 }
 
 impl Comm {
     pub fn new(cpu: u16, time: u64, pid: u32, tgid: u32, name: &str) -> Comm {
-        let mut comm = [0u8; 16];
-        let n = name.len().min(16);
+        let mut comm = [0u8; format::COMM_NAME_LEN];
+        let n = name.len().min(format::COMM_NAME_LEN);
         comm[..n].copy_from_slice(&name.as_bytes()[..n]);
         Comm {
             cpu,
@@ -336,7 +277,7 @@ impl Record {
     /// Encoded size in bytes.
     pub fn encoded_size(&self) -> usize {
         match self {
-            Record::Sample(s) => SAMPLE_BASE_SIZE + 8 * s.callchain.len(),
+            Record::Sample(s) => format::SAMPLE_LEN + 8 * s.callchain.len(),
             Record::Comm(_) => COMM_SIZE,
             Record::Lost(_) => LOST_SIZE,
             Record::Tracing(_) => TRACING_SIZE,
@@ -415,7 +356,7 @@ impl fmt::Display for DecodeError {
             ErrorKind::UnsupportedVersion(v) => {
                 write!(f, "unsupported stream version {v} at offset {o} (this tool reads version {VERSION})")
             }
-            ErrorKind::BadHeaderSize(s) => write!(f, "corrupt header: header_size {s} < {HEADER_SIZE} at offset {o}"),
+            ErrorKind::BadHeaderSize(s) => write!(f, "corrupt header: header_size {s} < {MIN_HEADER_SIZE} at offset {o}"),
             ErrorKind::UnsupportedWordSize(w) => {
                 write!(f, "unsupported word_size {w} at offset {o} (only 8-byte kernel pointers are supported)")
             }
@@ -438,13 +379,7 @@ impl std::error::Error for DecodeError {}
 
 /// Name of a record type, for messages.
 pub fn type_name(rtype: u16) -> &'static str {
-    match rtype {
-        TYPE_SAMPLE => "SAMPLE",
-        TYPE_COMM => "COMM",
-        TYPE_LOST => "LOST",
-        TYPE_TRACING => "TRACING",
-        _ => "unknown",
-    }
+    format::type_name(rtype)
 }
 
 /// A non-fatal oddity met while decoding (reported once per kind).
@@ -491,108 +426,58 @@ pub enum Decoded1 {
 /// Decodes one record at the start of `buf`. `offset` is only used for error
 /// messages.  Never panics.
 pub fn decode_record(buf: &[u8], endian: Endian, offset: u64) -> Result<Decoded1, DecodeError> {
-    if buf.len() < 8 {
-        return Err(DecodeError::new(offset, ErrorKind::Truncated));
-    }
-    let rtype = endian.u16([buf[0], buf[1]]);
-    let size16 = endian.u16([buf[2], buf[3]]);
-    let size = size16 as usize;
-    if size < 8 || !size.is_multiple_of(8) {
-        return Err(DecodeError::new(
-            offset,
-            ErrorKind::BadRecordSize {
-                rtype,
-                size: size16,
-            },
-        ));
-    }
-    if buf.len() < size {
-        return Err(DecodeError::new(offset, ErrorKind::Truncated));
-    }
-    let r = &buf[..size];
-    let cpu = endian.u16([r[4], r[5]]);
-    let too_small = |needed: usize| {
-        DecodeError::new(
-            offset,
-            ErrorKind::RecordTooSmall {
-                rtype,
-                size: size16,
+    let p = format::parse(endian, buf).map_err(|e| {
+        let kind = match e {
+            format::RecordError::Truncated => ErrorKind::Truncated,
+            format::RecordError::BadSize { kind, size } => {
+                ErrorKind::BadRecordSize { rtype: kind, size }
+            }
+            format::RecordError::TooSmall { kind, size, needed } => ErrorKind::RecordTooSmall {
+                rtype: kind,
+                size,
                 needed,
             },
-        )
+        };
+        DecodeError::new(offset, kind)
+    })?;
+    let record = match p.fields {
+        None => {
+            return Ok(Decoded1::Unknown {
+                rtype: p.kind,
+                size: p.size(),
+            })
+        }
+        Some(format::Fields::Sample(s)) => Record::Sample(Sample {
+            cpu: s.cpu,
+            kernel: s.kernel,
+            time: s.time,
+            pc: s.pc,
+            pid: s.pid,
+            tgid: s.tgid,
+            callchain: p.callchain().collect(),
+        }),
+        Some(format::Fields::Comm(c)) => Record::Comm(Comm {
+            cpu: c.cpu,
+            time: c.time,
+            pid: c.pid,
+            tgid: c.tgid,
+            comm: c.comm,
+        }),
+        Some(format::Fields::Lost(l)) => Record::Lost(Lost {
+            cpu: l.cpu,
+            time: l.time,
+            count: l.count,
+        }),
+        Some(format::Fields::Tracing(t)) => Record::Tracing(Tracing {
+            cpu: t.cpu,
+            on: t.on,
+            time: t.time,
+        }),
     };
-    let (record, needed) = match rtype {
-        TYPE_SAMPLE => {
-            let depth = r[7] as usize;
-            let needed = SAMPLE_BASE_SIZE + 8 * depth;
-            if size < needed {
-                return Err(too_small(needed));
-            }
-            let callchain = (0..depth)
-                .map(|i| get_u64(endian, r, SAMPLE_BASE_SIZE + 8 * i))
-                .collect();
-            (
-                Record::Sample(Sample {
-                    cpu,
-                    kernel: r[6] & SAMPLE_FLAG_KERNEL != 0,
-                    time: get_u64(endian, r, 8),
-                    pc: get_u64(endian, r, 16),
-                    pid: get_u32(endian, r, 24),
-                    tgid: get_u32(endian, r, 28),
-                    callchain,
-                }),
-                needed,
-            )
-        }
-        TYPE_COMM => {
-            if size < COMM_SIZE {
-                return Err(too_small(COMM_SIZE));
-            }
-            let mut comm = [0u8; 16];
-            comm.copy_from_slice(&r[24..40]);
-            (
-                Record::Comm(Comm {
-                    cpu,
-                    time: get_u64(endian, r, 8),
-                    pid: get_u32(endian, r, 16),
-                    tgid: get_u32(endian, r, 20),
-                    comm,
-                }),
-                COMM_SIZE,
-            )
-        }
-        TYPE_LOST => {
-            if size < LOST_SIZE {
-                return Err(too_small(LOST_SIZE));
-            }
-            (
-                Record::Lost(Lost {
-                    cpu,
-                    time: get_u64(endian, r, 8),
-                    count: get_u64(endian, r, 16),
-                }),
-                LOST_SIZE,
-            )
-        }
-        TYPE_TRACING => {
-            if size < TRACING_SIZE {
-                return Err(too_small(TRACING_SIZE));
-            }
-            (
-                Record::Tracing(Tracing {
-                    cpu,
-                    on: r[6] != 0,
-                    time: get_u64(endian, r, 8),
-                }),
-                TRACING_SIZE,
-            )
-        }
-        _ => return Ok(Decoded1::Unknown { rtype, size }),
-    };
-    if size > needed {
-        Ok(Decoded1::Oversized(record, size))
+    if p.oversized() {
+        Ok(Decoded1::Oversized(record, p.size()))
     } else {
-        Ok(Decoded1::Record(record, size))
+        Ok(Decoded1::Record(record, p.size()))
     }
 }
 
@@ -771,14 +656,17 @@ impl Encoder {
         payload: &[u8],
         size_override: Option<u16>,
     ) -> &mut Self {
-        let mut rec = vec![0u8; 8 + payload.len().div_ceil(8) * 8];
+        let mut rec = vec![0u8; format::PREFIX_LEN + payload.len().div_ceil(8) * 8];
         let size = size_override.unwrap_or(rec.len() as u16);
-        put_u16(self.endian, &mut rec[0..2], rtype);
-        put_u16(self.endian, &mut rec[2..4], size);
-        put_u16(self.endian, &mut rec[4..6], cpu);
-        rec[6] = b6;
-        rec[7] = b7;
-        rec[8..8 + payload.len()].copy_from_slice(payload);
+        format::Prefix {
+            kind: rtype,
+            size,
+            cpu,
+            b6,
+            b7,
+        }
+        .write(self.endian, &mut rec);
+        rec[format::PREFIX_LEN..format::PREFIX_LEN + payload.len()].copy_from_slice(payload);
         self.buf.extend_from_slice(&rec);
         self
     }
@@ -802,90 +690,55 @@ impl Encoder {
     }
 }
 
-/// Encodes one record.
+/// Encodes one record, with the module's encoders (`src/format.rs`).
 ///
 /// # Panics
 /// If a SAMPLE has more than 255 callchain entries.
 pub fn encode_record(r: &Record, e: Endian) -> Vec<u8> {
-    let size = r.encoded_size();
-    let mut out = vec![0u8; size];
-    let (rtype, b6, b7) = match r {
-        Record::Sample(s) => {
-            assert!(s.callchain.len() <= 255, "callchain depth > 255");
-            (
-                TYPE_SAMPLE,
-                if s.kernel { SAMPLE_FLAG_KERNEL } else { 0 },
-                s.callchain.len() as u8,
-            )
-        }
-        Record::Comm(_) => (TYPE_COMM, 0, 0),
-        Record::Lost(_) => (TYPE_LOST, 0, 0),
-        Record::Tracing(t) => (TYPE_TRACING, t.on as u8, 0),
-    };
-    put_u16(e, &mut out[0..2], rtype);
-    put_u16(e, &mut out[2..4], size as u16);
-    put_u16(e, &mut out[4..6], r.cpu());
-    out[6] = b6;
-    out[7] = b7;
-    put_u64(e, &mut out[8..16], r.time());
     match r {
         Record::Sample(s) => {
-            put_u64(e, &mut out[16..24], s.pc);
-            put_u32(e, &mut out[24..28], s.pid);
-            put_u32(e, &mut out[28..32], s.tgid);
-            for (i, a) in s.callchain.iter().enumerate() {
-                let o = SAMPLE_BASE_SIZE + 8 * i;
-                put_u64(e, &mut out[o..o + 8], *a);
-            }
+            assert!(s.callchain.len() <= 255, "callchain depth > 255");
+            let head = format::SampleHead {
+                cpu: s.cpu,
+                kernel: s.kernel,
+                depth: s.callchain.len() as u8,
+                time: s.time,
+                pc: s.pc,
+                pid: s.pid,
+                tgid: s.tgid,
+            };
+            let mut out = vec![0u8; head.size()];
+            out[..format::SAMPLE_LEN].copy_from_slice(&head.encoded(e));
+            format::encode_callchain(e, &s.callchain, &mut out);
+            out
         }
-        Record::Comm(c) => {
-            put_u32(e, &mut out[16..20], c.pid);
-            put_u32(e, &mut out[20..24], c.tgid);
-            out[24..40].copy_from_slice(&c.comm);
+        Record::Comm(c) => format::Comm {
+            cpu: c.cpu,
+            time: c.time,
+            pid: c.pid,
+            tgid: c.tgid,
+            comm: c.comm,
         }
-        Record::Lost(l) => put_u64(e, &mut out[16..24], l.count),
-        Record::Tracing(_) => {}
+        .encoded(e)
+        .to_vec(),
+        Record::Lost(l) => format::Lost {
+            cpu: l.cpu,
+            time: l.time,
+            count: l.count,
+        }
+        .encoded(e)
+        .to_vec(),
+        Record::Tracing(t) => format::Tracing {
+            cpu: t.cpu,
+            time: t.time,
+            on: t.on,
+        }
+        .encoded(e)
+        .to_vec(),
     }
-    out
 }
 
 fn nul_str(b: &[u8]) -> String {
     let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
     String::from_utf8_lossy(&b[..end]).into_owned()
-}
-
-// Callers guarantee bounds (checked sizes above); `get` keeps it panic-free anyway.
-fn get_u32(e: Endian, b: &[u8], at: usize) -> u32 {
-    match b.get(at..at + 4) {
-        Some(s) => e.u32([s[0], s[1], s[2], s[3]]),
-        None => 0,
-    }
-}
-
-fn get_u64(e: Endian, b: &[u8], at: usize) -> u64 {
-    match b.get(at..at + 8) {
-        Some(s) => e.u64([s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]]),
-        None => 0,
-    }
-}
-
-fn put_u16(e: Endian, b: &mut [u8], v: u16) {
-    b.copy_from_slice(&match e {
-        Endian::Little => v.to_le_bytes(),
-        Endian::Big => v.to_be_bytes(),
-    });
-}
-
-fn put_u32(e: Endian, b: &mut [u8], v: u32) {
-    b.copy_from_slice(&match e {
-        Endian::Little => v.to_le_bytes(),
-        Endian::Big => v.to_be_bytes(),
-    });
-}
-
-fn put_u64(e: Endian, b: &mut [u8], v: u64) {
-    b.copy_from_slice(&match e {
-        Endian::Little => v.to_le_bytes(),
-        Endian::Big => v.to_be_bytes(),
-    });
 }

@@ -28,11 +28,13 @@ use kernel::{
     time::{delay::fsleep, Delta},
 };
 
-use crate::{
+use super::{
     kthread::{park, wait_until, Thread},
     nmi,
+};
+use crate::{
     perf::Regs,
-    profiler::stop_recording,
+    profiler::{cpu_online, stop_recording},
     ringbuf::{RecordSwitch, Switches},
     sampler::{mono_ns, now, CpuSampler},
 };
@@ -217,7 +219,7 @@ const TIMEOUT_MS: u32 = 5000;
 fn run(via: Via) -> Result<Outcome> {
     let mut online = (0..nr_cpu_ids())
         .filter_map(CpuId::from_u32)
-        .filter(|c| nmi::cpu_online(*c));
+        .filter(|c| cpu_online(*c));
     let (Some(stopper_cpu), Some(writer_cpu)) = (online.next(), online.next()) else {
         pr_err!("quiesce test: needs two online CPUs\n");
         return Err(ENODEV);

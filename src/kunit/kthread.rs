@@ -24,7 +24,6 @@ pub(crate) fn park() {
 /// Waits, sleeping a millisecond at a time, until `done` holds or `timeout_ms`
 /// have passed; returns whether it holds. (The KUnit tests' wait; the
 /// benchmark waits as long as its run takes.)
-#[cfg(oprofile_rs_kunit)]
 pub(crate) fn wait_until(timeout_ms: u32, done: impl Fn() -> bool) -> bool {
     for _ in 0..timeout_ms {
         if done() {

@@ -6,9 +6,9 @@
 //!   for as long as the registration lives (a pinned object; dropping it
 //!   unregisters the handler and waits for running invocations to finish).
 //! * [`send_nmi`]: sends an NMI IPI to one CPU (also to the calling CPU).
-//! * [`in_nmi`], [`cpu_online`]: the kernel macros of the same names.
+//! * [`in_nmi`]: the kernel macro of the same name.
 //!
-//! The C side (`src/glue.c`, section "NMI handlers") only expands the
+//! The C side (`nmi_glue.c`, built only with the KUnit suites) only expands the
 //! `register_nmi_handler()` macro body on storage owned here and forwards the
 //! inline `__apic_send_IPI_mask()`.
 //!
@@ -22,7 +22,7 @@ use core::marker::{PhantomData, PhantomPinned};
 
 use kernel::{cpu::CpuId, prelude::*, types::Opaque};
 
-use crate::perf::Regs;
+use crate::{perf::Regs, profiler::cpu_online};
 
 mod ffi {
     use core::ffi::{c_char, c_int, c_uint, c_void};
@@ -35,13 +35,12 @@ mod ffi {
         ) -> c_int;
         pub(super) fn oprofile_rs_nmi_unregister_local(name: *const c_char);
         pub(super) fn oprofile_rs_send_nmi(cpu: c_uint);
-        pub(super) fn oprofile_rs_cpu_online(cpu: c_uint) -> bool;
         pub(super) fn oprofile_rs_in_nmi() -> bool;
     }
 }
 
 /// Bytes reserved for the C `struct nmiaction` (`OPROFILE_RS_NMIACTION_BYTES`
-/// in `src/glue.h`; `glue.c` checks at compile time that it fits).
+/// in `nmi_glue.h`; `nmi_glue.c` checks at compile time that it fits).
 const ACTION_WORDS: usize = 64 / 8;
 /// Bytes of the unique handler name (see [`Registration`]).
 const NAME_BYTES: usize = 48;
@@ -197,12 +196,6 @@ pub(crate) fn send_nmi(cpu: CpuId) {
     // SAFETY: `cpu` is a valid, online CPU number; sending an IPI has no
     // other precondition (the APIC code disables interrupts itself).
     unsafe { ffi::oprofile_rs_send_nmi(cpu.as_u32()) }
-}
-
-/// Whether `cpu` is online.
-pub(crate) fn cpu_online(cpu: CpuId) -> bool {
-    // SAFETY: `cpu` is below `nr_cpu_ids` (a `CpuId` invariant).
-    unsafe { ffi::oprofile_rs_cpu_online(cpu.as_u32()) }
 }
 
 /// Whether the caller runs in NMI context.

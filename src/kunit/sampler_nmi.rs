@@ -4,7 +4,7 @@
 //!
 //! There is no PMU on the test machines, so perf never delivers an overflow
 //! as an NMI there. This test drives the same code from real NMIs instead: a
-//! CPU-local NMI handler ([`crate::nmi`]) calls [`CpuSampler`] through its
+//! CPU-local NMI handler ([`super::nmi`]) calls [`CpuSampler`] through its
 //! [`OverflowHandler`] entry (what perf's overflow trampoline calls) with the
 //! NMI's registers, for every self-NMI IPI the test sends while it spins on
 //! its CPU. Checked: every NMI is handled in NMI context and counted as
@@ -19,10 +19,10 @@ use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
 use kernel::{cpu::CpuId, prelude::*};
 
+use super::nmi;
 use crate::{
-    nmi,
+    format::{self, Endian, Fields},
     perf::{OverflowHandler, Regs},
-    records,
     ringbuf::{ReadError, RecordSwitch, Switches},
     sampler::{self, CpuSampler},
 };
@@ -82,30 +82,6 @@ struct Outcome {
     before_comm: u64,
 }
 
-fn u8_at(b: &[u8], at: usize) -> u8 {
-    b.get(at).copied().unwrap_or(0)
-}
-
-fn u16_at(b: &[u8], at: usize) -> u16 {
-    u16::from_ne_bytes([u8_at(b, at), u8_at(b, at + 1)])
-}
-
-fn u32_at(b: &[u8], at: usize) -> u32 {
-    let mut w = [0u8; 4];
-    if let Some(s) = b.get(at..at + 4) {
-        w.copy_from_slice(s);
-    }
-    u32::from_ne_bytes(w)
-}
-
-fn u64_at(b: &[u8], at: usize) -> u64 {
-    let mut w = [0u8; 8];
-    if let Some(s) = b.get(at..at + 8) {
-        w.copy_from_slice(s);
-    }
-    u64::from_ne_bytes(w)
-}
-
 /// Sends `n` NMIs to the running CPU, each sampled into a fresh sampler of
 /// `bytes` with callchains up to `depth`, then reads everything back.
 fn run(bytes: usize, depth: u32, n: u32) -> Result<Outcome> {
@@ -147,41 +123,40 @@ fn run(bytes: usize, depth: u32, n: u32) -> Result<Outcome> {
     out.aborted = c.backtrace_aborted.load(Ordering::Relaxed);
     let (me, _, _) = sampler::current_task();
     let mut named = false;
-    let mut buf = KVec::from_elem(0u8, records::MAX_RECORD, GFP_KERNEL)?;
+    let mut buf = KVec::from_elem(0u8, format::MAX_RECORD, GFP_KERNEL)?;
     loop {
         match sampler.buffer.consume(&mut buf) {
             Ok(info) => {
                 let rec = buf.get(..info.len).unwrap_or(&[]);
-                let kind = u16_at(rec, 0);
-                match kind {
-                    records::COMM => {
-                        out.comms += 1;
-                        named |= u32_at(rec, 16) == me;
-                    }
-                    records::SAMPLE => {
-                        out.samples += 1;
-                        if !named {
-                            out.before_comm += 1;
+                // Read with the format's own parser, as a user-space reader
+                // would: a record whose size is not the ring entry's length
+                // or that does not parse counts as "other".
+                let parsed = format::parse(Endian::native(), rec).ok();
+                match parsed.filter(|p| p.size() == info.len) {
+                    Some(p) => match p.fields {
+                        Some(Fields::Comm(c)) => {
+                            out.comms += 1;
+                            named |= c.pid == me;
                         }
-                        let kernel = u8_at(rec, 6) & 1 == 1;
-                        let chain = usize::from(u8_at(rec, 7));
-                        if !kernel || u64_at(rec, 16) == 0 || u32_at(rec, 24) != me {
-                            out.bad_samples += 1;
+                        Some(Fields::Sample(s)) => {
+                            out.samples += 1;
+                            if !named {
+                                out.before_comm += 1;
+                            }
+                            if !s.kernel || s.pc == 0 || s.pid != me {
+                                out.bad_samples += 1;
+                            }
+                            if s.depth > 0 {
+                                out.with_chain += 1;
+                            }
+                            let bad_entry = p.callchain().any(|a| a < 0xffff_8000_0000_0000);
+                            if u32::from(s.depth) > depth || p.oversized() || bad_entry {
+                                out.bad_chains += 1;
+                            }
                         }
-                        if chain > 0 {
-                            out.with_chain += 1;
-                        }
-                        let bad_entry = (0..chain).any(|i| {
-                            u64_at(rec, records::SAMPLE_LEN + 8 * i) < 0xffff_8000_0000_0000
-                        });
-                        if chain > depth as usize
-                            || info.len != records::SAMPLE_LEN + 8 * chain
-                            || bad_entry
-                        {
-                            out.bad_chains += 1;
-                        }
-                    }
-                    _ => out.other_records += 1,
+                        _ => out.other_records += 1,
+                    },
+                    None => out.other_records += 1,
                 }
             }
             Err(ReadError::Empty) => break,

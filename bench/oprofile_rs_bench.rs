@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! oprofile_rs_bench: the ring-buffer writer benchmark (`ringbuf_bench.rs`)
-//! as a module of its own, so that no benchmark code ships in
-//! `oprofile_rs.ko`. It is built with the test rig's KUnit variant
+//! as a module of its own (as ftrace ships `ring_buffer_benchmark.ko`), so
+//! that no benchmark code ships in `oprofile_rs.ko`: its sources live in
+//! `bench/`, outside the module's `src/`. It is built with the test rig's KUnit variant
 //! (`OPROFILE_RS_KUNIT=1`), never in the module users load.
 //!
 //! `insmod oprofile_rs_bench.ko secs=N` runs the benchmark during the load
@@ -15,12 +16,15 @@
 
 use kernel::prelude::*;
 
-// `wait_until` serves the KUnit tests of oprofile_rs.ko.
+// The kthread helper of the KUnit suites (`src/kunit/`); `wait_until` serves
+// only them.
 #[allow(dead_code)]
+#[path = "../src/kunit/kthread.rs"]
 mod kthread;
 // The ring-buffer core is shared with `oprofile_rs.ko` and the host crate
 // `crates/ringbuf`; the benchmark uses part of its API.
 #[allow(dead_code, unreachable_pub, unused_imports)]
+#[path = "../src/ringbuf/mod.rs"]
 mod ringbuf;
 mod ringbuf_bench;
 

@@ -6,7 +6,7 @@
 //!
 //! * task context: a kthread bound to `W` writing records in a loop;
 //! * hard IRQ: a pinned hrtimer on `W` firing every [`TIMER_PERIOD_US`] µs;
-//! * NMI: a CPU-local NMI handler ([`crate::nmi`]) that writes one record per
+//! * NMI: a CPU-local NMI handler ([`super::nmi`]) that writes one record per
 //!   NMI IPI sent to `W`: by the reader from CPU `R` (lands at any instruction
 //!   of the writers) and by the task and IRQ writers to themselves in the
 //!   middle of an open record (forces nesting depth 2 and 3).
@@ -40,8 +40,9 @@ use kernel::{
     },
 };
 
-use crate::kthread::{park, wait_until, Thread};
-use crate::nmi;
+use super::kthread::{park, wait_until, Thread};
+use super::nmi;
+use crate::profiler::cpu_online;
 use crate::ringbuf::{CpuBuffer, Mode, RecordSwitch, Stats, Switches};
 use crate::sampler::mono_ns;
 
@@ -433,7 +434,7 @@ fn run(mode: Mode, words: usize) -> Result<Option<Report>> {
     let (Some(w), Some(r)) = (CpuId::from_u32(0), CpuId::from_u32(1)) else {
         return Ok(None);
     };
-    if !nmi::cpu_online(w) || !nmi::cpu_online(r) {
+    if !cpu_online(w) || !cpu_online(r) {
         return Ok(None);
     }
     let stress = Stress::new(mode, words, w)?;

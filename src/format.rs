@@ -1,0 +1,847 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The `/dev/oprofile/buffer` stream format, version 1: its one definition.
+//!
+//! `Documentation/stream-format.md` describes the format in prose; this file
+//! is the format in code: record types, sizes and field offsets, the header
+//! layout, flags and limits, encoders that write into a caller's buffer and
+//! readers of every field. A format change is made here and nowhere else.
+//!
+//! It is both a module of the kernel crate (`mod format;` in
+//! `src/oprofile.rs`: the sampler, the sync and the device write and read
+//! records with it) and the root of the host crate `oprofile-format`
+//! (`crates/format`), on which the decoder `oprofile-stream`
+//! (`crates/stream`) is built, so that the decoder's tests and fuzzing run the
+//! module's own encoders. It only uses `core`: no allocation, no panicking
+//! code path (every read is bounds-checked and says `None` rather than
+//! indexing out of range).
+//!
+//! # Byte order
+//!
+//! Every integer of the header and of the records is in the byte order of the
+//! machine that wrote the stream, which the header announces (byte 13, see
+//! [`Endian::code`]). The module writes [`Endian::native`]; readers take the
+//! order as a parameter ([`Header::read`] finds it). The module builds for
+//! x86-64 only (its C glue drives the x86 unwinder), where that order is
+//! little-endian, the order in which the per-CPU ring buffers hand back the
+//! words a writer stored as words (a callchain): a big-endian port must make
+//! the two agree.
+//!
+//! # Layout summary
+//!
+//! * Header ([`Header`], [`HEADER_LEN`] bytes, at least [`MIN_HEADER_LEN`]).
+//! * Records, 8-byte aligned, each starting with a [`Prefix`] (type, size,
+//!   cpu, two type-specific bytes): [`SampleHead`] + callchain, [`Comm`],
+//!   [`Lost`], [`Tracing`]. [`parse`] checks and reads one record.
+
+#![cfg_attr(format_host, no_std)]
+#![deny(
+    missing_docs,
+    clippy::indexing_slicing,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::unreachable,
+    clippy::todo,
+    clippy::unimplemented
+)]
+
+// ---------------------------------------------------------------------------
+// Byte order and field access
+// ---------------------------------------------------------------------------
+
+/// Byte order of a stream's integers, announced by its header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Endian {
+    /// Least significant byte first (header code `1`).
+    Little,
+    /// Most significant byte first (header code `2`).
+    Big,
+}
+
+impl Endian {
+    /// The order of the machine compiling this: the order the module writes.
+    pub const fn native() -> Endian {
+        if cfg!(target_endian = "big") {
+            Endian::Big
+        } else {
+            Endian::Little
+        }
+    }
+
+    /// The header's code for this order (byte 13).
+    pub const fn code(self) -> u8 {
+        match self {
+            Endian::Little => 1,
+            Endian::Big => 2,
+        }
+    }
+
+    /// The order a header code announces, if it is one.
+    pub const fn from_code(code: u8) -> Option<Endian> {
+        match code {
+            1 => Some(Endian::Little),
+            2 => Some(Endian::Big),
+            _ => None,
+        }
+    }
+
+    /// The `u16` at `at` in `buf`, if `buf` holds it.
+    pub fn read_u16(self, buf: &[u8], at: usize) -> Option<u16> {
+        let b = array(buf, at)?;
+        Some(match self {
+            Endian::Little => u16::from_le_bytes(b),
+            Endian::Big => u16::from_be_bytes(b),
+        })
+    }
+
+    /// The `u32` at `at` in `buf`, if `buf` holds it.
+    pub fn read_u32(self, buf: &[u8], at: usize) -> Option<u32> {
+        let b = array(buf, at)?;
+        Some(match self {
+            Endian::Little => u32::from_le_bytes(b),
+            Endian::Big => u32::from_be_bytes(b),
+        })
+    }
+
+    /// The `u64` at `at` in `buf`, if `buf` holds it.
+    pub fn read_u64(self, buf: &[u8], at: usize) -> Option<u64> {
+        let b = array(buf, at)?;
+        Some(match self {
+            Endian::Little => u64::from_le_bytes(b),
+            Endian::Big => u64::from_be_bytes(b),
+        })
+    }
+
+    /// `v` in this order.
+    pub const fn u16_bytes(self, v: u16) -> [u8; 2] {
+        match self {
+            Endian::Little => v.to_le_bytes(),
+            Endian::Big => v.to_be_bytes(),
+        }
+    }
+
+    /// `v` in this order.
+    pub const fn u32_bytes(self, v: u32) -> [u8; 4] {
+        match self {
+            Endian::Little => v.to_le_bytes(),
+            Endian::Big => v.to_be_bytes(),
+        }
+    }
+
+    /// `v` in this order.
+    pub const fn u64_bytes(self, v: u64) -> [u8; 8] {
+        match self {
+            Endian::Little => v.to_le_bytes(),
+            Endian::Big => v.to_be_bytes(),
+        }
+    }
+}
+
+/// The `N` bytes at `at` in `buf`, if `buf` holds them.
+fn array<const N: usize>(buf: &[u8], at: usize) -> Option<[u8; N]> {
+    buf.get(at..at.checked_add(N)?)?.first_chunk::<N>().copied()
+}
+
+/// The byte at `at` in `buf` (`0` past its end).
+fn byte(buf: &[u8], at: usize) -> u8 {
+    buf.get(at).copied().unwrap_or(0)
+}
+
+/// Copies `bytes` to `at` in `buf`; nothing if they would not fit (every
+/// caller writes fields at constant offsets of a buffer of constant size).
+fn put(buf: &mut [u8], at: usize, bytes: &[u8]) {
+    let end = at.saturating_add(bytes.len());
+    if let Some(dst) = buf.get_mut(at..end) {
+        dst.copy_from_slice(bytes);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Stream header
+// ---------------------------------------------------------------------------
+
+/// The first 8 bytes of every stream.
+pub const MAGIC: [u8; 8] = *b"OPRFRS\0\n";
+/// The format version (unchanged when record types or header bytes are added:
+/// readers skip what they do not know).
+pub const VERSION: u16 = 1;
+/// Bytes of the header the module writes: 48 bytes of fields, then the event
+/// name up to byte 96.
+pub const HEADER_LEN: usize = 96;
+/// The smallest valid header: the first modules wrote 64 bytes (a 16-byte
+/// event name field).
+pub const MIN_HEADER_LEN: usize = 64;
+/// Where the event name field starts; it runs to `min(header_size, HEADER_LEN)`.
+pub const EVENT_NAME_AT: usize = 48;
+/// Bytes of the event name field of a [`HEADER_LEN`] header; names are at
+/// most one byte shorter (always NUL-terminated).
+pub const EVENT_NAME_LEN: usize = HEADER_LEN - EVENT_NAME_AT;
+/// Bytes in a kernel pointer (the only word size of version 1).
+pub const WORD_SIZE: u8 = 8;
+/// Header `clock`: `local_clock()` nanoseconds since boot.
+pub const CLOCK_LOCAL: u8 = 1;
+/// Header `sample_source`: a hardware PMU event (NMI context).
+pub const SOURCE_HARDWARE: u8 = 1;
+/// Header `sample_source`: the software cpu-clock event (hard-IRQ context).
+pub const SOURCE_SOFTWARE: u8 = 2;
+
+/// Header field offsets.
+mod hdr {
+    pub(super) const VERSION: usize = 8;
+    pub(super) const HEADER_SIZE: usize = 10;
+    pub(super) const WORD_SIZE: usize = 12;
+    pub(super) const ENDIAN: usize = 13;
+    pub(super) const CLOCK: usize = 14;
+    pub(super) const SOURCE: usize = 15;
+    pub(super) const NR_CPUS: usize = 16;
+    pub(super) const DEPTH: usize = 20;
+    pub(super) const PERIOD: usize = 24;
+    pub(super) const FREQ: usize = 32;
+    pub(super) const START: usize = 40;
+}
+
+/// The stream header's fields.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Header {
+    /// [`VERSION`].
+    pub version: u16,
+    /// Bytes of the header (at least [`MIN_HEADER_LEN`]); records start there.
+    pub header_size: u16,
+    /// [`WORD_SIZE`].
+    pub word_size: u8,
+    /// Byte order of every integer of the stream.
+    pub endian: Endian,
+    /// [`CLOCK_LOCAL`].
+    pub clock: u8,
+    /// [`SOURCE_HARDWARE`] or [`SOURCE_SOFTWARE`].
+    pub sample_source: u8,
+    /// Possible CPUs (CPU numbers in records are below it).
+    pub nr_cpus: u32,
+    /// Deepest kernel callchain recorded (0 = none).
+    pub backtrace_depth: u32,
+    /// Event period (events, or ns for cpu-clock); 0 in frequency mode.
+    pub sample_period: u64,
+    /// Samples per second per CPU in frequency mode; 0 in period mode.
+    pub sample_freq: u64,
+    /// Clock value when the stream was opened.
+    pub start_time: u64,
+    /// NUL-padded event name (see [`event_name_field`]).
+    pub event_name: [u8; EVENT_NAME_LEN],
+}
+
+/// Why a header cannot be read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeaderError {
+    /// The data does not start with [`MAGIC`].
+    BadMagic,
+    /// The data ends inside the header (`len` bytes).
+    Truncated {
+        /// Bytes of data.
+        len: usize,
+    },
+    /// Byte 13 is no byte-order code.
+    BadEndianness(u8),
+    /// A version other than [`VERSION`].
+    UnsupportedVersion(u16),
+    /// A `header_size` below [`MIN_HEADER_LEN`].
+    BadHeaderSize(u16),
+    /// A word size other than [`WORD_SIZE`].
+    UnsupportedWordSize(u8),
+}
+
+impl HeaderError {
+    /// Offset of the offending field (0 for the magic and truncation).
+    pub const fn offset(&self) -> usize {
+        match self {
+            HeaderError::BadMagic | HeaderError::Truncated { .. } => 0,
+            HeaderError::BadEndianness(_) => hdr::ENDIAN,
+            HeaderError::UnsupportedVersion(_) => hdr::VERSION,
+            HeaderError::BadHeaderSize(_) => hdr::HEADER_SIZE,
+            HeaderError::UnsupportedWordSize(_) => hdr::WORD_SIZE,
+        }
+    }
+}
+
+/// The event name field for `name`: its first `EVENT_NAME_LEN - 1` bytes,
+/// NUL-padded (the one truncation rule of writers).
+pub fn event_name_field(name: &[u8]) -> [u8; EVENT_NAME_LEN] {
+    let mut field = [0u8; EVENT_NAME_LEN];
+    let n = name.len().min(EVENT_NAME_LEN - 1);
+    put(&mut field, 0, name.get(..n).unwrap_or(&[]));
+    field
+}
+
+impl Header {
+    /// The bytes [`Header::encode`] writes: `header_size`, at least
+    /// [`MIN_HEADER_LEN`].
+    pub fn encoded_len(&self) -> usize {
+        usize::from(self.header_size).max(MIN_HEADER_LEN)
+    }
+
+    /// Writes the header into the first [`Header::encoded_len`] bytes of
+    /// `out` (in `self.endian`), with that length as `header_size`; bytes
+    /// past the event name field are zero, and a 64-byte header keeps the
+    /// name's first 16 bytes. Returns the length, or `None` (nothing written)
+    /// if `out` is shorter.
+    pub fn encode(&self, out: &mut [u8]) -> Option<usize> {
+        let len = self.encoded_len();
+        let out = out.get_mut(..len)?;
+        out.fill(0);
+        let e = self.endian;
+        // `len` came from a u16 (or is MIN_HEADER_LEN).
+        let size = u16::try_from(len).unwrap_or(u16::MAX);
+        put(out, 0, &MAGIC);
+        put(out, hdr::VERSION, &e.u16_bytes(self.version));
+        put(out, hdr::HEADER_SIZE, &e.u16_bytes(size));
+        put(out, hdr::WORD_SIZE, &[self.word_size]);
+        put(out, hdr::ENDIAN, &[e.code()]);
+        put(out, hdr::CLOCK, &[self.clock]);
+        put(out, hdr::SOURCE, &[self.sample_source]);
+        put(out, hdr::NR_CPUS, &e.u32_bytes(self.nr_cpus));
+        put(out, hdr::DEPTH, &e.u32_bytes(self.backtrace_depth));
+        put(out, hdr::PERIOD, &e.u64_bytes(self.sample_period));
+        put(out, hdr::FREQ, &e.u64_bytes(self.sample_freq));
+        put(out, hdr::START, &e.u64_bytes(self.start_time));
+        let name_len = len.min(HEADER_LEN) - EVENT_NAME_AT;
+        put(
+            out,
+            EVENT_NAME_AT,
+            self.event_name.get(..name_len).unwrap_or(&[]),
+        );
+        Some(len)
+    }
+
+    /// Reads and checks the header at the start of `data` (which must hold
+    /// all `header_size` bytes). A header longer than [`HEADER_LEN`] is
+    /// accepted: its extra bytes are for later versions.
+    pub fn read(data: &[u8]) -> Result<Header, HeaderError> {
+        let truncated = HeaderError::Truncated { len: data.len() };
+        match data.first_chunk::<8>() {
+            Some(m) if *m == MAGIC => {}
+            Some(_) => return Err(HeaderError::BadMagic),
+            None if MAGIC.starts_with(data) => return Err(truncated),
+            None => return Err(HeaderError::BadMagic),
+        }
+        if data.len() <= hdr::ENDIAN {
+            return Err(truncated);
+        }
+        let code = byte(data, hdr::ENDIAN);
+        let endian = Endian::from_code(code).ok_or(HeaderError::BadEndianness(code))?;
+        let version = endian.read_u16(data, hdr::VERSION).ok_or(truncated)?;
+        if version != VERSION {
+            return Err(HeaderError::UnsupportedVersion(version));
+        }
+        let header_size = endian.read_u16(data, hdr::HEADER_SIZE).ok_or(truncated)?;
+        if usize::from(header_size) < MIN_HEADER_LEN {
+            return Err(HeaderError::BadHeaderSize(header_size));
+        }
+        if data.len() < usize::from(header_size) {
+            return Err(truncated);
+        }
+        let word_size = byte(data, hdr::WORD_SIZE);
+        if word_size != WORD_SIZE {
+            return Err(HeaderError::UnsupportedWordSize(word_size));
+        }
+        let name_end = usize::from(header_size).min(HEADER_LEN);
+        let mut event_name = [0u8; EVENT_NAME_LEN];
+        put(
+            &mut event_name,
+            0,
+            data.get(EVENT_NAME_AT..name_end).unwrap_or(&[]),
+        );
+        let u32_at = |at| endian.read_u32(data, at).unwrap_or(0);
+        let u64_at = |at| endian.read_u64(data, at).unwrap_or(0);
+        Ok(Header {
+            version,
+            header_size,
+            word_size,
+            endian,
+            clock: byte(data, hdr::CLOCK),
+            sample_source: byte(data, hdr::SOURCE),
+            nr_cpus: u32_at(hdr::NR_CPUS),
+            backtrace_depth: u32_at(hdr::DEPTH),
+            sample_period: u64_at(hdr::PERIOD),
+            sample_freq: u64_at(hdr::FREQ),
+            start_time: u64_at(hdr::START),
+            event_name,
+        })
+    }
+
+    /// The event name up to its first NUL.
+    pub fn event_name_bytes(&self) -> &[u8] {
+        let end = self
+            .event_name
+            .iter()
+            .position(|&c| c == 0)
+            .unwrap_or(EVENT_NAME_LEN);
+        self.event_name.get(..end).unwrap_or(&[])
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Records
+// ---------------------------------------------------------------------------
+
+/// Record type: a sample ([`SampleHead`] and its callchain).
+pub const SAMPLE: u16 = 1;
+/// Record type: a task's name ([`Comm`]).
+pub const COMM: u16 = 2;
+/// Record type: samples a CPU could not record ([`Lost`]).
+pub const LOST: u16 = 3;
+/// Record type: `tracing_on` changed ([`Tracing`]).
+pub const TRACING: u16 = 4;
+
+/// Records are aligned to, and their sizes are multiples of, 8 bytes.
+pub const RECORD_ALIGN: usize = 8;
+/// Bytes of the [`Prefix`] that starts every record (the smallest record).
+pub const PREFIX_LEN: usize = 8;
+/// Bytes of a SAMPLE without callchain (each entry adds 8).
+pub const SAMPLE_LEN: usize = 32;
+/// Bytes of a COMM record.
+pub const COMM_LEN: usize = 40;
+/// Bytes of a LOST record.
+pub const LOST_LEN: usize = 24;
+/// Bytes of a TRACING record.
+pub const TRACING_LEN: usize = 16;
+/// Bytes of a task name in a COMM record (NUL-padded, `TASK_COMM_LEN`).
+pub const COMM_NAME_LEN: usize = 16;
+/// SAMPLE flags (byte 6) bit: the sample was taken in kernel mode.
+pub const SAMPLE_FLAG_KERNEL: u8 = 1;
+/// The deepest callchain the module records (the `backtrace_depth`
+/// parameter's maximum; the depth byte could say 255).
+pub const MAX_DEPTH: usize = 64;
+/// The largest record the module writes: a SAMPLE with the deepest callchain.
+pub const MAX_RECORD: usize = SAMPLE_LEN + 8 * MAX_DEPTH;
+
+/// Field offsets shared by several record types.
+const TIME_AT: usize = 8;
+
+/// Bytes of a SAMPLE with `depth` callchain entries.
+pub const fn sample_len(depth: u8) -> usize {
+    SAMPLE_LEN + 8 * depth as usize
+}
+
+/// The name of a record type, `"unknown"` for a type this version does not
+/// define. (For the host decoder's messages: not in the module.)
+#[cfg(format_host)]
+pub const fn type_name(kind: u16) -> &'static str {
+    match kind {
+        SAMPLE => "SAMPLE",
+        COMM => "COMM",
+        LOST => "LOST",
+        TRACING => "TRACING",
+        _ => "unknown",
+    }
+}
+
+/// The 8 bytes that start every record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Prefix {
+    /// Record type ([`SAMPLE`], ...).
+    pub kind: u16,
+    /// Bytes of the whole record, prefix included.
+    pub size: u16,
+    /// The CPU the record comes from.
+    pub cpu: u16,
+    /// Type-specific byte 6 (SAMPLE flags, TRACING state; else 0).
+    pub b6: u8,
+    /// Type-specific byte 7 (SAMPLE depth; else 0).
+    pub b7: u8,
+}
+
+impl Prefix {
+    /// Reads the prefix at the start of `rec`, if it holds one (no check of
+    /// the fields: see [`parse`]).
+    pub fn read(e: Endian, rec: &[u8]) -> Option<Prefix> {
+        Some(Prefix {
+            kind: e.read_u16(rec, 0)?,
+            size: e.read_u16(rec, 2)?,
+            cpu: e.read_u16(rec, 4)?,
+            b6: *rec.get(6)?,
+            b7: *rec.get(7)?,
+        })
+    }
+
+    /// Writes the prefix into `out`'s first 8 bytes (nothing if shorter).
+    pub fn write(&self, e: Endian, out: &mut [u8]) {
+        if let Some(out) = out.first_chunk_mut::<PREFIX_LEN>() {
+            put(out, 0, &e.u16_bytes(self.kind));
+            put(out, 2, &e.u16_bytes(self.size));
+            put(out, 4, &e.u16_bytes(self.cpu));
+            put(out, 6, &[self.b6, self.b7]);
+        }
+    }
+}
+
+/// The size of the record at the start of `rec` (its `size` field), if `rec`
+/// holds a prefix.
+pub fn record_len(e: Endian, rec: &[u8]) -> Option<usize> {
+    e.read_u16(rec, 2).map(usize::from)
+}
+
+/// The fixed part of a SAMPLE record; `depth` callchain entries (`u64`,
+/// innermost caller first, the `pc` not repeated) follow it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SampleHead {
+    /// The sampled CPU.
+    pub cpu: u16,
+    /// Taken in kernel mode ([`SAMPLE_FLAG_KERNEL`]).
+    pub kernel: bool,
+    /// Callchain entries following the fixed part.
+    pub depth: u8,
+    /// Clock of the header.
+    pub time: u64,
+    /// The sampled instruction address.
+    pub pc: u64,
+    /// Thread id (`task->pid`).
+    pub pid: u32,
+    /// Process id.
+    pub tgid: u32,
+}
+
+impl SampleHead {
+    /// Bytes of the whole record: [`sample_len`] of the depth.
+    pub const fn size(&self) -> usize {
+        sample_len(self.depth)
+    }
+
+    /// Writes the fixed part (whose size field counts the callchain).
+    pub fn encode(&self, e: Endian, out: &mut [u8; SAMPLE_LEN]) {
+        let flags = if self.kernel { SAMPLE_FLAG_KERNEL } else { 0 };
+        let size = u16::try_from(self.size()).unwrap_or(u16::MAX);
+        Prefix {
+            kind: SAMPLE,
+            size,
+            cpu: self.cpu,
+            b6: flags,
+            b7: self.depth,
+        }
+        .write(e, out);
+        put(out, TIME_AT, &e.u64_bytes(self.time));
+        put(out, 16, &e.u64_bytes(self.pc));
+        put(out, 24, &e.u32_bytes(self.pid));
+        put(out, 28, &e.u32_bytes(self.tgid));
+    }
+
+    /// The fixed part's bytes.
+    pub fn encoded(&self, e: Endian) -> [u8; SAMPLE_LEN] {
+        let mut b = [0u8; SAMPLE_LEN];
+        self.encode(e, &mut b);
+        b
+    }
+
+    /// Reads the fixed part of the SAMPLE record `rec` (no check of its
+    /// type or size: see [`parse`]), if `rec` holds it.
+    pub fn read(e: Endian, rec: &[u8]) -> Option<SampleHead> {
+        let p = Prefix::read(e, rec)?;
+        Some(SampleHead {
+            cpu: p.cpu,
+            kernel: p.b6 & SAMPLE_FLAG_KERNEL != 0,
+            depth: p.b7,
+            time: e.read_u64(rec, TIME_AT)?,
+            pc: e.read_u64(rec, 16)?,
+            pid: e.read_u32(rec, 24)?,
+            tgid: e.read_u32(rec, 28)?,
+        })
+    }
+}
+
+/// Writes `chain` as the callchain of a SAMPLE record whose fixed part starts
+/// `out`. Returns the record's length, or `None` (nothing written) if `out`
+/// cannot hold it. (For the host encoder: the module's sampler stores the
+/// callchain as words straight into its ring buffer, see `sampler.rs`.)
+#[cfg(format_host)]
+pub fn encode_callchain(e: Endian, chain: &[u64], out: &mut [u8]) -> Option<usize> {
+    let end = SAMPLE_LEN.checked_add(chain.len().checked_mul(8)?)?;
+    let dst = out.get_mut(SAMPLE_LEN..end)?;
+    for (d, v) in dst.chunks_exact_mut(8).zip(chain) {
+        d.copy_from_slice(&e.u64_bytes(*v));
+    }
+    Some(end)
+}
+
+/// The callchain entries of a SAMPLE record, innermost caller first.
+#[derive(Debug, Clone)]
+pub struct Callchain<'a> {
+    /// The entries not read yet (whole words).
+    words: &'a [u8],
+    endian: Endian,
+}
+
+impl Iterator for Callchain<'_> {
+    type Item = u64;
+
+    fn next(&mut self) -> Option<u64> {
+        let (w, rest) = self.words.split_first_chunk::<8>()?;
+        self.words = rest;
+        self.endian.read_u64(w, 0)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let n = self.words.len() / 8;
+        (n, Some(n))
+    }
+}
+
+impl ExactSizeIterator for Callchain<'_> {}
+
+/// The callchain of the SAMPLE record `rec`: as many of the `depth` entries
+/// its fixed part announces as `rec` holds.
+pub fn callchain(e: Endian, rec: &[u8]) -> Callchain<'_> {
+    let depth = rec.get(7).copied().unwrap_or(0);
+    let end = sample_len(depth).min(rec.len());
+    let words = rec.get(SAMPLE_LEN..end).unwrap_or(&[]);
+    Callchain {
+        words: words.get(..words.len() / 8 * 8).unwrap_or(&[]),
+        endian: e,
+    }
+}
+
+/// A COMM record: a task's name, written before the first sample of a task
+/// on a CPU that last saw another task or name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Comm {
+    /// The CPU.
+    pub cpu: u16,
+    /// Clock of the header.
+    pub time: u64,
+    /// Thread id.
+    pub pid: u32,
+    /// Process id.
+    pub tgid: u32,
+    /// The task's name, NUL-padded.
+    pub comm: [u8; COMM_NAME_LEN],
+}
+
+impl Comm {
+    /// Writes the record.
+    pub fn encode(&self, e: Endian, out: &mut [u8; COMM_LEN]) {
+        fixed_prefix(COMM, COMM_LEN, self.cpu, 0).write(e, out);
+        put(out, TIME_AT, &e.u64_bytes(self.time));
+        put(out, 16, &e.u32_bytes(self.pid));
+        put(out, 20, &e.u32_bytes(self.tgid));
+        put(out, 24, &self.comm);
+    }
+
+    /// The record's bytes.
+    pub fn encoded(&self, e: Endian) -> [u8; COMM_LEN] {
+        let mut b = [0u8; COMM_LEN];
+        self.encode(e, &mut b);
+        b
+    }
+
+    /// Reads the COMM record `rec` (no check of its type or size: see
+    /// [`parse`]), if `rec` holds it.
+    pub fn read(e: Endian, rec: &[u8]) -> Option<Comm> {
+        Some(Comm {
+            cpu: Prefix::read(e, rec)?.cpu,
+            time: e.read_u64(rec, TIME_AT)?,
+            pid: e.read_u32(rec, 16)?,
+            tgid: e.read_u32(rec, 20)?,
+            comm: array(rec, 24)?,
+        })
+    }
+}
+
+/// A LOST record: `count` samples of `cpu` its ring buffer could not take,
+/// noticed at `time`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lost {
+    /// The CPU.
+    pub cpu: u16,
+    /// When the sync noticed the loss.
+    pub time: u64,
+    /// Samples lost.
+    pub count: u64,
+}
+
+impl Lost {
+    /// Writes the record.
+    pub fn encode(&self, e: Endian, out: &mut [u8; LOST_LEN]) {
+        fixed_prefix(LOST, LOST_LEN, self.cpu, 0).write(e, out);
+        put(out, TIME_AT, &e.u64_bytes(self.time));
+        put(out, 16, &e.u64_bytes(self.count));
+    }
+
+    /// The record's bytes.
+    pub fn encoded(&self, e: Endian) -> [u8; LOST_LEN] {
+        let mut b = [0u8; LOST_LEN];
+        self.encode(e, &mut b);
+        b
+    }
+
+    /// Reads the LOST record `rec` (no check of its type or size: see
+    /// [`parse`]), if `rec` holds it.
+    pub fn read(e: Endian, rec: &[u8]) -> Option<Lost> {
+        Some(Lost {
+            cpu: Prefix::read(e, rec)?.cpu,
+            time: e.read_u64(rec, TIME_AT)?,
+            count: e.read_u64(rec, 16)?,
+        })
+    }
+}
+
+/// A TRACING record: `tracing_on` switched to `on`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tracing {
+    /// The CPU that wrote it (the module writes 0).
+    pub cpu: u16,
+    /// Time of the switch.
+    pub time: u64,
+    /// The new state (byte 6: `1` on, `0` off).
+    pub on: bool,
+}
+
+impl Tracing {
+    /// Writes the record.
+    pub fn encode(&self, e: Endian, out: &mut [u8; TRACING_LEN]) {
+        fixed_prefix(TRACING, TRACING_LEN, self.cpu, u8::from(self.on)).write(e, out);
+        put(out, TIME_AT, &e.u64_bytes(self.time));
+    }
+
+    /// The record's bytes.
+    pub fn encoded(&self, e: Endian) -> [u8; TRACING_LEN] {
+        let mut b = [0u8; TRACING_LEN];
+        self.encode(e, &mut b);
+        b
+    }
+
+    /// Reads the TRACING record `rec` (no check of its type or size: see
+    /// [`parse`]), if `rec` holds it.
+    pub fn read(e: Endian, rec: &[u8]) -> Option<Tracing> {
+        let p = Prefix::read(e, rec)?;
+        Some(Tracing {
+            cpu: p.cpu,
+            time: e.read_u64(rec, TIME_AT)?,
+            on: p.b6 != 0,
+        })
+    }
+}
+
+/// The prefix of a fixed-size record.
+const fn fixed_prefix(kind: u16, len: usize, cpu: u16, b6: u8) -> Prefix {
+    Prefix {
+        kind,
+        size: len as u16,
+        cpu,
+        b6,
+        b7: 0,
+    }
+}
+
+/// The fields of a record of a type this version defines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fields {
+    /// A SAMPLE's fixed part (its callchain: [`Parsed::callchain`]).
+    Sample(SampleHead),
+    /// A COMM record.
+    Comm(Comm),
+    /// A LOST record.
+    Lost(Lost),
+    /// A TRACING record.
+    Tracing(Tracing),
+}
+
+/// One record, checked by [`parse`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Parsed<'a> {
+    /// Its type.
+    pub kind: u16,
+    /// Its bytes (`size` of them, a multiple of 8, at least 8).
+    pub bytes: &'a [u8],
+    /// Its fields; `None` for a type this version does not define (skip
+    /// `bytes`).
+    pub fields: Option<Fields>,
+    /// Bytes this version defines for it (`bytes.len()` for unknown types).
+    pub needed: usize,
+    /// Byte order of the stream.
+    pub endian: Endian,
+}
+
+impl Parsed<'_> {
+    /// Bytes of the record.
+    pub fn size(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// Whether the record is larger than this version defines (later
+    /// versions may append fields; readers ignore them).
+    pub fn oversized(&self) -> bool {
+        self.bytes.len() > self.needed
+    }
+
+    /// A SAMPLE's callchain (empty for other types).
+    pub fn callchain(&self) -> Callchain<'_> {
+        match self.fields {
+            Some(Fields::Sample(_)) => callchain(self.endian, self.bytes),
+            _ => callchain(self.endian, &[]),
+        }
+    }
+}
+
+/// Why a record cannot be read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecordError {
+    /// The data ends inside the record (or inside its prefix).
+    Truncated,
+    /// `size` below 8 or not a multiple of 8: corruption.
+    BadSize {
+        /// The record's type.
+        kind: u16,
+        /// Its `size` field.
+        size: u16,
+    },
+    /// `size` too small for the record's type (and, for a SAMPLE, depth).
+    TooSmall {
+        /// The record's type.
+        kind: u16,
+        /// Its `size` field.
+        size: u16,
+        /// The bytes the type needs.
+        needed: usize,
+    },
+}
+
+/// Checks and reads the record at the start of `buf` (which may hold more
+/// records after it).
+pub fn parse(e: Endian, buf: &[u8]) -> Result<Parsed<'_>, RecordError> {
+    let p = Prefix::read(e, buf).ok_or(RecordError::Truncated)?;
+    let size = usize::from(p.size);
+    if size < PREFIX_LEN || size % RECORD_ALIGN != 0 {
+        return Err(RecordError::BadSize {
+            kind: p.kind,
+            size: p.size,
+        });
+    }
+    let rec = buf.get(..size).ok_or(RecordError::Truncated)?;
+    let needed = match p.kind {
+        SAMPLE => sample_len(p.b7),
+        COMM => COMM_LEN,
+        LOST => LOST_LEN,
+        TRACING => TRACING_LEN,
+        _ => size,
+    };
+    let too_small = RecordError::TooSmall {
+        kind: p.kind,
+        size: p.size,
+        needed,
+    };
+    if size < needed {
+        return Err(too_small);
+    }
+    let fields = match p.kind {
+        SAMPLE => Some(Fields::Sample(SampleHead::read(e, rec).ok_or(too_small)?)),
+        COMM => Some(Fields::Comm(Comm::read(e, rec).ok_or(too_small)?)),
+        LOST => Some(Fields::Lost(Lost::read(e, rec).ok_or(too_small)?)),
+        TRACING => Some(Fields::Tracing(Tracing::read(e, rec).ok_or(too_small)?)),
+        _ => None,
+    };
+    Ok(Parsed {
+        kind: p.kind,
+        bytes: rec,
+        fields,
+        needed,
+        endian: e,
+    })
+}
