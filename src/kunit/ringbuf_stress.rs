@@ -521,36 +521,46 @@ fn print(name: &str, r: &Report) {
 mod tests {
     use super::*;
 
-    /// The checks common to both modes.
-    fn check_common(r: &Report) {
-        assert!(!r.timed_out);
-        assert_eq!(r.nmi_pending, 0);
-        assert_eq!(r.torn, 0);
-        assert_eq!(r.reordered, 0);
-        assert_eq!(r.bad_ts, 0);
-        assert_eq!(r.errors, 0);
-        assert_eq!(r.wrong_context, 0);
+    /// The checks common to both modes: the first that fails, by its text.
+    /// (A helper's `assert!` would be core's, which panics and oopses the
+    /// kernel; only the test bodies get KUnit's.)
+    fn check_common(r: &Report) -> Option<&'static str> {
+        macro_rules! check {
+            ($cond:expr) => {
+                if !($cond) {
+                    return Some(stringify!($cond));
+                }
+            };
+        }
+        check!(!r.timed_out);
+        check!(r.nmi_pending == 0);
+        check!(r.torn == 0);
+        check!(r.reordered == 0);
+        check!(r.bad_ts == 0);
+        check!(r.errors == 0);
+        check!(r.wrong_context == 0);
         // Every writer kind ran, the NMI one in NMI context (checked by
         // `wrong_context`), and writers really interrupted open records.
         for k in 0..KINDS {
-            assert!(r.attempts[k] > 0);
-            assert_eq!(r.attempts[k], r.committed[k] + r.failed[k]);
-            assert!(r.read[k] <= r.committed[k]);
+            check!(r.attempts[k] > 0);
+            check!(r.attempts[k] == r.committed[k] + r.failed[k]);
+            check!(r.read[k] <= r.committed[k]);
         }
-        assert!(r.nested[IRQ] + r.nested[NMI] > 0);
-        assert!(r.max_depth >= 2);
+        check!(r.nested[IRQ] + r.nested[NMI] > 0);
+        check!(r.max_depth >= 2);
         let st = &r.stats;
         let committed: u64 = r.committed.iter().sum();
         let failed: u64 = r.failed.iter().sum();
         let read: u64 = r.read.iter().sum();
-        assert_eq!(st.committed, committed);
-        assert_eq!(st.discarded, 0);
-        assert_eq!(st.dropped_disabled, 0);
-        assert_eq!(st.dropped_full + st.commit_overrun, failed);
-        assert_eq!(st.read, read);
-        assert_eq!(st.entries, 0);
-        assert_eq!(st.committed, st.read + st.overrun);
-        assert!(r.lost_reported <= st.lost());
+        check!(st.committed == committed);
+        check!(st.discarded == 0);
+        check!(st.dropped_disabled == 0);
+        check!(st.dropped_full + st.commit_overrun == failed);
+        check!(st.read == read);
+        check!(st.entries == 0);
+        check!(st.committed == st.read + st.overrun);
+        check!(r.lost_reported <= st.lost());
+        None
     }
 
     #[test]
@@ -559,7 +569,11 @@ mod tests {
         assert!(r.is_ok());
         if let Ok(Some(r)) = r {
             print("producer/consumer", &r);
-            check_common(&r);
+            let failed = check_common(&r);
+            if let Some(what) = failed {
+                pr_err!("ringbuf stress: check failed: {what}\n");
+            }
+            assert!(failed.is_none());
             assert_eq!(r.stats.overrun, 0);
             // Nothing overwritten: every committed record was read.
             assert_eq!(r.read, r.committed);
@@ -572,7 +586,11 @@ mod tests {
         assert!(r.is_ok());
         if let Ok(Some(r)) = r {
             print("overwrite", &r);
-            check_common(&r);
+            let failed = check_common(&r);
+            if let Some(what) = failed {
+                pr_err!("ringbuf stress: check failed: {what}\n");
+            }
+            assert!(failed.is_none());
             assert_eq!(r.stats.dropped_full, 0);
         }
     }
