@@ -65,6 +65,18 @@ module_build_dir() {
     echo "$CACHE/module/$(basename "$1")${2:+-kunit}-$(checkout_key)"
 }
 
+# guest_bins: builds the guest programs (tests/guest/*.c, static) of this
+# checkout into their own directory (two checkouts sharing a cache never
+# run each other's) and prints that directory.
+guest_bins() {
+    local dir=$CACHE/guest-bin/$(checkout_key) c
+    mkdir -p "$dir"
+    for c in "$REPO"/tests/guest/*.c; do
+        gcc -static -O2 -Wall -Werror -o "$dir/$(basename "$c" .c)" "$c" || die "building $c failed"
+    done
+    echo "$dir"
+}
+
 # Cargo's target directory for this checkout (outside the repository).
 cargo_target_dir() {
     echo "$CACHE/target/$(checkout_key)"
