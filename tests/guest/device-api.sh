@@ -32,6 +32,11 @@ expect_eq "tracing_on follows the ioctl" "$(cat $DBG/tracing_on)" "1"
 expect_eq "FLUSH" "$(/tmp/probe ioctl $DEV flush wronly)" "ok 0"
 expect_eq "an unknown ioctl: ENOTTY" "$(/tmp/probe ioctl $DEV bogus wronly)" "err ENOTTY"
 
+# A blocked read and a signal that does not kill (SIGALRM, no SA_RESTART).
+echo 0 >$DBG/tracing_on
+expect_eq "a signal interrupts a blocked read: EINTR" "$(/tmp/probe readsig $DEV 1048576 300)" "err EINTR"
+echo 1 >$DBG/tracing_on
+
 # Threads sharing one file: one stream, one header.
 out=$(/tmp/probe threads $DEV 1500)
 expect_eq "two threads reading one file get one header, no error" "$out" "headers 1 errors 0"

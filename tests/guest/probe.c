@@ -34,6 +34,9 @@
  *   probe readto FILE SIZE SECS    a read of the 96-byte header, then one
  *                                  blocking read of SIZE bytes, interrupted by
  *                                  SIGALRM (no SA_RESTART) after SECS s
+ *   probe readsig FILE SIZE MS  read what is there, then one blocking read of
+ *                                  SIZE bytes interrupted by SIGALRM (no
+ *                                  SA_RESTART, sent by a child) after MS ms
  *   probe -u UID ...               drop to UID/GID first (permission tests)
  *
  * Prints "ok N" (bytes) or "err ENAME" and exits 0 unless usage is wrong.
@@ -288,6 +291,33 @@ int main(int argc, char **argv)
 			pthread_join(t[i], NULL);
 		printf("headers %d errors %d\n", headers, errors);
 		return 0;
+	}
+	if (!strcmp(cmd, "readsig") && argc >= 5) {
+		/* Reads what is there (O_NONBLOCK), then one blocking read of
+		 * SIZE bytes interrupted after MS ms by SIGALRM (no SA_RESTART). */
+		size_t n = strtoul(argv[3], NULL, 0);
+		long ms = atol(argv[4]);
+		char *buf = malloc(n + STREAM_HEADER);
+		struct sigaction sa = { .sa_handler = on_alarm };
+		int fd = open(path, O_RDONLY);
+		if (fd < 0)
+			return report(-1);
+		fcntl(fd, F_SETFL, O_NONBLOCK); /* what is there already */
+		while (read(fd, buf, n) > 0)
+			;
+		fcntl(fd, F_SETFL, 0);
+		sigaction(SIGALRM, &sa, NULL);
+		/* A child sends the signal: the test kernels have no POSIX timers
+		 * (setitimer and alarm are ENOSYS there). */
+		pid_t parent = getpid();
+		if (fork() == 0) {
+			usleep(ms * 1000);
+			kill(parent, SIGALRM);
+			_exit(0);
+		}
+		long r = read(fd, buf, n);
+		wait(NULL);
+		return report(r);
 	}
 	if (!strcmp(cmd, "readto") && argc >= 5) {
 		size_t n = strtoul(argv[3], NULL, 0);

@@ -3,12 +3,14 @@
  * torture: hostile, concurrent use of the oprofile_rs module's files,
  * seeded and replayable (tests/guest/torture.sh drives it).
  *
- *   torture SEED SECS    runs these processes for SECS seconds:
+ *   torture SEED SECS [ROLES]  runs these processes for SECS seconds (ROLES
+ *                        picks some: r reader, c control, m rmmod, h hotplug,
+ *                        one letter per process; default rrrcmh):
  *     3 readers   loop: open the device (random O_NONBLOCK, now and then
- *                 O_WRONLY), 1-6 reads of random sizes (0, tiny, a header,
+ *                 O_WRONLY), 1-12 reads of random sizes (0, tiny, a header,
  *                 odd, 1 MiB), some after poll/select/epoll, blocking reads
- *                 interrupted by SIGALRM from setitimer (with and without
- *                 SA_RESTART), random ioctls, close. Every record read is
+ *                 interrupted by SIGALRM from setitimer and from the main
+ *                 process (with and without SA_RESTART), random ioctls, close. Every record read is
  *                 checked (whole, well formed, no sample between a TRACING
  *                 off and on) and counted per CPU.
  *     1 control   writes 0/1 and garbage of random lengths to tracing_on and
@@ -262,6 +264,7 @@ static void random_ioctl(int fd)
 
 static void reader(void)
 {
+	set_alarm_handler(1);
 	while (!sh->stop) {
 		int nonblock = below(2);
 		if (below(10) == 0) { /* a control file: no reader slot */
@@ -285,7 +288,7 @@ static void reader(void)
 			continue;
 		}
 		struct stream s = { 0 };
-		int reads = 1 + below(6);
+		int reads = 1 + below(12);
 		for (int i = 0; i < reads && !sh->stop; i++) {
 			long size = read_size();
 			if (below(3) == 0) {
@@ -296,9 +299,13 @@ static void reader(void)
 			}
 			if (below(8) == 0)
 				random_ioctl(fd);
-			if (!nonblock && below(3) == 0) {
-				/* Drain with O_NONBLOCK set on the open file, then block
-				 * on the empty buffer: the alarm interrupts the wait. */
+			long alarm_us = 1000 + below(50000);
+			int stopped = 0;
+			if (!nonblock && below(2) == 0) {
+				/* Stop recording (now and then), drain with O_NONBLOCK set
+				 * on the open file, then block on the empty buffer: the
+				 * alarm interrupts the wait unless data comes first. */
+				stopped = below(2) && ioctl(fd, IOC_TRACING_OFF) == 0;
 				fcntl(fd, F_SETFL, O_NONBLOCK);
 				long r = 0;
 				for (int j = 0; j < 64 && (r = read(fd, readbuf, sizeof(readbuf))) > 0; j++) {
@@ -310,15 +317,18 @@ static void reader(void)
 					violation("draining read: %s", strerrorname_np(errno));
 				fcntl(fd, F_SETFL, 0);
 				size = sizeof(readbuf);
+				alarm_us = 20000 + below(100000); /* while it waits for data */
 			}
 			if (!nonblock) {
 				set_alarm_handler(below(2));
-				alarm_in_us(1000 + below(50000));
+				alarm_in_us(alarm_us);
 			}
 			long r = read(fd, readbuf, size);
 			int e = errno;
 			if (!nonblock)
 				alarm_in_us(0);
+			if (stopped && ioctl(fd, IOC_TRACING_ON))
+				violation("TRACING_ON ioctl: %s", strerrorname_np(errno));
 			ADD(reads, 1);
 			if (r > 0) {
 				ADD(bytes, r);
@@ -556,16 +566,33 @@ int main(int argc, char **argv)
 		print_counts();
 		return sh->violations != 0;
 	}
-	if (argc != 3) {
-		fprintf(stderr, "usage: torture SEED SECS | torture drain\n");
+	if (argc != 3 && argc != 4) {
+		fprintf(stderr, "usage: torture SEED SECS [ROLES] | torture drain\n");
 		return 2;
 	}
 	uint64_t seed = strtoull(argv[1], NULL, 0);
 	int secs = atoi(argv[2]);
-	static void (*const roles[])(void) = { reader, reader, reader, control, rmmod_while_open, hotplug };
-	static const char *const names[] = { "reader0", "reader1", "reader2", "control", "rmmod", "hotplug" };
-	enum { NROLES = sizeof(roles) / sizeof(roles[0]) };
-	pid_t pids[NROLES];
+	const char *letters = argc == 4 ? argv[3] : "rrrcmh";
+	enum { MAX_ROLES = 16 };
+	void (*roles[MAX_ROLES])(void);
+	char names[MAX_ROLES][16];
+	pid_t pids[MAX_ROLES];
+	int NROLES = 0;
+	for (const char *l = letters; *l && NROLES < MAX_ROLES; l++, NROLES++) {
+		static const struct { char letter; void (*fn)(void); const char *name; } kinds[] = {
+			{ 'r', reader, "reader" }, { 'c', control, "control" },
+			{ 'm', rmmod_while_open, "rmmod" }, { 'h', hotplug, "hotplug" },
+		};
+		int k = 0;
+		while (k < 4 && kinds[k].letter != *l)
+			k++;
+		if (k == 4) {
+			fprintf(stderr, "torture: unknown role '%c' (r, c, m, h)\n", *l);
+			return 2;
+		}
+		roles[NROLES] = kinds[k].fn;
+		snprintf(names[NROLES], sizeof(names[NROLES]), "%s%d", kinds[k].name, NROLES);
+	}
 	for (int i = 0; i < NROLES; i++) {
 		pids[i] = fork();
 		if (pids[i] == 0) {
@@ -575,14 +602,25 @@ int main(int argc, char **argv)
 			_exit(0);
 		}
 	}
-	sleep(secs);
+	/* Meanwhile, SIGALRM to random processes every 0.5-20 ms (with kill:
+	 * the test kernels have no POSIX timers, so the readers' setitimer
+	 * calls are ENOSYS there; on other kernels both send signals). */
+	rng = seed * 1000003 + 999;
+	double end = now_s() + secs;
+	while (now_s() < end) {
+		int i = below(NROLES);
+		if (roles[i] == reader && pids[i] > 0)
+			kill(pids[i], SIGALRM);
+		nap_us(500 + below(19500));
+	}
 	sh->stop = 1;
 	/* Readers blocked with SA_RESTART wake when data comes: record, flush. */
 	write_file(DBG "tracing_on", "1", 1);
 	double t0 = now_s(), last_flush = 0;
 	int left = NROLES;
 	while (left > 0 && now_s() - t0 < 20) {
-		if (now_s() - last_flush > 0.2) {
+		if (now_s() - last_flush > 0.2) { /* (control may have turned it off again) */
+			write_file(DBG "tracing_on", "1", 1);
 			write_file(DBG "flush", "1", 1);
 			last_flush = now_s();
 		}
@@ -599,6 +637,15 @@ int main(int argc, char **argv)
 	}
 	for (int i = 0; i < NROLES; i++)
 		if (pids[i] > 0) {
+			char path[64], stack[2048] = "";
+			snprintf(path, sizeof(path), "/proc/%d/stack", pids[i]);
+			int fd = open(path, O_RDONLY);
+			if (fd >= 0) {
+				long n = read(fd, stack, sizeof(stack) - 1);
+				stack[n > 0 ? n : 0] = 0;
+				close(fd);
+			}
+			printf("%s (pid %d) did not stop; its kernel stack:\n%s", names[i], pids[i], stack);
 			violation("%s did not stop within 20 s (hung)", names[i]);
 			kill(pids[i], SIGKILL);
 			waitpid(pids[i], NULL, 0);

@@ -3,7 +3,8 @@
 # The torture: hostile, concurrent use of every file of the module while it
 # samples at 20 kHz with tiny buffers and callchains, CPU 1 going offline
 # and online, for TORTURE_SECS (default 20) seconds. Seeded: it prints its
-# seed, and `SEED=N tests/run-guest [--debug] torture` replays it.
+# seed, and `SEED=N tests/run-guest [--debug] torture` replays it
+# (TORTURE_ROLES picks the processes, see torture.c).
 # Afterwards the accounting is exact for everything the streams held, the
 # module still records, unload is clean; then insmod/rmmod race with opens,
 # and kmemleak (debug kernel) finds nothing.
@@ -14,9 +15,16 @@ echo "torture: seed $seed, $secs s (replay: SEED=$seed tests/run-guest [--debug]
 tiny="cpu_buffer_size=4096 buffer_size=65536 sample_freq=20000 backtrace_depth=16"
 check "insmod ($tiny)" insmod /oprofile_rs.ko $tiny
 /tmp/workload $((secs + 5)) >/dev/null & /tmp/workload $((secs + 5)) >/dev/null &
-/tmp/torture "$seed" "$secs" >/tmp/t.txt; rc=$?
+/tmp/torture "$seed" "$secs" ${TORTURE_ROLES:-} >/tmp/t.txt; rc=$?
 cat /tmp/t.txt
 expect_eq "torture: only documented answers, no hang, every stream well formed" "$rc" 0
+# It tested what it says: each path was taken (counts printed above).
+count() { sed -n "s/.*[ (]$1 \([0-9]*\).*/\1/p" /tmp/t.txt | head -1; }
+for what in streams eagain eintr einval polls busy; do
+    check "the torture took the '$what' path ($(count $what))" [ "$(count $what)" -gt 0 ]
+done
+case ${TORTURE_ROLES:-rrrcmh} in *m*) check "rmmod was refused while files were open ($(count refused))" [ "$(count refused)" -gt 0 ] ;; esac
+case ${TORTURE_ROLES:-rrrcmh} in *h*) check "CPU 1 went offline and online ($(count cycles))" [ "$(count cycles)" -gt 0 ] ;; esac
 cat $DBG/stats >/tmp/stats.txt
 wait
 # The accounting, exact for what every stream held: per CPU, samples + lost
