@@ -11,7 +11,7 @@ n=${1:-1000}
 rm -f /tmp/cycles.stop
 ( while [ ! -e /tmp/cycles.stop ]; do
       /tmp/probe read $DEV 65536 nonblock
-      echo 0 >$DBG/tracing_on 2>/dev/null; echo 1 >$DBG/tracing_on 2>/dev/null
+      /tmp/probe write $DBG/tracing_on 0; /tmp/probe write $DBG/tracing_on 1
   done >/tmp/cycles-reads.txt 2>&1 ) &
 racer=$!
 i=0 bad=0
@@ -36,5 +36,5 @@ kill $w1 $w2; wait $w1 $w2 2>/dev/null
 expect_eq "$n insmod/rmmod cycles, every insmod succeeded" "$bad" 0
 sed 's/^ok [0-9]*$/ok N/' /tmp/cycles-reads.txt | sort | uniq -c
 odd=$(grep -cvE '^(ok [0-9]+|err (EAGAIN|EBUSY|ENOENT|ENODEV|ENXIO))$' /tmp/cycles-reads.txt)
-check "reads racing the cycles got only documented answers ($odd others)" [ "$odd" -eq 0 ]
+check "reads and tracing_on writes racing the cycles got only documented answers ($odd others)" [ "$odd" -eq 0 ]
 finish
