@@ -36,6 +36,16 @@ samples_while_off() {
     awk '/TRACING off/ { off = 1; next } /TRACING on/ { off = 0; next }
          off && !/LOST/ { n++ } END { print n + 0 }' "$1"
 }
+# check_kmemleak [WHEN]: on a kernel with kmemleak (the debug one), scans
+# and checks that nothing leaked; elsewhere says the check runs on --debug.
+check_kmemleak() {
+    local k=/sys/kernel/debug/kmemleak leaks
+    if [ ! -f $k ]; then echo "(kmemleak not in this kernel; leak check runs on --debug)"; return; fi
+    echo scan >$k; echo scan >$k
+    leaks=$(grep -c 'unreferenced object' $k)
+    grep -A12 'unreferenced object' $k | head -40
+    expect_eq "kmemleak finds no leak${1:+ $1}" "$leaks" 0
+}
 finish() {
     if [ "$failures" -ne 0 ]; then echo "$failures check(s) failed"; exit 1; fi
     echo "all checks passed"

@@ -68,10 +68,5 @@ sort /tmp/race.txt | sed 's/^ok [0-9]*$/ok N/' | sort | uniq -c
 odd=$(grep -cvE '^(ok [0-9]+|err (EAGAIN|EBUSY|ENOENT|ENODEV|ENXIO))$' /tmp/race.txt)
 check "opens and reads racing insmod/rmmod get only documented answers ($odd others)" [ "$odd" -eq 0 ]
 
-if [ -f /sys/kernel/debug/kmemleak ]; then
-    echo scan >/sys/kernel/debug/kmemleak; echo scan >/sys/kernel/debug/kmemleak
-    leaks=$(grep -c 'unreferenced object' /sys/kernel/debug/kmemleak)
-    grep -A12 'unreferenced object' /sys/kernel/debug/kmemleak | head -40
-    expect_eq "kmemleak finds no leak" "$leaks" 0
-fi
+check_kmemleak
 finish

@@ -24,11 +24,7 @@ while [ $i -lt "$n" ]; do
     i=$((i + 1))
     if [ $((i % 100)) -eq 0 ]; then
         echo "cycle $i"
-        if [ -f /sys/kernel/debug/kmemleak ]; then
-            echo scan >/sys/kernel/debug/kmemleak
-            leaks=$(grep -c 'unreferenced object' /sys/kernel/debug/kmemleak)
-            [ "$leaks" -eq 0 ] || { fail "kmemleak after $i cycles: $leaks"; grep -A12 'unreferenced object' /sys/kernel/debug/kmemleak | head -30; }
-        fi
+        check_kmemleak "after $i cycles"
     fi
 done
 touch /tmp/cycles.stop; wait $racer
