@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0 OR MIT
 
 //! The `/dev/oprofile/buffer` stream format, version 1: its one definition.
 //!
