@@ -4,6 +4,7 @@
 
 pub mod firefox;
 pub mod folded;
+pub mod mapevents;
 pub mod pprof;
 pub mod profile;
 pub mod record;
