@@ -495,6 +495,12 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
         info.push(format!("kernel-release: {}", r.trim()));
     }
 
+    // Targets of -p must exist (checked first: kallsyms takes a while).
+    for &p in &opts.pids {
+        if !running(&opts.proc_root, p) {
+            bail!("-p {p}: no such process");
+        }
+    }
     let mut dev = OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK)
@@ -540,13 +546,6 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
         Err(e) => info.push(format!("modules: not captured: {e}")),
     }
 
-    // Targets of -p must exist now.
-    for &p in &opts.pids {
-        if !running(&opts.proc_root, p) {
-            let _ = std::fs::remove_file(&opts.output);
-            bail!("-p {p}: no such process");
-        }
-    }
     match own_vdso() {
         Some(v) => {
             info.push(format!("vdso: captured ({} bytes)", v.len()));

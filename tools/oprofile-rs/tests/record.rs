@@ -551,3 +551,43 @@ fn record_p_stops_when_the_processes_exit_and_rejects_bad_pids() {
         assert!(!out.exists(), "{args:?} left {}", out.display());
     }
 }
+
+#[test]
+fn analyses_of_a_record_p_recording_keep_its_processes_unless_all() {
+    let mut live = StdCommand::new("sleep").arg("20").spawn().unwrap();
+    let p = live.id();
+    let other = DEAD_PID;
+    let dir = tempfile::tempdir().unwrap();
+    let dev = dir.path().join("dev");
+    std::fs::write(&dev, stream_for(&[p, other])).unwrap();
+    let out = dir.path().join("rec");
+    let o = record_cmd(&out, &dev, &dir.path().join("nope"))
+        .args(["--duration", "0.3", "-p", &p.to_string()])
+        .output()
+        .unwrap();
+    let _ = live.kill();
+    let _ = live.wait();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let script = |extra: &[&str]| {
+        let o = Command::cargo_bin("oprofile-rs")
+            .unwrap()
+            .args(["script", "-q", "-i", out.to_str().unwrap()])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(o.status.success());
+        let pids: Vec<String> = String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .map(|l| l.split_whitespace().nth(2).unwrap().to_string())
+            .collect();
+        pids
+    };
+    let mine = format!("{p}/{p}");
+    let theirs = format!("{other}/{other}");
+    assert_eq!(script(&[]), vec![mine.clone(); 3]);
+    let all = script(&["--all"]);
+    assert_eq!(all.iter().filter(|l| **l == theirs).count(), 3, "{all:?}");
+    assert_eq!(all.len(), 6);
+    // An explicit --pid replaces the recording's limit.
+    assert_eq!(script(&["--pid", &other.to_string()]), vec![theirs; 3]);
+}
