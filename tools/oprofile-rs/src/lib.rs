@@ -2,6 +2,7 @@
 //! recording (report, script, folded stacks, flame graphs, pprof).
 //! The binary is a thin clap front-end over these modules.
 
+pub mod annotate;
 pub mod firefox;
 pub mod folded;
 pub mod mapevents;

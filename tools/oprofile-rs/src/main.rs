@@ -43,6 +43,9 @@ enum Cmd {
     Firefox(FirefoxArgs),
     /// Per-symbol comparison of two recordings.
     Diff(DiffArgs),
+    /// Samples per instruction over the disassembly of a user function
+    /// (x86 and x86-64 binaries).
+    Annotate(AnnotateArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions(CompletionsArgs),
     /// Write the man pages (oprofile-rs.1 and one per command) into DIR.
@@ -253,6 +256,15 @@ struct DiffArgs {
 }
 
 #[derive(Args)]
+struct AnnotateArgs {
+    /// The function, exactly as `report` names it.
+    #[arg(value_name = "SYMBOL")]
+    symbol: String,
+    #[command(flatten)]
+    input: Input,
+}
+
+#[derive(Args)]
 struct FirefoxArgs {
     #[command(flatten)]
     input: Input,
@@ -437,6 +449,15 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let new = a.common.load(&a.new, None)?;
             let mut out = BufWriter::new(std::io::stdout().lock());
             report::write_diff(&old, &new, a.top, a.json, &mut out)?;
+            out.flush()?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Annotate(a) => {
+            let p = a.input.load()?;
+            let ann =
+                oprofile_tool::annotate::annotate(&p, &a.symbol, a.input.common.symfs.as_deref())?;
+            let mut out = BufWriter::new(std::io::stdout().lock());
+            oprofile_tool::annotate::write(&ann, &mut out)?;
             out.flush()?;
             Ok(ExitCode::SUCCESS)
         }

@@ -382,6 +382,28 @@ impl ElfSymbols {
             .map(|(o, _, va)| (off - o).wrapping_add(*va))
     }
 
+    /// Virtual address → file offset (through the program headers).
+    pub fn vaddr_to_offset(&self, vaddr: u64) -> Option<u64> {
+        self.segments
+            .iter()
+            .find(|(_, sz, va)| vaddr >= *va && vaddr - *va < *sz)
+            .map(|(o, _, va)| o + (vaddr - va))
+    }
+
+    /// The symbol containing `vaddr`: its start, its extent (its size, else up
+    /// to the next symbol, 0 for the last one without a size) and its name.
+    pub fn containing(&self, vaddr: u64) -> Option<(u64, u64, &str)> {
+        let idx = self.syms.partition_point(|s| s.addr <= vaddr);
+        let s = self.syms.get(idx.checked_sub(1)?)?;
+        let next = self.syms.get(idx).map(|n| n.addr - s.addr);
+        let extent = if s.size > 0 {
+            s.size
+        } else {
+            next.unwrap_or(0)
+        };
+        (vaddr - s.addr < extent).then_some((s.addr, extent, s.name.as_str()))
+    }
+
     /// Symbol containing the virtual address `vaddr`: within its size when it
     /// has one, else up to the next symbol.
     pub fn lookup(&self, vaddr: u64) -> Option<&str> {
