@@ -37,6 +37,12 @@ user | awk '$7 ~ /plugin/ || $6 ~ /plugin_/' | awk '{ print $6, $7 }' | sort | u
 check "samples in plugin_a_work of plugin-a ($a)" [ "$a" -ge 20 ]
 check "samples in plugin_b_work of plugin-b ($b)" [ "$b" -ge 20 ]
 expect_eq "no sample of the mapped code given the other file or symbol" "$wrong" 0
+oprofile-rs annotate -q -i /tmp/m.bin plugin_a_work >/tmp/ann.txt
+head -3 /tmp/ann.txt
+ann=$(sed -n 's/^# plugin_a_work (\/tmp\/plugin-a), \([0-9]*\) samples.*/\1/p' /tmp/ann.txt)
+annsum=$(awk '!/^#/ && $1 ~ /\./ { n += $2 } END { print n + 0 }' /tmp/ann.txt)
+expect_eq "annotate plugin_a_work: the samples of plugin-a" "$ann" "$a"
+expect_eq "annotate: every one on an instruction" "$annsum" "$a"
 pluginpid=$(user | awk '$7 == "(plugin-a)" { print $3; exit }' | sed 's,/.*,,')
 unknown=$(user | awk -v p="$pluginpid/" 'index($3, p) == 1 && $7 == "([unknown])"' | wc -l)
 expect_eq "no [unknown] user sample of the mapping process" "$unknown" 0
