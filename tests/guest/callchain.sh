@@ -6,7 +6,7 @@
 check "insmod backtrace_depth=8" insmod /oprofile_rs.ko backtrace_depth=8
 grep -q 'backtrace_depth=8' $DBG/event && pass "debugfs event shows the depth" || fail "event: $(cat $DBG/event)"
 oprofile-rs record -q -o /tmp/c.bin -- /tmp/workload 2
-oprofile-rs script -i /tmp/c.bin --callchain >/tmp/c.txt 2>/dev/null
+oprofile-rs script --all -i /tmp/c.bin --callchain >/tmp/c.txt 2>/dev/null
 check "stream decodes with callchains" [ -s /tmp/c.txt ]
 head -12 /tmp/c.txt
 # Callchain frames are tab-indented lines below their sample line.

@@ -2,8 +2,10 @@
 //! recording (report, script, folded stacks, flame graphs, pprof).
 //! The binary is a thin clap front-end over these modules.
 
+pub mod annotate;
 pub mod firefox;
 pub mod folded;
+pub mod mapevents;
 pub mod pprof;
 pub mod profile;
 pub mod record;

@@ -10,7 +10,7 @@ use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
 
 use oprofile_tool::profile::{Filter, LoadOptions, Profile, TimeSpan};
-use oprofile_tool::record::{self, RecordOptions, StopReason};
+use oprofile_tool::record::{self, MapsSource, RecordOptions, StopReason};
 use oprofile_tool::report::{self, ReportOptions, SortKey};
 use oprofile_tool::script::{self, ScriptFormat, ScriptOptions};
 use oprofile_tool::symbols::SymbolizerKind;
@@ -43,6 +43,9 @@ enum Cmd {
     Firefox(FirefoxArgs),
     /// Per-symbol comparison of two recordings.
     Diff(DiffArgs),
+    /// Samples per instruction over the disassembly of a user function
+    /// (x86 and x86-64 binaries).
+    Annotate(AnnotateArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions(CompletionsArgs),
     /// Write the man pages (oprofile-rs.1 and one per command) into DIR.
@@ -72,7 +75,26 @@ struct RecordArgs {
     /// Never show the progress line.
     #[arg(short, long)]
     quiet: bool,
-    /// Command to run while recording; recording stops when it exits.
+    /// Where process maps come from: `auto` (the kernel's records where
+    /// perf_event_open allows, else polling), `events` (the kernel's
+    /// MMAP2/COMM/FORK/EXIT records: exact, for every sample's time; fail if
+    /// unavailable) or `poll` (re-read /proc/PID/maps every 0.5 s).
+    #[arg(long, value_enum, default_value_t = MapsSource::Auto)]
+    maps: MapsSource,
+    /// The recording is about these processes (comma-separated pids): it
+    /// stops when they have all exited, and analyses show only them and
+    /// their descendants unless given --all. The stream still holds the
+    /// whole machine.
+    #[arg(
+        short,
+        long,
+        value_name = "PID,...",
+        value_delimiter = ',',
+        conflicts_with = "command"
+    )]
+    pid: Vec<u32>,
+    /// Command to run while recording; recording stops when it exits, and
+    /// analyses show only it and its descendants unless given --all.
     #[arg(last = true, value_name = "COMMAND")]
     command: Vec<String>,
 }
@@ -124,6 +146,11 @@ struct Common {
     /// `script` prints them), e.g. `@1234.5,@1236`.
     #[arg(long, value_name = "START,END", allow_hyphen_values = true)]
     time: Option<TimeSpan>,
+    /// Every process of the recording: do not limit the analysis to the
+    /// command (`record -- CMD`) or the processes (`record -p`) it was
+    /// recorded for, and their descendants.
+    #[arg(long)]
+    all: bool,
 }
 
 impl Common {
@@ -138,8 +165,14 @@ impl Common {
                 debug_dirs: self.debug_dir.clone(),
             },
         )?;
+        // A recording made for a command or -p pids is about them and
+        // their descendants, as `perf record` users expect.
+        let pids = match (&p.target, self.all || !self.pid.is_empty()) {
+            (Some(t), false) => t.clone(),
+            _ => self.pid.clone(),
+        };
         p.retain(&Filter {
-            pids: self.pid.clone(),
+            pids,
             comms: self.comm.clone(),
             cpus: self.cpu.clone(),
             time: self.time,
@@ -220,6 +253,15 @@ struct DiffArgs {
     /// Print the rows as JSON.
     #[arg(long)]
     json: bool,
+}
+
+#[derive(Args)]
+struct AnnotateArgs {
+    /// The function, exactly as `report` names it.
+    #[arg(value_name = "SYMBOL")]
+    symbol: String,
+    #[command(flatten)]
+    input: Input,
 }
 
 #[derive(Args)]
@@ -343,6 +385,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 None => None,
             };
             o.command = a.command;
+            o.maps = a.maps;
+            o.pids = a.pid;
             o.buffer_size = a.buffer_size;
             o.progress = !a.quiet && std::io::stderr().is_terminal();
             let sum = record::record(&o, stop)?;
@@ -405,6 +449,15 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let new = a.common.load(&a.new, None)?;
             let mut out = BufWriter::new(std::io::stdout().lock());
             report::write_diff(&old, &new, a.top, a.json, &mut out)?;
+            out.flush()?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Annotate(a) => {
+            let p = a.input.load()?;
+            let ann =
+                oprofile_tool::annotate::annotate(&p, &a.symbol, a.input.common.symfs.as_deref())?;
+            let mut out = BufWriter::new(std::io::stdout().lock());
+            oprofile_tool::annotate::write(&ann, &mut out)?;
             out.flush()?;
             Ok(ExitCode::SUCCESS)
         }

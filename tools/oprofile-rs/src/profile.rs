@@ -247,6 +247,9 @@ pub struct Profile {
     /// The error that stopped decoding (truncation, or corruption with
     /// `allow_corrupt`).
     pub error: Option<DecodeError>,
+    /// `record -p PID` / `record -- CMD`: the processes named and their
+    /// descendants (from the side-car's FORK records).
+    pub target: Option<Vec<u32>>,
 }
 
 impl Profile {
@@ -383,8 +386,22 @@ impl Profile {
         ropts
             .debug_dirs
             .splice(0..0, opts.debug_dirs.iter().cloned());
-        let resolver =
-            Resolver::with_options(kallsyms, sc.parsed_maps(), opts.symfs.clone(), ropts);
+        let (timeline, map_events, bad) = sc.timeline();
+        if bad > 0 {
+            warnings.push(format!(
+                "{bad} lines of the side-car's events file could not be read and were ignored"
+            ));
+        }
+        let mut resolver = Resolver::with_timeline(kallsyms, timeline, opts.symfs.clone(), ropts);
+        if let Some(v) = &sc.vdso {
+            if let Err(e) = resolver.set_vdso(v) {
+                warnings.push(format!("the captured vDSO is unusable: {e}"));
+            }
+        }
+        let target = sc
+            .target
+            .as_ref()
+            .map(|roots| crate::mapevents::descendants(roots, &map_events));
         let mut comms: HashMap<u32, Rc<str>> = HashMap::new();
         let mut samples = Vec::new();
         let mut events = Vec::new();
@@ -433,7 +450,7 @@ impl Profile {
                             comms.insert(s.pid, c.clone());
                             c
                         });
-                    let pc = resolver.resolve(s.kernel, s.tgid, s.pc);
+                    let pc = resolver.resolve_at(s.kernel, s.tgid, s.time, s.pc);
                     let callchain = s
                         .callchain
                         .iter()
@@ -474,6 +491,7 @@ impl Profile {
             last_time,
             warnings,
             error: decoded.error,
+            target,
         })
     }
 }

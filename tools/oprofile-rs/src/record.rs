@@ -29,8 +29,29 @@ pub struct RecordOptions {
     pub buffer_size: usize,
     /// Show a progress line on stderr.
     pub progress: bool,
-    /// How often the maps of seen processes are re-read.
+    /// How often the maps of seen processes are re-read (polling only).
     pub maps_interval: Duration,
+    /// Where process maps come from.
+    pub maps: MapsSource,
+    /// `-p`: processes the recording is about (it stops when they have all
+    /// exited); analyses keep them and their descendants by default.
+    pub pids: Vec<u32>,
+}
+
+/// Where `record` gets the process maps from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum MapsSource {
+    /// The kernel's records where perf_event_open allows, else polling.
+    #[default]
+    Auto,
+    /// The kernel's MMAP2/COMM/FORK/EXIT records (perf dummy events), with a
+    /// /proc snapshot of the processes running at the start; fail if the
+    /// kernel does not allow them.
+    Events,
+    /// Re-read /proc/PID/maps of every process seen every 0.5 s (misses
+    /// short-lived processes, libraries loaded and unloaded between reads,
+    /// and exec: the last copy wins).
+    Poll,
 }
 
 impl RecordOptions {
@@ -45,6 +66,8 @@ impl RecordOptions {
             buffer_size: 1 << 20,
             progress: false,
             maps_interval: Duration::from_millis(500),
+            maps: MapsSource::Auto,
+            pids: Vec::new(),
         }
     }
 }
@@ -54,6 +77,8 @@ pub enum StopReason {
     Signal,
     Duration,
     CommandExited,
+    /// Every process of `-p` exited.
+    TargetsExited,
 }
 
 #[derive(Debug, Clone)]
@@ -100,9 +125,9 @@ pub struct Scanner {
     offset: u64,
     pub samples: u64,
     pub lost: u64,
-    seen: HashSet<u32>,
+    pub seen: HashSet<u32>,
     /// tgids with at least one user-mode sample: the only ones that need maps.
-    user: HashSet<u32>,
+    pub user: HashSet<u32>,
     new_tgids: Vec<u32>,
     /// First decoding problem; scanning stops there (the bytes are still saved).
     pub error: Option<String>,
@@ -195,6 +220,11 @@ pub struct MapsTracker {
     errors: HashMap<u32, String>,
     last_refresh: Instant,
     interval: Duration,
+    /// False when the kernel's records give the maps: only the extras (JIT
+    /// perf maps, mount namespaces) are read.
+    pub keep_maps: bool,
+    /// Parent of each process read (for `-p` descendants while polling).
+    pub parents: HashMap<u32, u32>,
 }
 
 impl MapsTracker {
@@ -208,10 +238,27 @@ impl MapsTracker {
             errors: HashMap::new(),
             last_refresh: Instant::now(),
             interval,
+            keep_maps: true,
+            parents: HashMap::new(),
         }
     }
 
     fn read(&mut self, tgid: u32) {
+        let dir = self.proc_root.join(tgid.to_string());
+        if let Some(pp) = std::fs::read_to_string(dir.join("stat"))
+            .ok()
+            .and_then(|st| parent_from_stat(&st))
+        {
+            self.parents.insert(tgid, pp);
+        }
+        if !self.keep_maps {
+            if dir.is_dir() {
+                self.read_extras(tgid);
+            } else {
+                self.alive.remove(&tgid);
+            }
+            return;
+        }
         match std::fs::read_to_string(self.proc_root.join(tgid.to_string()).join("maps")) {
             // A zombie's (or a kernel thread's) maps are empty: that is no
             // snapshot, and it never replaces a real one.
@@ -301,6 +348,60 @@ impl MapsTracker {
         v.sort();
         v
     }
+}
+
+/// The parent pid in a `/proc/PID/stat` line (the field after `(comm) state`).
+pub fn parent_from_stat(stat: &str) -> Option<u32> {
+    let after = &stat[stat.rfind(')')? + 1..];
+    after.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Whether process `pid` runs (exists and is no zombie), through `proc_root`.
+fn running(proc_root: &Path, pid: u32) -> bool {
+    match std::fs::read_to_string(proc_root.join(pid.to_string()).join("stat")) {
+        Ok(st) => st
+            .rfind(')')
+            .and_then(|i| st[i + 1..].split_whitespace().next())
+            .is_some_and(|state| state != "Z" && state != "X"),
+        Err(_) => false,
+    }
+}
+
+/// `/proc/PID/maps` of every process running now (kernel threads' are empty).
+fn snapshot_all(proc_root: &Path) -> HashMap<u32, String> {
+    let mut out = HashMap::new();
+    let Ok(rd) = std::fs::read_dir(proc_root) else {
+        return out;
+    };
+    for e in rd.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        if let Ok(b) = std::fs::read(e.path().join("maps")) {
+            if !b.is_empty() {
+                out.insert(pid, String::from_utf8_lossy(&b).into_owned());
+            }
+        }
+    }
+    out
+}
+
+/// This process's vDSO image (the same for every 64-bit process of the
+/// running kernel), read from memory where `/proc/self/maps` places it.
+pub fn own_vdso() -> Option<Vec<u8>> {
+    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+    let m = crate::symbols::parse_maps(&maps)
+        .into_iter()
+        .find(|m| m.path == "[vdso]")?;
+    // SAFETY: getauxval has no preconditions.
+    let base = unsafe { libc::getauxval(libc::AT_SYSINFO_EHDR) };
+    if base != m.start || m.end <= m.start || m.end - m.start > (64 << 20) {
+        return None;
+    }
+    // SAFETY: the [vdso] mapping of this process, readable for its lifetime.
+    let image =
+        unsafe { std::slice::from_raw_parts(base as *const u8, (m.end - m.start) as usize) };
+    Some(image.to_vec())
 }
 
 fn read_proc_text(path: &Path) -> Result<String, String> {
@@ -394,6 +495,12 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
         info.push(format!("kernel-release: {}", r.trim()));
     }
 
+    // Targets of -p must exist (checked first: kallsyms takes a while).
+    for &p in &opts.pids {
+        if !running(&opts.proc_root, p) {
+            bail!("-p {p}: no such process");
+        }
+    }
     let mut dev = OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK)
@@ -439,14 +546,76 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
         Err(e) => info.push(format!("modules: not captured: {e}")),
     }
 
+    match own_vdso() {
+        Some(v) => {
+            info.push(format!("vdso: captured ({} bytes)", v.len()));
+            sc.vdso = Some(v);
+        }
+        None => info.push("vdso: not captured".into()),
+    }
+
+    // Exact maps: the kernel's records, opened before anything is started.
+    let real_proc = opts.proc_root == Path::new("/proc");
+    let mut collector = match opts.maps {
+        MapsSource::Poll => None,
+        MapsSource::Events if !real_proc => {
+            bail!(
+                "--maps events needs --proc-root /proc (the kernel's records are of this machine)"
+            )
+        }
+        MapsSource::Auto if !real_proc => None,
+        MapsSource::Events | MapsSource::Auto => match crate::mapevents::Collector::open() {
+            Ok(c) => Some(c),
+            Err(e) if opts.maps == MapsSource::Events => {
+                let _ = std::fs::remove_file(&opts.output);
+                bail!("exact process maps unavailable: {e}")
+            }
+            Err(e) => {
+                let w = format!(
+                    "exact process maps unavailable ({e}): polling /proc/PID/maps instead                      (short-lived processes, libraries loaded and unloaded between reads and                      exec can be symbolised wrongly or not at all)"
+                );
+                warnings.push(w);
+                None
+            }
+        },
+    };
     let mut tracker = MapsTracker::new(opts.proc_root.clone(), opts.maps_interval);
+    match &collector {
+        Some(c) => {
+            tracker.keep_maps = false;
+            // Processes already running: their maps now; later changes
+            // and new processes come from the kernel's records.
+            sc.maps = snapshot_all(&opts.proc_root);
+            let snapshot = sc.maps.len();
+            info.push(format!(
+                "maps: exact (perf MMAP2/COMM/FORK/EXIT records on {} CPUs, build-ids {}; \
+                 /proc snapshot of {} processes running at the start)",
+                c.cpus(),
+                if c.build_ids { "yes" } else { "no" },
+                snapshot
+            ));
+        }
+        None => info.push(format!(
+            "maps: polled /proc/PID/maps every {:.1} s",
+            opts.maps_interval.as_secs_f64()
+        )),
+    }
+    for &p in &opts.pids {
+        tracker.track(p);
+    }
     let mut child = if opts.command.is_empty() {
         None
     } else {
-        let c = Command::new(&opts.command[0])
+        let c = match Command::new(&opts.command[0])
             .args(&opts.command[1..])
             .spawn()
-            .with_context(|| format!("cannot start {}", opts.command[0]))?;
+        {
+            Ok(c) => c,
+            Err(e) => {
+                let _ = std::fs::remove_file(&opts.output);
+                return Err(e).with_context(|| format!("cannot start {}", opts.command[0]));
+            }
+        };
         tracker.track(c.id());
         info.push(format!(
             "command: {} (pid {})",
@@ -455,6 +624,20 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
         ));
         Some(c)
     };
+    let roots: Vec<u32> = match &child {
+        Some(c) => vec![c.id()],
+        None => opts.pids.clone(),
+    };
+    if !opts.pids.is_empty() {
+        info.push(format!(
+            "pids: {}",
+            opts.pids
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(",")
+        ));
+    }
 
     let pb = if opts.progress {
         let pb =
@@ -486,6 +669,12 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
                 command_status = Some(st);
                 break StopReason::CommandExited;
             }
+        }
+        if !opts.pids.is_empty() && !opts.pids.iter().any(|&p| running(&opts.proc_root, p)) {
+            break StopReason::TargetsExited;
+        }
+        if let Some(c) = collector.as_mut() {
+            c.poll();
         }
         match read_some(&mut dev, &mut buf)? {
             ReadOutcome::Data(n) => {
@@ -539,6 +728,21 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
     }
     drop(dev);
     out.flush().context("write failed")?;
+    let mut map_events = Vec::new();
+    if let Some(c) = collector.as_mut() {
+        c.poll();
+        map_events = c.take_sorted();
+        info.push(format!("map-records: {}", map_events.len()));
+        if c.lost > 0 {
+            let w = format!(
+                "the kernel dropped {} map records (its perf ring was full): some mappings may be missing",
+                c.lost
+            );
+            info.push(format!("map-records-lost: {}", c.lost));
+            warnings.push(w);
+        }
+    }
+    drop(collector);
     if let Some(c) = child.as_mut() {
         if command_status.is_none() {
             command_status = stop_child(c);
@@ -555,8 +759,35 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
 
     // Only processes with user-mode samples need maps; a kernel thread (or a
     // process seen only in kernel mode) that exited early is not missing anything.
-    let missing = tracker.missing(|t| scanner.needs_maps(t));
-    info.push(format!("maps-captured: {}", tracker.maps.len()));
+    let missing = if map_events.is_empty() && sc.maps.is_empty() {
+        tracker.missing(|t| scanner.needs_maps(t))
+    } else {
+        // Exact maps: missing are the user-mode processes that neither the
+        // snapshot nor a record covers.
+        let covered: HashSet<u32> = map_events.iter().map(|e| e.pid()).collect();
+        let mut v: Vec<(u32, String)> = scanner
+            .user
+            .iter()
+            .filter(|t| !covered.contains(t) && !sc.maps.contains_key(t))
+            .map(|t| (*t, "no map record and not running at the start".to_string()))
+            .collect();
+        v.sort();
+        v
+    };
+    let processes_with_maps = if map_events.is_empty() && sc.maps.is_empty() {
+        tracker.maps.len()
+    } else {
+        // Of the processes sampled, those the snapshot or a record covers.
+        let mut s: HashSet<u32> = sc.maps.keys().copied().collect();
+        s.extend(
+            map_events
+                .iter()
+                .filter(|e| matches!(e, crate::mapevents::MapEvent::Mmap { .. }))
+                .map(|e| e.pid()),
+        );
+        scanner.seen.iter().filter(|t| s.contains(t)).count()
+    };
+    info.push(format!("maps-captured: {processes_with_maps}"));
     for (t, why) in &missing {
         info.push(format!("maps-missing: {t}: {why}"));
     }
@@ -575,11 +806,34 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
     info.push(format!("samples: {}", scanner.samples));
     info.push(format!("lost: {}", scanner.lost));
     info.push(String::new());
-    sc.maps = std::mem::take(&mut tracker.maps);
+    if tracker.keep_maps {
+        sc.maps = std::mem::take(&mut tracker.maps);
+    } else {
+        sc.events = Some(crate::mapevents::to_text(&map_events));
+    }
+    if !roots.is_empty() {
+        // While polling there are no FORK records: the parents read from
+        // /proc name the descendants seen.
+        let mut target = roots.clone();
+        if map_events.is_empty() {
+            loop {
+                let before = target.len();
+                for (c, p) in &tracker.parents {
+                    if target.contains(p) && !target.contains(c) {
+                        target.push(*c);
+                    }
+                }
+                if target.len() == before {
+                    break;
+                }
+            }
+        }
+        sc.target = Some(target);
+    }
     sc.perf_maps = std::mem::take(&mut tracker.perf_maps);
     sc.namespaces = std::mem::take(&mut tracker.namespaces);
     sc.info = Some(info.join("\n"));
-    let maps_captured = sc.maps.len();
+    let maps_captured = processes_with_maps;
     sc.save(&sc_dir)
         .with_context(|| format!("cannot write side-car {}", sc_dir.display()))?;
     Ok(RecordSummary {

@@ -9,15 +9,22 @@
 //!   perf-maps/<tgid>.map  copy of a JIT's /tmp/perf-<pid>.map
 //!   namespaces    "<tgid> <mnt namespace>" of processes in another mount
 //!                 namespace than the recorder's (binaries: /proc/<tgid>/root)
+//!   events        the kernel's MMAP2/COMM/FORK/EXIT records while recording
+//!                 (`mapevents`), one a line in time order; with them, maps/
+//!                 holds only the processes running at the start
+//!   vdso          the recording machine's vDSO image (64-bit)
+//!   target        pids that `record -p PID` or `record -- CMD` named, one a
+//!                 line (analyses keep them and their descendants)
 //! ```
 //! Every file is optional: a missing one only makes symbolisation poorer.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+use crate::mapevents::{MapEvent, Timeline};
 use crate::symbols::{parse_maps, Kallsyms, MapEntry};
 
-pub const SIDECAR_VERSION: u32 = 1;
+pub const SIDECAR_VERSION: u32 = 2;
 
 /// `FILE` → `FILE.meta`.
 pub fn sidecar_dir(file: &Path) -> PathBuf {
@@ -38,6 +45,12 @@ pub struct Sidecar {
     /// tgid → mount namespace (`mnt:[N]`), for processes in another mount
     /// namespace than the recorder.
     pub namespaces: HashMap<u32, String>,
+    /// The kernel's map records (`events` file text).
+    pub events: Option<String>,
+    /// The vDSO image.
+    pub vdso: Option<Vec<u8>>,
+    /// `record -p`/`record -- CMD`: the processes the recording is about.
+    pub target: Option<Vec<u32>>,
 }
 
 impl Sidecar {
@@ -55,6 +68,13 @@ impl Sidecar {
         sc.kallsyms = opt("kallsyms");
         sc.modules = opt("modules");
         sc.info = opt("info");
+        sc.events = opt("events");
+        sc.vdso = std::fs::read(dir.join("vdso")).ok();
+        sc.target = opt("target").map(|t| {
+            t.split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect()
+        });
         if let Ok(rd) = std::fs::read_dir(dir.join("perf-maps")) {
             for e in rd.flatten() {
                 let name = e.file_name();
@@ -118,6 +138,16 @@ impl Sidecar {
             let text: String = v.iter().map(|(t, n)| format!("{t} {n}\n")).collect();
             std::fs::write(dir.join("namespaces"), text)?;
         }
+        if let Some(e) = &self.events {
+            std::fs::write(dir.join("events"), e)?;
+        }
+        if let Some(v) = &self.vdso {
+            std::fs::write(dir.join("vdso"), v)?;
+        }
+        if let Some(t) = &self.target {
+            let text: String = t.iter().map(|p| format!("{p}\n")).collect();
+            std::fs::write(dir.join("target"), text)?;
+        }
         if let Some(i) = &self.info {
             std::fs::write(dir.join("info"), i)?;
         }
@@ -140,5 +170,19 @@ impl Sidecar {
 
     pub fn parsed_maps(&self) -> HashMap<u32, Vec<MapEntry>> {
         self.maps.iter().map(|(t, m)| (*t, parse_maps(m))).collect()
+    }
+
+    /// The kernel's map records, and how many lines could not be read.
+    pub fn map_events(&self) -> (Vec<MapEvent>, usize) {
+        self.events
+            .as_deref()
+            .map(crate::mapevents::parse_text)
+            .unwrap_or_default()
+    }
+
+    /// Maps over time: the snapshot, then the kernel's records.
+    pub fn timeline(&self) -> (Timeline, Vec<MapEvent>, usize) {
+        let (events, bad) = self.map_events();
+        (Timeline::new(self.parsed_maps(), &events), events, bad)
     }
 }

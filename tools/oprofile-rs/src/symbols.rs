@@ -7,6 +7,8 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
+use crate::mapevents::Timeline;
+
 /// Name used for the core kernel image.
 pub const KERNEL_DSO: &str = "[kernel.kallsyms]";
 
@@ -380,6 +382,28 @@ impl ElfSymbols {
             .map(|(o, _, va)| (off - o).wrapping_add(*va))
     }
 
+    /// Virtual address → file offset (through the program headers).
+    pub fn vaddr_to_offset(&self, vaddr: u64) -> Option<u64> {
+        self.segments
+            .iter()
+            .find(|(_, sz, va)| vaddr >= *va && vaddr - *va < *sz)
+            .map(|(o, _, va)| o + (vaddr - va))
+    }
+
+    /// The symbol containing `vaddr`: its start, its extent (its size, else up
+    /// to the next symbol, 0 for the last one without a size) and its name.
+    pub fn containing(&self, vaddr: u64) -> Option<(u64, u64, &str)> {
+        let idx = self.syms.partition_point(|s| s.addr <= vaddr);
+        let s = self.syms.get(idx.checked_sub(1)?)?;
+        let next = self.syms.get(idx).map(|n| n.addr - s.addr);
+        let extent = if s.size > 0 {
+            s.size
+        } else {
+            next.unwrap_or(0)
+        };
+        (vaddr - s.addr < extent).then_some((s.addr, extent, s.name.as_str()))
+    }
+
     /// Symbol containing the virtual address `vaddr`: within its size when it
     /// has one, else up to the next symbol.
     pub fn lookup(&self, vaddr: u64) -> Option<&str> {
@@ -534,7 +558,7 @@ type Symbolised = (
 /// Resolves sample addresses with the captured side-car data.
 pub struct Resolver {
     kallsyms: Option<Kallsyms>,
-    maps: HashMap<u32, Vec<MapEntry>>,
+    maps: Timeline,
     /// Prefix for ELF paths (like perf's `--symfs`).
     symfs: Option<PathBuf>,
     opts: ResolverOptions,
@@ -544,7 +568,10 @@ pub struct Resolver {
     /// (binary read, file offset) → what it resolves to: shared by every
     /// process mapping the binary.
     by_offset: RefCell<HashMap<(PathBuf, u64), Rc<Symbolised>>>,
-    cache: RefCell<HashMap<(bool, u32, u64), Rc<Frame>>>,
+    /// (tgid, mapping id, address) → frame; tgid and id 0 for kernel addresses.
+    cache: RefCell<HashMap<(u32, usize, u64), Rc<Frame>>>,
+    /// The captured vDSO image's symbols (`[vdso]` mappings).
+    vdso: Option<ElfSymbols>,
     warnings: RefCell<Vec<String>>,
     warned: RefCell<std::collections::HashSet<String>>,
 }
@@ -561,6 +588,16 @@ impl Resolver {
     pub fn with_options(
         kallsyms: Option<Kallsyms>,
         maps: HashMap<u32, Vec<MapEntry>>,
+        symfs: Option<PathBuf>,
+        opts: ResolverOptions,
+    ) -> Resolver {
+        Resolver::with_timeline(kallsyms, Timeline::from_snapshot(maps), symfs, opts)
+    }
+
+    /// With maps over time ([`Timeline`]: the kernel's MMAP2 records).
+    pub fn with_timeline(
+        kallsyms: Option<Kallsyms>,
+        maps: Timeline,
         symfs: Option<PathBuf>,
         mut opts: ResolverOptions,
     ) -> Resolver {
@@ -594,6 +631,7 @@ impl Resolver {
             binaries: RefCell::default(),
             by_offset: RefCell::default(),
             cache: RefCell::default(),
+            vdso: None,
             warnings: RefCell::default(),
             warned: RefCell::default(),
         }
@@ -610,16 +648,37 @@ impl Resolver {
         }
     }
 
-    /// Resolves a kernel (`kernel == true`) or user address of process `tgid`.
+    /// Symbolises `[vdso]` mappings with this image (the vDSO captured by
+    /// `record`; its symbols' addresses are offsets in the mapping).
+    pub fn set_vdso(&mut self, image: &[u8]) -> Result<(), String> {
+        self.vdso = Some(ElfSymbols::parse(image)?);
+        Ok(())
+    }
+
+    /// Resolves a kernel (`kernel == true`) or user address of process
+    /// `tgid`, with the latest maps recorded.
     pub fn resolve(&self, kernel: bool, tgid: u32, addr: u64) -> Rc<Frame> {
-        let key = (kernel, if kernel { 0 } else { tgid }, addr);
+        self.resolve_at(kernel, tgid, u64::MAX, addr)
+    }
+
+    /// Resolves an address of process `tgid` taken at `time` (the stream's
+    /// clock): user addresses through the mapping in force then.
+    pub fn resolve_at(&self, kernel: bool, tgid: u32, time: u64, addr: u64) -> Rc<Frame> {
+        let key = if kernel {
+            (0, 0, addr)
+        } else {
+            match self.maps.lookup(tgid, time, addr) {
+                Some((id, _)) => (tgid, id + 1, addr),
+                None => (tgid, 0, addr),
+            }
+        };
         if let Some(f) = self.cache.borrow().get(&key) {
             return f.clone();
         }
         let f = Rc::new(if kernel {
             self.resolve_kernel(addr)
         } else {
-            self.resolve_user(tgid, addr)
+            self.resolve_user(tgid, time, addr)
         });
         self.cache.borrow_mut().insert(key, f.clone());
         f
@@ -651,8 +710,8 @@ impl Resolver {
         Some(f)
     }
 
-    fn resolve_user(&self, tgid: u32, addr: u64) -> Frame {
-        let Some(maps) = self.maps.get(&tgid) else {
+    fn resolve_user(&self, tgid: u32, time: u64, addr: u64) -> Frame {
+        if !self.maps.has(tgid) {
             if let Some(f) = self.jit(tgid, addr) {
                 return f;
             }
@@ -661,17 +720,24 @@ impl Resolver {
                 format!("no maps captured for pid {tgid}: its user addresses are [unknown]"),
             );
             return Frame::unknown(addr, false);
-        };
-        let idx = maps.partition_point(|m| m.start <= addr);
-        let Some(m) = idx
-            .checked_sub(1)
-            .map(|i| &maps[i])
-            .filter(|m| addr < m.end)
-        else {
+        }
+        let Some((_, tm)) = self.maps.lookup(tgid, time, addr) else {
             return self
                 .jit(tgid, addr)
                 .unwrap_or_else(|| Frame::unknown(addr, false));
         };
+        let m = &*tm.map;
+        if m.path == "[vdso]" {
+            if let Some(v) = &self.vdso {
+                let mut f = Frame::unknown(addr, false);
+                let off = addr - m.start;
+                f.symbol = v.lookup(off).map(str::to_string);
+                f.dso = "[vdso]".into();
+                f.file_offset = Some(off);
+                f.mapping = Some((m.start, m.end, m.offset));
+                return f;
+            }
+        }
         if !m.is_file() {
             if let Some(f) = self.jit(tgid, addr) {
                 return f;
@@ -692,6 +758,19 @@ impl Resolver {
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| path.clone());
         let bin = self.binary(tgid, &path);
+        if let (Some(b), Some(recorded)) = (&bin, &tm.build_id) {
+            if b.build_id.as_deref().is_some_and(|id| id != &**recorded) {
+                self.warn_once(
+                    format!("build-id {}", b.real.display()),
+                    format!(
+                        "{} has changed since the recording (build-id {} there, {} now): its symbols may be wrong",
+                        b.real.display(),
+                        recorded,
+                        b.build_id.as_deref().unwrap_or("-")
+                    ),
+                );
+            }
+        }
         let (symbol, srcline, inlined) = match &bin {
             Some(bin) => (*self.symbolise(bin, off)).clone(),
             None => (None, None, Vec::new()),
@@ -706,7 +785,9 @@ impl Resolver {
             srcline,
             inlined,
             mapping: Some((m.start, m.end, m.offset)),
-            build_id: bin.and_then(|b| b.build_id.clone()),
+            build_id: bin
+                .and_then(|b| b.build_id.clone())
+                .or_else(|| tm.build_id.clone()),
         }
     }
 

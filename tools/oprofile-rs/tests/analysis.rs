@@ -404,3 +404,118 @@ fn firefox_profile_keeps_every_sample_with_time_thread_and_cpu() {
         "Kernel"
     );
 }
+
+/// Instruction addresses of `name` in `elf`, from objdump (the oracle).
+fn objdump_instructions(elf: &std::path::Path, name: &str) -> Vec<u64> {
+    let out = std::process::Command::new("objdump")
+        .args(["-d", "--no-show-raw-insn", &format!("--disassemble={name}")])
+        .arg(elf)
+        .output()
+        .expect("objdump");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let (a, rest) = l.trim_start().split_once(':')?;
+            (!rest.trim().is_empty()).then(|| u64::from_str_radix(a, 16).ok())?
+        })
+        .collect()
+}
+
+#[test]
+fn annotate_counts_samples_per_instruction() {
+    let v = victim();
+    let ins = objdump_instructions(&v.path, "alpha");
+    assert!(ins.len() >= 3, "{ins:?}");
+    let mut e = Encoder::new(&Header::default());
+    e.record(&Record::Comm(Comm::new(0, 1, PID, PID, "victim")));
+    let at = |i: usize, n: usize, e: &mut Encoder| {
+        for k in 0..n {
+            e.record(&Record::Sample(Sample {
+                cpu: 0,
+                kernel: false,
+                time: 10 + k as u64,
+                pc: BASE + ins[i],
+                pid: PID,
+                tgid: PID,
+                callchain: vec![],
+            }));
+        }
+    };
+    at(0, 7, &mut e);
+    at(2, 3, &mut e);
+    // Other functions' samples are not counted.
+    e.record(&Record::Sample(Sample {
+        cpu: 0,
+        kernel: true,
+        time: 50,
+        pc: 0xffffffff81001410,
+        pid: PID,
+        tgid: PID,
+        callchain: vec![],
+    }));
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_recording(dir.path(), &e.finish(), &fake_maps(v, &v.path));
+    let f = file.to_str().unwrap();
+    let out = run(&["annotate", "alpha", "-i", f]);
+    assert!(out.starts_with("# alpha ("), "{out}");
+    assert!(
+        out.lines().next().unwrap().contains(", 10 samples"),
+        "{out}"
+    );
+    // Every instruction objdump finds, in order, with the counts on the
+    // sampled ones.
+    let lines: Vec<(u64, Option<(f64, u64)>)> = out
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            match f[0]
+                .parse::<f64>()
+                .ok()
+                .filter(|_| f[0].contains('.'))
+                .ok_or(())
+            {
+                Ok(pct) => (
+                    u64::from_str_radix(f[2], 16).unwrap(),
+                    Some((pct, f[1].parse().unwrap())),
+                ),
+                Err(_) => (u64::from_str_radix(f[0], 16).unwrap(), None),
+            }
+        })
+        .collect();
+    let addrs: Vec<u64> = lines.iter().map(|l| l.0).collect();
+    assert_eq!(addrs, ins, "{out}");
+    let counted: Vec<(u64, (f64, u64))> = lines
+        .iter()
+        .filter_map(|(a, c)| c.map(|c| (*a, c)))
+        .collect();
+    assert_eq!(
+        counted,
+        vec![(ins[0], (70.0, 7)), (ins[2], (30.0, 3))],
+        "{out}"
+    );
+
+    // Hostile and unhelpful names.
+    let fails = |args: &[&str]| {
+        let o = Command::cargo_bin("oprofile-rs")
+            .unwrap()
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(!o.status.success(), "{args:?}");
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    };
+    let err = fails(&["annotate", "__schedule", "-i", f]);
+    assert!(err.contains("kernel function"), "{err}");
+    let err = fails(&["annotate", "alph", "-i", f]);
+    assert!(err.contains("did you mean: alpha"), "{err}");
+    let err = fails(&["annotate", "no\u{1b}[31mthing", "-i", f]);
+    assert!(err.contains("no sample in a function named"), "{err}");
+    assert!(
+        !err.contains('\u{1b}'),
+        "control characters must be escaped: {err:?}"
+    );
+    // The binary gone (or not where --symfs says): an error naming it.
+    let err = fails(&["annotate", "alpha", "-i", f, "--symfs", "/nonexistent"]);
+    assert!(err.contains("cannot read /nonexistent"), "{err}");
+}

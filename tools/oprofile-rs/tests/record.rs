@@ -39,7 +39,8 @@ fn record_for(out: &Path, dev: &Path, debugfs: &Path, secs: &str) -> Command {
     let mut c = Command::cargo_bin("oprofile-rs").unwrap();
     c.args(["record", "-o", out.to_str().unwrap()])
         .args(["--device", dev.to_str().unwrap()])
-        .args(["--debugfs", debugfs.to_str().unwrap(), "--duration", secs]);
+        .args(["--debugfs", debugfs.to_str().unwrap(), "--duration", secs])
+        .args(["--maps", "poll"]);
     c
 }
 
@@ -213,7 +214,7 @@ fn record_duration_flush_and_sidecar() {
     assert!(maps.contains("sleep"), "{maps}");
     assert!(!meta.join("maps").join(DEAD_PID.to_string()).exists());
     let info = std::fs::read_to_string(meta.join("info")).unwrap();
-    assert!(info.contains("sidecar-version: 1"));
+    assert!(info.contains("sidecar-version: 2"));
     assert!(info.contains("maps-captured: 1"));
     assert!(
         info.contains(&format!("maps-missing: {DEAD_PID}: process exited")),
@@ -249,6 +250,8 @@ fn record_stops_when_command_exits_and_tracks_it() {
         .args([
             "--debugfs",
             dir.path().join("nope").to_str().unwrap(),
+            "--maps",
+            "poll",
             "--",
             "sleep",
             "0.5",
@@ -417,4 +420,174 @@ fn record_captures_jit_perf_maps_and_other_mount_namespaces() {
         .unwrap();
     let s = String::from_utf8_lossy(&o.stdout);
     assert!(s.contains("00007f0000001010 jitted (perf-4242.map)"), "{s}");
+}
+
+fn record_cmd(out: &Path, dev: &Path, nodebugfs: &Path) -> Command {
+    let mut c = Command::cargo_bin("oprofile-rs").unwrap();
+    c.args(["record", "-q", "-o", out.to_str().unwrap()])
+        .args(["--device", dev.to_str().unwrap()])
+        .args(["--debugfs", nodebugfs.to_str().unwrap()]);
+    c
+}
+
+/// The side-car's `events` lines of one kind for `pid`.
+fn event_lines(meta: &Path, kind: &str, pid: u32) -> Vec<String> {
+    std::fs::read_to_string(meta.join("events"))
+        .unwrap()
+        .lines()
+        .filter(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            f.len() > 2 && f[1] == kind && f[2] == pid.to_string()
+        })
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn record_with_kernel_map_records_sees_a_command_fork_and_exec() {
+    // The recorder runs as root on the test machines: the kernel's records
+    // must be available (--maps events fails otherwise).
+    let dir = tempfile::tempdir().unwrap();
+    let dev = dir.path().join("dev");
+    std::fs::write(&dev, stream_for(&[])).unwrap();
+    let out = dir.path().join("rec");
+    let o = record_cmd(&out, &dev, &dir.path().join("nope"))
+        .args([
+            "--maps",
+            "events",
+            "--",
+            "sh",
+            "-c",
+            "true & wait; exec sleep 0.3",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let meta = dir.path().join("rec.meta");
+    let info = std::fs::read_to_string(meta.join("info")).unwrap();
+    assert!(info.contains("maps: exact (perf MMAP2"), "{info}");
+    let cmd_pid: u32 = info
+        .lines()
+        .find_map(|l| l.strip_prefix("command: "))
+        .and_then(|l| l.rsplit_once("(pid "))
+        .and_then(|(_, p)| p.trim_end_matches(')').parse().ok())
+        .unwrap();
+    // The command's exec of sh, then of sleep: COMM exec records, and
+    // MMAP2 records of both binaries for its pid, in that order.
+    let comms = event_lines(&meta, "comm", cmd_pid);
+    let execs: Vec<&str> = comms
+        .iter()
+        .filter(|l| l.split(' ').nth(4) == Some("1"))
+        .map(|l| l.rsplit(' ').next().unwrap())
+        .collect();
+    assert_eq!(execs, ["sh", "sleep"], "{comms:?}");
+    let maps = event_lines(&meta, "mmap", cmd_pid);
+    let first = |name: &str| maps.iter().position(|l| l.ends_with(name));
+    let (sh, sleep) = (first("sh").or(first("dash")), first("sleep"));
+    assert!(sh.is_some() && sleep.is_some() && sh < sleep, "{maps:#?}");
+    // The background `true`: a FORK record from the command's pid, and it
+    // belongs to the command's processes.
+    let text = std::fs::read_to_string(meta.join("events")).unwrap();
+    let child: u32 = text
+        .lines()
+        .find_map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            (f[1] == "fork" && f[3] == cmd_pid.to_string() && f[2] != f[3])
+                .then(|| f[2].parse().unwrap())
+        })
+        .unwrap_or_else(|| panic!("no fork of {cmd_pid}:\n{text}"));
+    assert!(!event_lines(&meta, "exit", child).is_empty());
+    let target = std::fs::read_to_string(meta.join("target")).unwrap();
+    assert_eq!(target.trim(), cmd_pid.to_string());
+    // Times are in order.
+    let times: Vec<u64> = text
+        .lines()
+        .map(|l| l.split(' ').next().unwrap().parse().unwrap())
+        .collect();
+    assert!(times.windows(2).all(|w| w[0] <= w[1]));
+    // The vDSO was captured.
+    assert!(meta.join("vdso").exists(), "{info}");
+}
+
+#[test]
+fn record_p_stops_when_the_processes_exit_and_rejects_bad_pids() {
+    let dir = tempfile::tempdir().unwrap();
+    let dev = dir.path().join("dev");
+    std::fs::write(&dev, stream_for(&[])).unwrap();
+    let out = dir.path().join("rec");
+    let nope = dir.path().join("nope");
+    let mut a = StdCommand::new("sleep").arg("0.4").spawn().unwrap();
+    let mut b = StdCommand::new("sleep").arg("0.8").spawn().unwrap();
+    let t = Instant::now();
+    let o = record_cmd(&out, &dev, &nope)
+        .args(["--duration", "30", "-p"])
+        .arg(format!("{},{}", a.id(), b.id()))
+        .output()
+        .unwrap();
+    // Reap them while the recorder waits: a zombie counts as exited.
+    let _ = (a.wait(), b.wait());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+    let target = std::fs::read_to_string(dir.path().join("rec.meta/target")).unwrap();
+    assert!(target.contains(&a.id().to_string()) && target.contains(&b.id().to_string()));
+
+    for (args, msg) in [
+        (vec!["-p", &DEAD_PID.to_string()], "no such process"),
+        (vec!["-p", "garbage"], "invalid value"),
+        (vec!["-p", "1", "--", "true"], "cannot be used with"),
+        (
+            vec!["--", "/nonexistent/cmd"],
+            "cannot start /nonexistent/cmd",
+        ),
+        (vec!["--maps", "nonsense"], "invalid value"),
+    ] {
+        let _ = std::fs::remove_file(&out);
+        let o = record_cmd(&out, &dev, &nope).args(&args).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{args:?}: {err}");
+        assert!(err.contains(msg), "{args:?}: {err}");
+        assert!(!out.exists(), "{args:?} left {}", out.display());
+    }
+}
+
+#[test]
+fn analyses_of_a_record_p_recording_keep_its_processes_unless_all() {
+    let mut live = StdCommand::new("sleep").arg("20").spawn().unwrap();
+    let p = live.id();
+    let other = DEAD_PID;
+    let dir = tempfile::tempdir().unwrap();
+    let dev = dir.path().join("dev");
+    std::fs::write(&dev, stream_for(&[p, other])).unwrap();
+    let out = dir.path().join("rec");
+    let o = record_cmd(&out, &dev, &dir.path().join("nope"))
+        .args(["--duration", "0.3", "-p", &p.to_string()])
+        .output()
+        .unwrap();
+    let _ = live.kill();
+    let _ = live.wait();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let script = |extra: &[&str]| {
+        let o = Command::cargo_bin("oprofile-rs")
+            .unwrap()
+            .args(["script", "-q", "-i", out.to_str().unwrap()])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(o.status.success());
+        let pids: Vec<String> = String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .map(|l| l.split_whitespace().nth(2).unwrap().to_string())
+            .collect();
+        pids
+    };
+    let mine = format!("{p}/{p}");
+    let theirs = format!("{other}/{other}");
+    assert_eq!(script(&[]), vec![mine.clone(); 3]);
+    let all = script(&["--all"]);
+    assert_eq!(all.iter().filter(|l| **l == theirs).count(), 3, "{all:?}");
+    assert_eq!(all.len(), 6);
+    // An explicit --pid replaces the recording's limit.
+    assert_eq!(script(&["--pid", &other.to_string()]), vec![theirs; 3]);
 }

@@ -143,3 +143,36 @@ fn kallsyms_resolution_with_modules() {
         "[unknown] 0xffffffff81002010"
     );
 }
+
+#[test]
+fn vdso_addresses_resolve_through_the_captured_image() {
+    use object::{Object, ObjectSymbol};
+    // This process's vDSO, as `record` captures it.
+    let image = oprofile_tool::record::own_vdso().expect("no vDSO in this process");
+    let file = object::File::parse(&*image).unwrap();
+    let sym = file
+        .dynamic_symbols()
+        .find(|s| s.name().is_ok_and(|n| n.contains("clock_gettime")) && s.size() > 1)
+        .expect("the vDSO exports clock_gettime");
+    let start = 0x7fff_f7fc_0000u64;
+    let maps = format!(
+        "{start:x}-{:x} r-xp 00000000 00:00 0                  [vdso]\n",
+        start + image.len() as u64
+    );
+    let mut r = Resolver::new(None, HashMap::from([(PID, parse_maps(&maps))]), None);
+    let addr = start + sym.address() + sym.size() / 2;
+    // Without the image: [vdso] without a symbol.
+    assert_eq!(r.resolve(false, PID, addr).symbol, None);
+    let mut r2 = Resolver::new(None, HashMap::from([(PID, parse_maps(&maps))]), None);
+    r2.set_vdso(&image).unwrap();
+    let f = r2.resolve(false, PID, addr);
+    assert!(
+        f.symbol
+            .as_deref()
+            .is_some_and(|s| s.contains("clock_gettime")),
+        "{f:?}"
+    );
+    assert_eq!(f.dso, "[vdso]");
+    // Garbage is refused, not trusted.
+    assert!(r.set_vdso(b"not an ELF image").is_err());
+}
