@@ -107,7 +107,7 @@ impl BufferReader {
         !self.header_sent.load(Ordering::Acquire)
             || self.prefix_pending.load(Ordering::Acquire)
             || eb.len() >= self.profiler.config.buffer_watershed
-            || self.profiler.nearly_full(eb)
+            || self.profiler.buffers.nearly_full(eb)
             || (flushed && eb.len() > 0)
     }
 }
@@ -119,12 +119,12 @@ struct Busy<'a>(&'a Profiler);
 impl<'a> Busy<'a> {
     /// Waits (interruptibly) for the flag, or `EAGAIN` with `nonblock`.
     fn take(p: &'a Profiler, nonblock: bool) -> Result<Self> {
-        let mut eb = p.events.lock();
+        let mut eb = p.buffers.events.lock();
         while p.read_busy.swap(true, Ordering::Acquire) {
             if nonblock {
                 return Err(EAGAIN);
             }
-            if p.readers.wait_interruptible(&mut eb) {
+            if p.buffers.readers.wait_interruptible(&mut eb) {
                 return Err(ERESTARTSYS);
             }
         }
@@ -135,9 +135,9 @@ impl<'a> Busy<'a> {
 impl Drop for Busy<'_> {
     fn drop(&mut self) {
         // Under the lock the waiters check the flag with: no lost wake-up.
-        let _eb = self.0.events.lock();
+        let _eb = self.0.buffers.events.lock();
         self.0.read_busy.store(false, Ordering::Release);
-        self.0.readers.notify_all();
+        self.0.buffers.readers.notify_all();
     }
 }
 
@@ -159,7 +159,7 @@ impl BufferReader {
             }
             st.start_stream()?;
             let event = p.event();
-            let header = stream_header(event, p.cpus.len() as u32, &p.config, now());
+            let header = stream_header(event, p.buffers.cpus.len() as u32, &p.config, now());
             if iov.copy_to_iter(&header) != header.len() {
                 return Err(EFAULT);
             }
@@ -254,7 +254,7 @@ impl PollMiscDevice for BufferReader {
             );
             return Err(EBUSY);
         }
-        let seen = profiler.events.lock().flush_seq;
+        let seen = profiler.buffers.events.lock().flush_seq;
         let open = profiler.clone();
         KBox::new(
             BufferReader {
@@ -296,7 +296,7 @@ impl PollMiscDevice for BufferReader {
             return Ok(copied);
         }
         let (chunk, view) = {
-            let mut eb = p.events.lock();
+            let mut eb = p.buffers.events.lock();
             loop {
                 let flushed = eb.flush_seq != me.seen_flush.load(Ordering::Relaxed);
                 if me.readable(&eb) || (nonblock && eb.len() > 0) || (copied > 0 && eb.len() > 0) {
@@ -311,7 +311,7 @@ impl PollMiscDevice for BufferReader {
                 if nonblock {
                     return Err(EAGAIN);
                 }
-                if p.readers.wait_interruptible(&mut eb) {
+                if p.buffers.readers.wait_interruptible(&mut eb) {
                     return Err(ERESTARTSYS);
                 }
             }
@@ -341,7 +341,7 @@ impl PollMiscDevice for BufferReader {
         // Only whole records count; a fault part-way keeps the rest queued.
         let whole = whole_records(a, b, n);
         p.reader.lock().delivered(a, b, whole);
-        let mut eb = p.events.lock();
+        let mut eb = p.buffers.events.lock();
         eb.consume(whole);
         if eb.len() == 0 {
             me.seen_flush.store(eb.flush_seq, Ordering::Relaxed);
@@ -373,8 +373,8 @@ impl PollMiscDevice for BufferReader {
         if !me.reads {
             return 0;
         }
-        table.register_wait(file, &me.profiler.readers);
-        if me.readable(&me.profiler.events.lock()) {
+        table.register_wait(file, &me.profiler.buffers.readers);
+        if me.readable(&me.profiler.buffers.events.lock()) {
             mask::EPOLLIN | mask::EPOLLRDNORM
         } else {
             0

@@ -17,14 +17,6 @@ bool oprofile_rs_regs_user_mode(struct pt_regs *regs);
 long oprofile_rs_ptr_err(const void *ptr);
 u64 oprofile_rs_clock(void);
 void oprofile_rs_current_task(u32 *pid, u32 *tgid, char comm[16]);
-struct oprofile_rs_sync_cpu;
-struct oprofile_rs_sync_cpu *oprofile_rs_sync_alloc(void *context, unsigned long interval);
-void oprofile_rs_sync_start_cpu(struct oprofile_rs_sync_cpu *s, unsigned int cpu);
-void oprofile_rs_sync_stop_cpu(struct oprofile_rs_sync_cpu *s, unsigned int cpu);
-void oprofile_rs_sync_free(struct oprofile_rs_sync_cpu *s);
-struct oprofile_rs_hotplug;
-struct oprofile_rs_hotplug *oprofile_rs_hotplug_start(void *context, int *err);
-void oprofile_rs_hotplug_stop(struct oprofile_rs_hotplug *h);
 const char *oprofile_rs_event_param(void);
 
 #endif

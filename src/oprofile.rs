@@ -11,6 +11,7 @@ use kernel::{prelude::*, sync::Arc};
 use poll_misc::PollMiscRegistration;
 
 mod control;
+mod cpu_work;
 mod debugfs_files;
 mod device;
 mod event_buffer;
@@ -21,6 +22,7 @@ mod event_buffer;
 #[cfg_attr(not(oprofile_rs_kunit), allow(dead_code))]
 #[allow(unreachable_pub)]
 mod format;
+mod hotplug;
 // The KUnit suites and their helpers (NMI handlers, kthreads): test-rig builds
 // only (`OPROFILE_RS_KUNIT=1`).
 #[cfg(oprofile_rs_kunit)]
