@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * C glue for oprofile_rs: kernel macros, inline functions and callback
- * signatures Rust cannot reach through the kernel crate's bindings. Every
- * function here only forwards; all logic lives in the Rust files named in
- * the comments.
+ * C glue for oprofile_rs: kernel macros, inline functions and declarations
+ * Rust cannot reach through the kernel crate's bindings. Every function here
+ * only forwards (the unwinder's loop included: what to record is decided by
+ * the Rust caller); each says why Rust cannot do it. Rust declares them once,
+ * in src/glue.rs, with the types of glue.h.
  */
 #include <linux/hardirq.h>
 #include <linux/moduleparam.h>
@@ -11,16 +12,17 @@
 #include <linux/ptrace.h>
 #include <linux/sched.h>
 #include <linux/sched/clock.h>
-#include <linux/string.h>
 #include <asm/unwind.h>
 
 #include "glue.h"
 
 /* ---- perf counters (src/perf.rs) ---------------------------------------- */
 
-/* Implemented in Rust (src/perf.rs); runs in NMI or hard-IRQ context. */
-void oprofile_rs_perf_overflow(void *context, struct pt_regs *regs);
-
+/*
+ * The overflow handler: perf's callback type has struct perf_sample_data,
+ * and event->overflow_handler_context is a field of struct perf_event, both
+ * opaque to Rust's bindings.
+ */
 static void overflow_handler(struct perf_event *event, struct perf_sample_data *data,
 			     struct pt_regs *regs)
 {
@@ -29,40 +31,33 @@ static void overflow_handler(struct perf_event *event, struct perf_sample_data *
 
 /*
  * The kernel callchain of a sample (src/perf.rs, Regs::kernel_backtrace):
- * unwind_start() and unwind_done() are inline. The same walk as perf's
- * perf_callchain_kernel(), safe in NMI context; the ORC unwinder reads only
- * the stacks and its tables. Returns the number of return addresses written
- * to out, innermost first, without the interrupted address itself; *aborted
- * says whether the unwinder failed before the outermost frame or max.
+ * struct unwind_state is not in the bindings, and unwind_start(),
+ * unwind_done() and unwind_error() are inline. The walk perf's
+ * perf_callchain_kernel() does, safe in NMI context (the ORC unwinder reads
+ * only the stacks and its tables): calls frame(ctx, addr) for each return
+ * address, innermost first and starting with the interrupted address
+ * itself, until the walk ends or frame() returns false. Returns whether the
+ * unwinder failed before the outermost frame.
  */
-u32 oprofile_rs_kernel_backtrace(struct pt_regs *regs, u64 *out, u32 max, bool *aborted)
+bool oprofile_rs_unwind_kernel(struct pt_regs *regs, bool (*frame)(void *ctx, unsigned long addr),
+			       void *ctx)
 {
 	struct unwind_state state;
 	unsigned long addr;
-	u32 n = 0;
 
-	*aborted = false;
-	if (!max || !regs || user_mode(regs))
-		return 0;
 	for (unwind_start(&state, current, regs, NULL); !unwind_done(&state);
 	     unwind_next_frame(&state)) {
 		addr = unwind_get_return_address(&state);
 		if (!addr)
 			break;
-		/* The walk starts at the interrupted address itself. */
-		if (n == 0 && addr == instruction_pointer(regs))
-			continue;
-		if (n == max)
-			return n; /* backtrace_depth reached: not an abort */
-		out[n++] = addr;
+		if (!frame(ctx, addr))
+			return false;
 	}
-	if (unwind_error(&state))
-		*aborted = true;
-	return n;
+	return unwind_error(&state);
 }
 
 /* instruction_pointer() and user_mode() are inline (src/perf.rs, Regs). */
-u64 oprofile_rs_regs_ip(struct pt_regs *regs)
+unsigned long oprofile_rs_regs_ip(struct pt_regs *regs)
 {
 	return instruction_pointer(regs);
 }
@@ -73,7 +68,8 @@ bool oprofile_rs_regs_user_mode(struct pt_regs *regs)
 }
 
 /*
- * struct perf_event_attr is opaque to Rust's bindings: build it here.
+ * struct perf_event_attr is opaque to Rust's bindings, and
+ * perf_event_create_kernel_counter() is not in them: build it here.
  * Returns the counter or an ERR_PTR.
  */
 struct perf_event *oprofile_rs_perf_create(int cpu, u32 type, u64 config, u64 period_or_freq,
@@ -96,22 +92,10 @@ struct perf_event *oprofile_rs_perf_create(int cpu, u32 type, u64 config, u64 pe
 	return perf_event_create_kernel_counter(&attr, cpu, NULL, overflow_handler, context);
 }
 
-long oprofile_rs_ptr_err(const void *ptr)
-{
-	return IS_ERR(ptr) ? PTR_ERR(ptr) : 0;
-}
-
-/* ---- the current task (src/sampler.rs), safe in NMI context -------------- */
-
-void oprofile_rs_current_task(u32 *pid, u32 *tgid, char comm[16])
-{
-	*pid = current->pid;
-	*tgid = current->tgid;
-	/* A racy copy of a fixed array is what perf does in NMI context too. */
-	memcpy(comm, current->comm, 16);
-}
-
-/* ---- the event= parameter (src/params.rs): the module! macro has no strings */
+/*
+ * ---- the event= parameter (src/oprofile.rs): module_param() is a macro, and
+ * the module! macro of the kernel crate has no string parameters.
+ */
 
 static char *event = "default";
 module_param(event, charp, 0444);
@@ -123,13 +107,16 @@ const char *oprofile_rs_event_param(void)
 	return event ? event : "";
 }
 
-/* perf_event_release_kernel is not in the generated bindings. */
+/* perf_event_release_kernel() is not in the bindings (linux/perf_event.h is not included there). */
 void oprofile_rs_perf_release(struct perf_event *event)
 {
 	perf_event_release_kernel(event);
 }
 
-/* local_clock() may be an inline function (include/linux/sched/clock.h). */
+/*
+ * local_clock() is an inline function without CONFIG_HAVE_UNSTABLE_SCHED_CLOCK
+ * (include/linux/sched/clock.h) and not in the bindings.
+ */
 u64 oprofile_rs_clock(void)
 {
 	return local_clock();

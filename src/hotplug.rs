@@ -91,7 +91,10 @@ unsafe extern "C" fn online<H: HotplugHandler>(cpu: u32, node: *mut bindings::hl
 /// # Safety
 ///
 /// As [`online`].
-unsafe extern "C" fn offline<H: HotplugHandler>(cpu: u32, node: *mut bindings::hlist_node) -> c_int {
+unsafe extern "C" fn offline<H: HotplugHandler>(
+    cpu: u32,
+    node: *mut bindings::hlist_node,
+) -> c_int {
     // SAFETY: see the function's safety section.
     unsafe { handler_of::<H>(node) }.offline(cpu);
     0

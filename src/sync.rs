@@ -113,11 +113,7 @@ const BLOCKED: u64 = u64::MAX;
 
 /// Writes a waiting TRACING on record if there is one and it fits; false if
 /// it still waits or moves are [`BLOCKED`] (then no record may move).
-fn write_pending_on(
-    eb: &mut EventBuffer,
-    pending_on: &AtomicU64,
-    reserve: Reserve,
-) -> bool {
+fn write_pending_on(eb: &mut EventBuffer, pending_on: &AtomicU64, reserve: Reserve) -> bool {
     let t = pending_on.load(Relaxed);
     if t == 0 {
         return true;
