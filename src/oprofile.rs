@@ -38,7 +38,7 @@ mod sampler;
 mod sync;
 // The ring-buffer core is shared with the host crate `crates/ringbuf`; parts of
 // its public API serve only the host tests and benchmarks.
-#[allow(dead_code, unreachable_pub, unused_imports)]
+#[allow(unreachable_pub)]
 #[path = "ringbuf/mod.rs"]
 mod ringbuf;
 
