@@ -23,6 +23,7 @@ unsigned long oprofile_rs_regs_ip(struct pt_regs *regs);
 bool oprofile_rs_regs_user_mode(struct pt_regs *regs);
 /* src/sampler.rs */
 u64 oprofile_rs_clock(void);
+void oprofile_rs_current_task(u32 *pid, u32 *tgid, char comm[16]);
 /* src/oprofile.rs */
 const char *oprofile_rs_event_param(void);
 

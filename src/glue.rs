@@ -44,6 +44,8 @@ extern "C" {
     pub(crate) fn oprofile_rs_regs_user_mode(regs: *mut bindings::pt_regs) -> bool;
     /// `local_clock()`.
     pub(crate) fn oprofile_rs_clock() -> u64;
+    /// The current task's pid, tgid and comm (16 bytes).
+    pub(crate) fn oprofile_rs_current_task(pid: *mut u32, tgid: *mut u32, comm: *mut c_char);
     /// The `event=` module parameter: a NUL-terminated string.
     pub(crate) fn oprofile_rs_event_param() -> *const c_char;
 }

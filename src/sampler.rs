@@ -76,12 +76,10 @@ pub(crate) fn mono_ns() -> u64 {
 
 /// pid, tgid and comm of the current task (any context, NMI included).
 pub(crate) fn current_task() -> (u32, u32, [u8; 16]) {
-    let task = kernel::current!();
-    // SAFETY: the current task is valid during this call; its `comm` is a
-    // fixed array, read racily (another thread may rename the task) as perf
-    // does in NMI context too: a volatile read, never torn past its bounds.
-    let comm = unsafe { core::ptr::read_volatile(&raw const (*task.as_ptr()).comm) };
-    (task.pid() as u32, task.tgid() as u32, comm)
+    let (mut pid, mut tgid, mut comm) = (0u32, 0u32, [0u8; 16]);
+    // SAFETY: the pointers are valid for the writes (comm: 16 bytes).
+    unsafe { crate::glue::oprofile_rs_current_task(&mut pid, &mut tgid, comm.as_mut_ptr()) };
+    (pid, tgid, comm)
 }
 
 /// A comm as two words, for a cheap comparison.
