@@ -9,12 +9,15 @@
 //! [`CpuWorks::stop`], after which it is not running and does not run
 //! again. Dropping the works stops them all.
 
-use core::{
-    marker::PhantomPinned,
-    sync::atomic::{AtomicBool, Ordering},
-};
+use core::marker::PhantomPinned;
 use kernel::{
-    bindings, c_str, cpu::nr_cpu_ids, ffi::c_ulong, prelude::*, static_lock_class, types::Opaque,
+    bindings, c_str,
+    cpu::nr_cpu_ids,
+    ffi::c_ulong,
+    prelude::*,
+    static_lock_class,
+    sync::atomic::{Atomic, Relaxed},
+    types::Opaque,
 };
 
 /// What a CPU's work does.
@@ -40,7 +43,7 @@ struct Slot<H> {
     interval: c_ulong,
     cpu: u32,
     /// Set by [`CpuWorks::stop`]: the work does not re-arm itself.
-    stopping: AtomicBool,
+    stopping: Atomic<bool>,
     #[pin]
     _pin: PhantomPinned,
 }
@@ -77,7 +80,7 @@ impl<H: CpuWorkHandler> Slot<H> {
             handler,
             interval,
             cpu,
-            stopping: AtomicBool::new(true),
+            stopping: Atomic::new(true),
             _pin: PhantomPinned,
         })
     }
@@ -114,7 +117,7 @@ unsafe extern "C" fn run_work<H: CpuWorkHandler>(work: *mut bindings::work_struc
     // SAFETY: the handler outlives every run of the work (invariant).
     let handler = unsafe { &*slot.handler };
     handler.run(slot.cpu);
-    if !slot.stopping.load(Ordering::Relaxed) {
+    if !slot.stopping.load(Relaxed) {
         slot.queue(slot.interval);
     }
 }
@@ -157,7 +160,7 @@ impl<H: CpuWorkHandler> CpuWorks<H> {
     /// a high CPU number is not late).
     pub(crate) fn start(&self, cpu: u32) {
         if let Some(s) = self.slots.get(cpu as usize) {
-            s.stopping.store(false, Ordering::Relaxed);
+            s.stopping.store(false, Relaxed);
             s.queue(s.interval + cpu as c_ulong % s.interval);
         }
     }
@@ -166,7 +169,7 @@ impl<H: CpuWorkHandler> CpuWorks<H> {
     /// not run again until started. Process context (it sleeps).
     pub(crate) fn stop(&self, cpu: u32) {
         if let Some(s) = self.slots.get(cpu as usize) {
-            s.stopping.store(true, Ordering::Relaxed);
+            s.stopping.store(true, Relaxed);
             // SAFETY: `dwork` is initialised and pinned (invariant).
             // `cancel_delayed_work_sync` also waits for a run that re-armed
             // the work before it saw `stopping`, and cancels that.
@@ -178,7 +181,7 @@ impl<H: CpuWorkHandler> CpuWorks<H> {
 impl<H> Drop for CpuWorks<H> {
     fn drop(&mut self) {
         for s in self.slots.iter() {
-            s.stopping.store(true, Ordering::Relaxed);
+            s.stopping.store(true, Relaxed);
             // SAFETY: as in `stop`: after this the slot's memory may go.
             unsafe { bindings::cancel_delayed_work_sync(s.dwork.get()) };
         }

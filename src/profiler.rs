@@ -3,14 +3,16 @@
 //! The profiler: per-CPU samplers and counters, the event buffer and the
 //! sync work, started at load and stopped at unload.
 
-use core::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use kernel::{
     bindings,
     cpu::{nr_cpu_ids, CpuId},
     cpumask::Cpumask,
     new_mutex,
     prelude::*,
-    sync::{Arc, Mutex},
+    sync::{
+        atomic::{Atomic, Relaxed},
+        Arc, Mutex,
+    },
 };
 
 use crate::{
@@ -51,7 +53,7 @@ static RUNNING: RecordSwitch = RecordSwitch::new(false);
 pub(crate) struct Profiler {
     pub(crate) config: Config,
     /// The sampled event ([`Event::index`]), resolved at start.
-    active: AtomicU8,
+    active: Atomic<i8>,
     /// Each CPU's counter's overflow context: that CPU's sampler.
     trampolines: KVVec<Trampoline>,
     /// The per-CPU sync works, calling `buffers` (stopped while a CPU is
@@ -67,17 +69,17 @@ pub(crate) struct Profiler {
     pub(crate) reader: Mutex<ReaderState>,
     /// Set while a `read` of the device is in progress (one at a time, also
     /// for threads sharing the file).
-    pub(crate) read_busy: AtomicBool,
+    pub(crate) read_busy: Atomic<bool>,
     /// One counter slot per possible CPU: `Some` while the CPU is online.
     #[pin]
     counters: Mutex<KVVec<Option<Counter>>>,
     /// Set while `start` brings the online CPUs up: a failure then fails the load.
-    starting: AtomicBool,
+    starting: Atomic<bool>,
     /// The hotplug registration, from `start` to `stop`.
     #[pin]
     hotplug: Mutex<Option<hotplug::Registration<Profiler>>>,
     /// Set while `/dev/oprofile/buffer` is open (one reader at a time).
-    pub(crate) reader_open: AtomicBool,
+    pub(crate) reader_open: Atomic<bool>,
 }
 
 impl Profiler {
@@ -113,7 +115,7 @@ impl Profiler {
         let p = Arc::pin_init(
             try_pin_init!(&this in Self {
                 config,
-                active: AtomicU8::new(Event::CpuClock.index()),
+                active: Atomic::new(Event::CpuClock.index() as i8),
                 trampolines,
                 buffers <- buffers,
                 // SAFETY: `buffers` is initialised above and pinned; the
@@ -121,11 +123,11 @@ impl Profiler {
                 works: unsafe { CpuWorks::new(&(*this.as_ptr()).buffers, sync_interval())? },
                 control <- new_mutex!(()),
                 reader <- new_mutex!(ReaderState::new(n as usize)?),
-                read_busy: AtomicBool::new(false),
+                read_busy: Atomic::new(false),
                 counters <- new_mutex!(slots),
-                starting: AtomicBool::new(false),
+                starting: Atomic::new(false),
                 hotplug <- new_mutex!(None),
-                reader_open: AtomicBool::new(false),
+                reader_open: Atomic::new(false),
             }? Error),
             GFP_KERNEL,
         )?;
@@ -180,13 +182,13 @@ impl Profiler {
     fn start(&self) -> Result {
         let mut hotplug = self.hotplug.lock();
         let event = self.resolve_event();
-        self.active.store(event.index(), Ordering::Relaxed);
+        self.active.store(event.index() as i8, Relaxed);
         RUNNING.set(true);
-        self.starting.store(true, Ordering::Relaxed);
+        self.starting.store(true, Relaxed);
         // SAFETY: `self` outlives the registration: `stop` (at the latest
         // in `drop`) drops it.
         let registration = unsafe { hotplug::Registration::new(self) };
-        self.starting.store(false, Ordering::Relaxed);
+        self.starting.store(false, Relaxed);
         let registration = registration.inspect_err(|_| {
             RUNNING.set(false);
         })?;
@@ -216,7 +218,7 @@ impl Profiler {
 
     /// The event being sampled.
     pub(crate) fn event(&self) -> Event {
-        Event::from_index(self.active.load(Ordering::Relaxed))
+        Event::from_index(self.active.load(Relaxed) as u8)
     }
 
     /// Stops sampling: no overflow handler and no sync work runs after this.
@@ -285,7 +287,7 @@ impl HotplugHandler for Profiler {
                 // this event", as EOPNOTSUPP: insmod's ENOENT text speaks of
                 // unknown symbols); a CPU hotplugged later stays online
                 // without samples.
-                return if !self.starting.load(Ordering::Relaxed) {
+                return if !self.starting.load(Relaxed) {
                     Ok(())
                 } else if e == ENOENT || e == ENODEV {
                     Err(EOPNOTSUPP)
