@@ -83,7 +83,7 @@ impl Bench {
                 seq += 1;
                 match self.buf.reserve(8, clock()) {
                     Ok(mut slot) => {
-                        slot.write_word(0, seq);
+                        slot.write_words(0, &[seq]);
                         slot.commit();
                         hit += 1;
                     }
@@ -109,7 +109,7 @@ impl Bench {
             let done = self.producer_done.load(Ordering::Acquire);
             match self.buf.consume(&mut out) {
                 Ok(info) => {
-                    let seq = u64::from_le_bytes(out);
+                    let seq = u64::from_ne_bytes(out);
                     if info.len != 8 || seq <= last {
                         torn += 1;
                     }

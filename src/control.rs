@@ -71,7 +71,7 @@ fn store_flush(p: &Arc<Profiler>, reader: &mut UserSliceReader) -> Result {
 }
 
 fn show_stats(p: &Arc<Profiler>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-    for s in p.cpus.iter() {
+    for s in p.buffers.cpus.iter() {
         let c = &s.counters;
         let received = c.sample_received.load(Relaxed);
         if received == 0 && s.buffer.stats().committed == 0 {
@@ -94,7 +94,7 @@ fn show_stats(p: &Arc<Profiler>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
             rb.read,
         )?;
     }
-    let eb = p.events.lock();
+    let eb = p.buffers.events.lock();
     writeln!(
         f,
         "event_buffer bytes_waiting={} bytes_total={} refused_full={}",

@@ -26,14 +26,17 @@
 //! `OPROFILE_RS_IOC_FLUSH` (as `echo 1 > flush`), `OPROFILE_RS_IOC_GET_TRACING`
 //! (writes 0 or 1 as a `__u32`). Other commands get `ENOTTY`.
 
-use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use kernel::{
     bindings,
     fs::{File, Kiocb},
     ioctl::{_IO, _IOR},
     iov::IovIterDest,
     prelude::*,
-    sync::{poll::PollTable, Arc},
+    sync::{
+        atomic::{Acquire, Atomic, Full, Relaxed, Release},
+        poll::PollTable,
+        Arc,
+    },
     uaccess::{UserPtr, UserSlice},
 };
 
@@ -76,11 +79,11 @@ pub(crate) struct BufferReader {
     profiler: Arc<Profiler>,
     /// This file holds the reader slot (opened with read access).
     reads: bool,
-    header_sent: AtomicBool,
+    header_sent: Atomic<bool>,
     /// The stream's opening records (after the header) are not all read.
-    prefix_pending: AtomicBool,
+    prefix_pending: Atomic<bool>,
     /// The flush generation whose data this reader has drained.
-    seen_flush: AtomicU64,
+    seen_flush: Atomic<u64>,
 }
 
 /// Whether the caller may read the whole system's samples: what perf's
@@ -103,11 +106,11 @@ fn may_profile_system() -> Result {
 impl BufferReader {
     /// Whether a blocking read would return now (the condition `poll` reports).
     fn readable(&self, eb: &EventBuffer) -> bool {
-        let flushed = eb.flush_seq != self.seen_flush.load(Ordering::Relaxed);
-        !self.header_sent.load(Ordering::Acquire)
-            || self.prefix_pending.load(Ordering::Acquire)
+        let flushed = eb.flush_seq != self.seen_flush.load(Relaxed);
+        !self.header_sent.load(Acquire)
+            || self.prefix_pending.load(Acquire)
             || eb.len() >= self.profiler.config.buffer_watershed
-            || self.profiler.nearly_full(eb)
+            || self.profiler.buffers.nearly_full(eb)
             || (flushed && eb.len() > 0)
     }
 }
@@ -119,12 +122,12 @@ struct Busy<'a>(&'a Profiler);
 impl<'a> Busy<'a> {
     /// Waits (interruptibly) for the flag, or `EAGAIN` with `nonblock`.
     fn take(p: &'a Profiler, nonblock: bool) -> Result<Self> {
-        let mut eb = p.events.lock();
-        while p.read_busy.swap(true, Ordering::Acquire) {
+        let mut eb = p.buffers.events.lock();
+        while p.read_busy.xchg(true, Acquire) {
             if nonblock {
                 return Err(EAGAIN);
             }
-            if p.readers.wait_interruptible(&mut eb) {
+            if p.buffers.readers.wait_interruptible(&mut eb) {
                 return Err(ERESTARTSYS);
             }
         }
@@ -135,9 +138,9 @@ impl<'a> Busy<'a> {
 impl Drop for Busy<'_> {
     fn drop(&mut self) {
         // Under the lock the waiters check the flag with: no lost wake-up.
-        let _eb = self.0.events.lock();
-        self.0.read_busy.store(false, Ordering::Release);
-        self.0.readers.notify_all();
+        let _eb = self.0.buffers.events.lock();
+        self.0.read_busy.store(false, Release);
+        self.0.buffers.readers.notify_all();
     }
 }
 
@@ -148,7 +151,7 @@ impl BufferReader {
         let p = &*self.profiler;
         let mut copied = 0;
         let mut st = p.reader.lock();
-        if !self.header_sent.load(Ordering::Acquire) {
+        if !self.header_sent.load(Acquire) {
             if room < format::HEADER_LEN {
                 pr_ratelimited!(
                     pr_info,
@@ -159,13 +162,12 @@ impl BufferReader {
             }
             st.start_stream()?;
             let event = p.event();
-            let header = stream_header(event, p.cpus.len() as u32, &p.config, now());
+            let header = stream_header(event, p.buffers.cpus.len() as u32, &p.config, now());
             if iov.copy_to_iter(&header) != header.len() {
                 return Err(EFAULT);
             }
-            self.header_sent.store(true, Ordering::Release);
-            self.prefix_pending
-                .store(st.prefix_pending(), Ordering::Release);
+            self.header_sent.store(true, Release);
+            self.prefix_pending.store(st.prefix_pending(), Release);
             copied = header.len();
         }
         if st.prefix_pending() {
@@ -184,8 +186,7 @@ impl BufferReader {
             }
             st.prefix_consumed(whole);
             copied += whole;
-            self.prefix_pending
-                .store(st.prefix_pending(), Ordering::Release);
+            self.prefix_pending.store(st.prefix_pending(), Release);
         }
         Ok(copied)
     }
@@ -247,29 +248,29 @@ impl PollMiscDevice for BufferReader {
         may_profile_system()?;
         let profiler = crate::OprofileModule::profiler_of(misc);
         let reads = file.flags() & O_ACCMODE != O_WRONLY;
-        if reads && profiler.reader_open.swap(true, Ordering::AcqRel) {
+        if reads && profiler.reader_open.xchg(true, Full) {
             pr_ratelimited!(
                 pr_info,
                 "/dev/oprofile/buffer: refused a second reader (EBUSY)\n"
             );
             return Err(EBUSY);
         }
-        let seen = profiler.events.lock().flush_seq;
+        let seen = profiler.buffers.events.lock().flush_seq;
         let open = profiler.clone();
         KBox::new(
             BufferReader {
                 profiler,
                 reads,
-                header_sent: AtomicBool::new(false),
-                prefix_pending: AtomicBool::new(false),
-                seen_flush: AtomicU64::new(seen),
+                header_sent: Atomic::new(false),
+                prefix_pending: Atomic::new(false),
+                seen_flush: Atomic::new(seen),
             },
             GFP_KERNEL,
         )
         .map_err(|e| {
             // Not opened after all.
             if reads {
-                open.reader_open.store(false, Ordering::Release);
+                open.reader_open.store(false, Release);
             }
             e.into()
         })
@@ -277,7 +278,7 @@ impl PollMiscDevice for BufferReader {
 
     fn release(me: KBox<Self>, _file: &File) {
         if me.reads {
-            me.profiler.reader_open.store(false, Ordering::Release);
+            me.profiler.reader_open.store(false, Release);
         }
     }
 
@@ -292,18 +293,18 @@ impl PollMiscDevice for BufferReader {
         }
         let _busy = Busy::take(p, nonblock)?;
         let copied = me.read_prefix(iov, room)?;
-        if me.prefix_pending.load(Ordering::Acquire) {
+        if me.prefix_pending.load(Acquire) {
             return Ok(copied);
         }
         let (chunk, view) = {
-            let mut eb = p.events.lock();
+            let mut eb = p.buffers.events.lock();
             loop {
-                let flushed = eb.flush_seq != me.seen_flush.load(Ordering::Relaxed);
+                let flushed = eb.flush_seq != me.seen_flush.load(Relaxed);
                 if me.readable(&eb) || (nonblock && eb.len() > 0) || (copied > 0 && eb.len() > 0) {
                     break;
                 }
                 if flushed && eb.len() == 0 {
-                    me.seen_flush.store(eb.flush_seq, Ordering::Relaxed);
+                    me.seen_flush.store(eb.flush_seq, Relaxed);
                 }
                 if copied > 0 {
                     return Ok(copied);
@@ -311,7 +312,7 @@ impl PollMiscDevice for BufferReader {
                 if nonblock {
                     return Err(EAGAIN);
                 }
-                if p.readers.wait_interruptible(&mut eb) {
+                if p.buffers.readers.wait_interruptible(&mut eb) {
                     return Err(ERESTARTSYS);
                 }
             }
@@ -341,10 +342,10 @@ impl PollMiscDevice for BufferReader {
         // Only whole records count; a fault part-way keeps the rest queued.
         let whole = whole_records(a, b, n);
         p.reader.lock().delivered(a, b, whole);
-        let mut eb = p.events.lock();
+        let mut eb = p.buffers.events.lock();
         eb.consume(whole);
         if eb.len() == 0 {
-            me.seen_flush.store(eb.flush_seq, Ordering::Relaxed);
+            me.seen_flush.store(eb.flush_seq, Relaxed);
         }
         if whole == 0 && copied == 0 {
             return Err(EFAULT);
@@ -373,8 +374,8 @@ impl PollMiscDevice for BufferReader {
         if !me.reads {
             return 0;
         }
-        table.register_wait(file, &me.profiler.readers);
-        if me.readable(&me.profiler.events.lock()) {
+        table.register_wait(file, &me.profiler.buffers.readers);
+        if me.readable(&me.profiler.buffers.events.lock()) {
             mask::EPOLLIN | mask::EPOLLRDNORM
         } else {
             0

@@ -21,11 +21,11 @@
 //! Every integer of the header and of the records is in the byte order of the
 //! machine that wrote the stream, which the header announces (byte 13, see
 //! [`Endian::code`]). The module writes [`Endian::native`]; readers take the
-//! order as a parameter ([`Header::read`] finds it). The module builds for
-//! x86-64 only (its C glue drives the x86 unwinder), where that order is
-//! little-endian, the order in which the per-CPU ring buffers hand back the
-//! words a writer stored as words (a callchain): a big-endian port must make
-//! the two agree.
+//! order as a parameter ([`Header::read`] finds it). It is also the order in
+//! which the per-CPU ring buffers hand back the words a writer stored as
+//! words (a callchain): a payload word holds its bytes in memory order (see
+//! `src/ringbuf/writer.rs`, `Slot::write_bytes`), so the whole stream has
+//! this one order.
 //!
 //! # Layout summary
 //!

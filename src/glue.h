@@ -1,30 +1,30 @@
 /* SPDX-License-Identifier: GPL-2.0 */
-/* Functions of glue.c called from Rust (declared there as extern "C"). */
+/*
+ * The functions of glue.c, called from Rust, and the one Rust function glue.c
+ * calls. src/glue.rs declares each of them once for Rust, with these types.
+ */
 #ifndef OPROFILE_RS_GLUE_H
 #define OPROFILE_RS_GLUE_H
 #include <linux/types.h>
 
 struct perf_event;
-
 struct pt_regs;
+
+/* src/perf.rs */
 struct perf_event *oprofile_rs_perf_create(int cpu, u32 type, u64 config, u64 period_or_freq,
 					   bool freq, bool exclude_user, bool exclude_kernel,
 					   void *context);
-u32 oprofile_rs_kernel_backtrace(struct pt_regs *regs, u64 *out, u32 max, bool *aborted);
 void oprofile_rs_perf_release(struct perf_event *event);
-u64 oprofile_rs_regs_ip(struct pt_regs *regs);
+/* Implemented in Rust (src/perf.rs); runs in NMI or hard-IRQ context. */
+void oprofile_rs_perf_overflow(void *context, struct pt_regs *regs);
+bool oprofile_rs_unwind_kernel(struct pt_regs *regs, bool (*frame)(void *ctx, unsigned long addr),
+			       void *ctx);
+unsigned long oprofile_rs_regs_ip(struct pt_regs *regs);
 bool oprofile_rs_regs_user_mode(struct pt_regs *regs);
-long oprofile_rs_ptr_err(const void *ptr);
+/* src/sampler.rs */
 u64 oprofile_rs_clock(void);
 void oprofile_rs_current_task(u32 *pid, u32 *tgid, char comm[16]);
-struct oprofile_rs_sync_cpu;
-struct oprofile_rs_sync_cpu *oprofile_rs_sync_alloc(void *context, unsigned long interval);
-void oprofile_rs_sync_start_cpu(struct oprofile_rs_sync_cpu *s, unsigned int cpu);
-void oprofile_rs_sync_stop_cpu(struct oprofile_rs_sync_cpu *s, unsigned int cpu);
-void oprofile_rs_sync_free(struct oprofile_rs_sync_cpu *s);
-struct oprofile_rs_hotplug;
-struct oprofile_rs_hotplug *oprofile_rs_hotplug_start(void *context, int *err);
-void oprofile_rs_hotplug_stop(struct oprofile_rs_hotplug *h);
+/* src/oprofile.rs */
 const char *oprofile_rs_event_param(void);
 
 #endif

@@ -11,6 +11,7 @@ use kernel::{prelude::*, sync::Arc};
 use poll_misc::PollMiscRegistration;
 
 mod control;
+mod cpu_work;
 mod debugfs_files;
 mod device;
 mod event_buffer;
@@ -21,6 +22,8 @@ mod event_buffer;
 #[cfg_attr(not(oprofile_rs_kunit), allow(dead_code))]
 #[allow(unreachable_pub)]
 mod format;
+mod glue;
+mod hotplug;
 // The KUnit suites and their helpers (NMI handlers, kthreads): test-rig builds
 // only (`OPROFILE_RS_KUNIT=1`).
 #[cfg(oprofile_rs_kunit)]
@@ -35,7 +38,7 @@ mod sampler;
 mod sync;
 // The ring-buffer core is shared with the host crate `crates/ringbuf`; parts of
 // its public API serve only the host tests and benchmarks.
-#[allow(dead_code, unreachable_pub, unused_imports)]
+#[allow(unreachable_pub)]
 #[path = "ringbuf/mod.rs"]
 mod ringbuf;
 
@@ -102,12 +105,9 @@ impl OprofileModule {
 
 /// The `event=` parameter (a C `charp` in glue.c: `module!` has no strings).
 fn event_param() -> &'static [u8] {
-    extern "C" {
-        fn oprofile_rs_event_param() -> *const kernel::ffi::c_char;
-    }
     // SAFETY: glue.c returns a NUL-terminated string owned by the module
     // parameter, which is not changed after load (the file is read-only).
-    unsafe { CStr::from_char_ptr(oprofile_rs_event_param()) }.to_bytes()
+    unsafe { CStr::from_char_ptr(glue::oprofile_rs_event_param()) }.to_bytes()
 }
 
 impl kernel::InPlaceModule for OprofileModule {

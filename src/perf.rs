@@ -5,34 +5,14 @@
 //! [`OverflowHandler::overflow`] on every overflow (NMI context for hardware
 //! PMU events, hard-IRQ context for the software cpu-clock event).
 
-use core::ffi::c_void;
-use kernel::prelude::*;
+use kernel::{
+    bindings,
+    error::from_err_ptr,
+    ffi::{c_ulong, c_void},
+    prelude::*,
+};
 
-mod ffi {
-    use core::ffi::c_void;
-    extern "C" {
-        pub(super) fn oprofile_rs_perf_create(
-            cpu: i32,
-            type_: u32,
-            config: u64,
-            period_or_freq: u64,
-            freq: bool,
-            exclude_user: bool,
-            exclude_kernel: bool,
-            context: *mut c_void,
-        ) -> *mut c_void;
-        pub(super) fn oprofile_rs_perf_release(event: *mut c_void);
-        pub(super) fn oprofile_rs_ptr_err(ptr: *const c_void) -> i64;
-        pub(super) fn oprofile_rs_kernel_backtrace(
-            regs: *mut c_void,
-            out: *mut u64,
-            max: u32,
-            aborted: *mut bool,
-        ) -> u32;
-        pub(super) fn oprofile_rs_regs_ip(regs: *mut c_void) -> u64;
-        pub(super) fn oprofile_rs_regs_user_mode(regs: *mut c_void) -> bool;
-    }
-}
+use crate::glue;
 
 // Stable UAPI values from include/uapi/linux/perf_event.h (not in the
 // kernel crate's bindings).
@@ -142,7 +122,7 @@ pub(crate) struct Attr {
 /// `regs` points to the live `struct pt_regs` of the interrupt being handled.
 #[derive(Clone, Copy)]
 pub(crate) struct Regs {
-    regs: *mut c_void,
+    regs: *mut bindings::pt_regs,
 }
 
 impl Regs {
@@ -152,7 +132,7 @@ impl Regs {
     ///
     /// `regs` is the valid `struct pt_regs` of the interrupt being handled,
     /// and the result is only used inside that handler.
-    pub(crate) unsafe fn from_raw(regs: *mut c_void) -> Self {
+    pub(crate) unsafe fn from_raw(regs: *mut bindings::pt_regs) -> Self {
         // INVARIANT: guaranteed by the caller.
         Regs { regs }
     }
@@ -160,13 +140,13 @@ impl Regs {
     /// The interrupted instruction address.
     pub(crate) fn ip(&self) -> u64 {
         // SAFETY: valid registers (invariant).
-        unsafe { ffi::oprofile_rs_regs_ip(self.regs) }
+        unsafe { glue::oprofile_rs_regs_ip(self.regs) as u64 }
     }
 
     /// Whether the interrupted context was user mode.
     pub(crate) fn user_mode(&self) -> bool {
         // SAFETY: valid registers (invariant).
-        unsafe { ffi::oprofile_rs_regs_user_mode(self.regs) }
+        unsafe { glue::oprofile_rs_regs_user_mode(self.regs) }
     }
 
     /// The kernel callchain of the interrupted context, innermost caller
@@ -175,14 +155,49 @@ impl Regs {
     /// before reaching the outermost frame or filling `out` (it then returns
     /// what it found). Empty for user mode.
     pub(crate) fn kernel_backtrace(&self, out: &mut [u64]) -> (usize, bool) {
-        let mut aborted = false;
-        let max = u32::try_from(out.len()).unwrap_or(u32::MAX);
-        // SAFETY: `regs` are the live registers of the interrupt being
-        // handled (invariant); `out` holds `max` entries.
-        let n = unsafe {
-            ffi::oprofile_rs_kernel_backtrace(self.regs, out.as_mut_ptr(), max, &mut aborted)
+        /// The walk's state, and what to keep of each frame.
+        struct Walk<'a> {
+            out: &'a mut [u64],
+            n: usize,
+            ip: u64,
+        }
+        /// # Safety
+        ///
+        /// `ctx` is the `Walk` of the `kernel_backtrace` call in progress.
+        unsafe extern "C" fn frame(ctx: *mut c_void, addr: c_ulong) -> bool {
+            // SAFETY: see the function's safety section; nothing else
+            // references the walk during the call.
+            let w = unsafe { &mut *ctx.cast::<Walk<'_>>() };
+            let addr = addr as u64;
+            // The walk starts at the interrupted address itself.
+            if w.n == 0 && addr == w.ip {
+                return true;
+            }
+            match w.out.get_mut(w.n) {
+                Some(slot) => {
+                    *slot = addr;
+                    w.n += 1;
+                    true
+                }
+                // backtrace_depth reached: not an abort.
+                None => false,
+            }
+        }
+        if out.is_empty() || self.user_mode() {
+            return (0, false);
+        }
+        let mut walk = Walk {
+            ip: self.ip(),
+            out,
+            n: 0,
         };
-        ((n as usize).min(out.len()), aborted)
+        // SAFETY: `regs` are the live registers of the interrupt being
+        // handled (invariant), of kernel mode; `frame` gets `walk` only
+        // during this call.
+        let aborted = unsafe {
+            glue::oprofile_rs_unwind_kernel(self.regs, frame, core::ptr::from_mut(&mut walk).cast())
+        };
+        (walk.n, aborted)
     }
 }
 
@@ -201,7 +216,7 @@ pub(crate) trait OverflowHandler: Sync {
 /// `event` is a live counter created by `perf_event_create_kernel_counter`
 /// whose overflow context points to the `H` this counter was created with.
 pub(crate) struct Counter {
-    event: *mut c_void,
+    event: *mut bindings::perf_event,
 }
 
 // SAFETY: the perf event may be released from any thread.
@@ -209,14 +224,14 @@ unsafe impl Send for Counter {}
 // SAFETY: `Counter` has no `&self` methods that touch the event.
 unsafe impl Sync for Counter {}
 
-/// Called by the C overflow handler in `glue.c`.
+/// Called by the C overflow handler in `glue.c` (declared in `glue.h`).
 ///
 /// # Safety
 ///
 /// `context` is the `&H` given to [`Counter::new`] with `H`'s type erased
 /// through [`trampoline`]: see there.
 #[unsafe(no_mangle)]
-unsafe extern "C" fn oprofile_rs_perf_overflow(context: *mut c_void, regs: *mut c_void) {
+unsafe extern "C" fn oprofile_rs_perf_overflow(context: *mut c_void, regs: *mut bindings::pt_regs) {
     // SAFETY: `Counter::new` stores a pointer to a `Trampoline`, valid until
     // the counter is released (the caller of `new` guarantees it).
     let t = unsafe { &*context.cast::<Trampoline>() };
@@ -266,8 +281,8 @@ impl Counter {
         let cpu = i32::try_from(cpu).map_err(|_| EINVAL)?;
         // SAFETY: plain FFI call; the context pointer is valid as long as the
         // counter (guaranteed by the caller).
-        let ev = unsafe {
-            ffi::oprofile_rs_perf_create(
+        let ev = from_err_ptr(unsafe {
+            glue::oprofile_rs_perf_create(
                 cpu,
                 type_,
                 config,
@@ -277,12 +292,7 @@ impl Counter {
                 attr.exclude_kernel,
                 core::ptr::from_ref(trampoline).cast_mut().cast(),
             )
-        };
-        // SAFETY: `ev` is a pointer or an ERR_PTR; IS_ERR only looks at its value.
-        let err = unsafe { ffi::oprofile_rs_ptr_err(ev) };
-        if err != 0 {
-            return Err(Error::from_errno(i32::try_from(err).unwrap_or(-22)));
-        }
+        })?;
         // INVARIANT: `ev` is a live counter using `trampoline`.
         Ok(Counter { event: ev })
     }
@@ -292,6 +302,6 @@ impl Drop for Counter {
     fn drop(&mut self) {
         // SAFETY: by the invariant `event` is live; after this no overflow
         // handler runs for it (perf_event_release_kernel waits for them).
-        unsafe { ffi::oprofile_rs_perf_release(self.event) };
+        unsafe { glue::oprofile_rs_perf_release(self.event) };
     }
 }

@@ -57,17 +57,10 @@ impl Scratch {
     }
 }
 
-mod ffi {
-    extern "C" {
-        pub(super) fn oprofile_rs_clock() -> u64;
-        pub(super) fn oprofile_rs_current_task(pid: *mut u32, tgid: *mut u32, comm: *mut u8);
-    }
-}
-
 /// The clock of the stream (`local_clock()`, ns).
 pub(crate) fn now() -> u64 {
     // SAFETY: plain call; local_clock() is safe in any context.
-    unsafe { ffi::oprofile_rs_clock() }
+    unsafe { crate::glue::oprofile_rs_clock() }
 }
 
 /// The clocksource's monotonic time in ns: NMI safe, consistent across
@@ -85,7 +78,7 @@ pub(crate) fn mono_ns() -> u64 {
 pub(crate) fn current_task() -> (u32, u32, [u8; 16]) {
     let (mut pid, mut tgid, mut comm) = (0u32, 0u32, [0u8; 16]);
     // SAFETY: the pointers are valid for the writes (comm: 16 bytes).
-    unsafe { ffi::oprofile_rs_current_task(&mut pid, &mut tgid, comm.as_mut_ptr()) };
+    unsafe { crate::glue::oprofile_rs_current_task(&mut pid, &mut tgid, comm.as_mut_ptr()) };
     (pid, tgid, comm)
 }
 

@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The sync: moves records from the per-CPU ring buffers into the event
-//! buffer, with a LOST record wherever a CPU dropped samples.
+//! buffer, with a LOST record wherever a CPU dropped samples. [`Buffers`]
+//! holds what it moves between (the CPUs' samplers, the event buffer and its
+//! readers' wait queue) and nothing else.
 //!
 //! Each online CPU has a self-rearming delayed work (every `HZ/10`, see
-//! `profiler.rs`) that moves that CPU's records; a CPU going offline moves
+//! `cpu_work.rs`) that moves that CPU's records; a CPU going offline moves
 //! its last ones; `flush` and `tracing_on` writes move every CPU's, one CPU
 //! after another. A CPU's moves are serialised by that CPU's [`CpuSync`]
 //! mutex (never two of them held at once), so a CPU's work touches only
@@ -19,12 +21,18 @@
 //! (every sample taken before the switch is before its record, see
 //! `Documentation/stream-format.md`).
 
-use core::sync::atomic::Ordering::Relaxed;
-use kernel::{new_mutex, prelude::*, sync::Mutex};
+use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use kernel::{
+    new_mutex, new_poll_condvar,
+    prelude::*,
+    sync::{poll::PollCondVar, Mutex},
+};
 
 use crate::{
+    cpu_work::CpuWorkHandler,
     event_buffer::EventBuffer,
     format::{self, Endian},
+    ratelimit::pr_ratelimited,
     ringbuf::ReadError,
     sampler::{now, CpuSampler},
 };
@@ -80,36 +88,32 @@ impl CpuSync {
 
 /// What a sync works on: one CPU's sampler and sync state, the event
 /// buffer, and the time of the latest record moved.
-pub(crate) struct Target<'a> {
-    pub(crate) cpu: &'a CpuSampler,
-    pub(crate) state: &'a Mutex<CpuSync>,
-    pub(crate) events: &'a Mutex<EventBuffer>,
-    pub(crate) reserve: Reserve,
-    pub(crate) last_ts: &'a core::sync::atomic::AtomicU64,
-    /// Set while a TRACING on record waits for room (see `profiler.rs`): no
-    /// record may move before it.
-    pub(crate) pending_on: &'a core::sync::atomic::AtomicU64,
+struct Target<'a> {
+    cpu: &'a CpuSampler,
+    state: &'a Mutex<CpuSync>,
+    events: &'a Mutex<EventBuffer>,
+    reserve: Reserve,
+    last_ts: &'a AtomicU64,
+    /// Set while a TRACING on record waits for room (see
+    /// [`Buffers::mark_on`]): no record may move before it.
+    pending_on: &'a AtomicU64,
 }
 
 /// What a sync did.
 #[derive(Default, Clone, Copy)]
-pub(crate) struct Moved {
-    pub(crate) records: usize,
+struct Moved {
+    records: usize,
     /// The event buffer refused a record: it is full.
-    pub(crate) full: bool,
+    full: bool,
 }
 
 /// A value of `pending_on` that is no time: nothing may move (while
-/// `tracing_on=0` drops what waits, see `profiler.rs`).
-pub(crate) const BLOCKED: u64 = u64::MAX;
+/// `tracing_on=0` drops what waits, see [`Buffers::mark_off`]).
+const BLOCKED: u64 = u64::MAX;
 
 /// Writes a waiting TRACING on record if there is one and it fits; false if
 /// it still waits or moves are [`BLOCKED`] (then no record may move).
-pub(crate) fn write_pending_on(
-    eb: &mut EventBuffer,
-    pending_on: &core::sync::atomic::AtomicU64,
-    reserve: Reserve,
-) -> bool {
+fn write_pending_on(eb: &mut EventBuffer, pending_on: &AtomicU64, reserve: Reserve) -> bool {
     let t = pending_on.load(Relaxed);
     if t == 0 {
         return true;
@@ -142,7 +146,7 @@ fn lost_record(t: &Target<'_>, count: u64) -> [u8; format::LOST_LEN] {
 
 /// Moves what `t.cpu`'s buffer holds into the event buffer, keeping the
 /// reserve free.
-pub(crate) fn sync_cpu(t: &Target<'_>) -> Moved {
+fn sync_cpu(t: &Target<'_>) -> Moved {
     let mut st = t.state.lock();
     let st = &mut *st;
     let reserve = t.reserve.bytes();
@@ -173,7 +177,7 @@ pub(crate) fn sync_cpu(t: &Target<'_>) -> Moved {
                     Err(ReadError::Empty | ReadError::Busy | ReadError::Contended) => break,
                     // Cannot happen: every record the module writes fits.
                     Err(e) => {
-                        crate::ratelimit::pr_ratelimited!(
+                        pr_ratelimited!(
                             pr_warn,
                             "cpu{}: ring buffer read failed: {:?}\n",
                             t.cpu.cpu,
@@ -203,7 +207,7 @@ pub(crate) fn sync_cpu(t: &Target<'_>) -> Moved {
 /// counting its samples as lost, and writes the CPU's LOST record into the
 /// reserve. The dropped records include COMM records: the sampler names the
 /// next task it sees anew.
-pub(crate) fn discard_cpu(t: &Target<'_>) {
+fn discard_cpu(t: &Target<'_>) {
     let mut st = t.state.lock();
     let st = &mut *st;
     let (mut dropped, mut any, mut retries) = (0u64, false, 0);
@@ -240,5 +244,191 @@ pub(crate) fn discard_cpu(t: &Target<'_>) {
         if t.events.lock().push_keeping(&rec, format::TRACING_LEN) {
             st.lost_reported = lost;
         }
+    }
+}
+
+/// What the sync moves between: the CPUs' samplers and the event buffer,
+/// with the state of the moves.
+///
+/// Locks, outermost first: a CPU's `cpu_sync` (one at a time, never two),
+/// `events`.
+#[pin_data]
+pub(crate) struct Buffers {
+    /// Per possible CPU (kvmalloc: large `nr_cpu_ids` need no high-order
+    /// allocation).
+    pub(crate) cpus: KVVec<CpuSampler>,
+    /// Per possible CPU: its sync state, behind its own mutex.
+    cpu_sync: KVVec<Pin<KBox<Mutex<CpuSync>>>>,
+    /// What the sync keeps free in the event buffer for `tracing_on=0`.
+    reserve: Reserve,
+    /// The latest time stamp of a record moved to the event buffer.
+    last_ts: AtomicU64,
+    /// The time of a TRACING on record that did not fit in the event buffer
+    /// yet (0: none). The sync writes it before any other record.
+    pending_on: AtomicU64,
+    #[pin]
+    pub(crate) events: Mutex<EventBuffer>,
+    /// Woken when data arrives, at a flush, when the event buffer is full,
+    /// and when the reader slot's busy flag clears.
+    #[pin]
+    pub(crate) readers: PollCondVar,
+    /// The event buffer's size and the fill that wakes readers.
+    buffer_size: usize,
+    watershed: usize,
+}
+
+impl Buffers {
+    /// The buffers of `cpus` (one per possible CPU) with an event buffer of
+    /// `buffer_size` bytes that wakes readers at `watershed` bytes.
+    pub(crate) fn new(
+        cpus: KVVec<CpuSampler>,
+        buffer_size: usize,
+        watershed: usize,
+    ) -> Result<impl PinInit<Self, Error>> {
+        let n = cpus.len();
+        let reserve = Reserve::new(n);
+        // Room for the reserve and a few of the largest records besides.
+        let min = 2 * reserve.bytes() + 4 * format::MAX_RECORD;
+        if buffer_size < min {
+            pr_err!("buffer_size={buffer_size} is too small for {n} CPUs: at least {min} bytes\n");
+            return Err(EINVAL);
+        }
+        let mut cpu_sync = KVVec::with_capacity(n, GFP_KERNEL)?;
+        for _ in 0..n {
+            cpu_sync.push(KBox::pin_init(CpuSync::new(), GFP_KERNEL)?, GFP_KERNEL)?;
+        }
+        Ok(try_pin_init!(Self {
+            cpus,
+            cpu_sync,
+            reserve,
+            last_ts: AtomicU64::new(0),
+            pending_on: AtomicU64::new(0),
+            events <- new_mutex!(EventBuffer::new(buffer_size)?),
+            readers <- new_poll_condvar!(),
+            buffer_size,
+            watershed,
+        }? Error))
+    }
+
+    /// What a sync of CPU `cpu` works on.
+    fn target(&self, cpu: usize) -> Option<Target<'_>> {
+        Some(Target {
+            cpu: self.cpus.get(cpu)?,
+            state: self.cpu_sync.get(cpu)?,
+            events: &self.events,
+            reserve: self.reserve,
+            last_ts: &self.last_ts,
+            pending_on: &self.pending_on,
+        })
+    }
+
+    /// Moves CPU `cpu`'s records to the event buffer (its periodic work, and
+    /// when it goes offline); wakes the reader past the watershed or when
+    /// the event buffer is full.
+    pub(crate) fn sync_one(&self, cpu: u32) {
+        if let Some(t) = self.target(cpu as usize) {
+            let moved = sync_cpu(&t);
+            let eb = self.events.lock();
+            let wake = moved.full || self.nearly_full(&eb) || eb.len() >= self.watershed;
+            drop(eb);
+            if wake {
+                self.readers.notify_all();
+            }
+        }
+    }
+
+    /// Whether the event buffer is (nearly) too full for the sync to move
+    /// more: readers are woken then, whatever the watershed.
+    pub(crate) fn nearly_full(&self, eb: &EventBuffer) -> bool {
+        eb.free() < (self.buffer_size / 8).max(self.reserve.bytes() + format::MAX_RECORD)
+    }
+
+    /// Moves every CPU's records, one CPU after another.
+    pub(crate) fn sync_all(&self) {
+        for cpu in 0..self.cpus.len() {
+            if let Some(t) = self.target(cpu) {
+                sync_cpu(&t);
+            }
+        }
+    }
+
+    /// Makes whatever the event buffer holds readable now, below the
+    /// watershed too: wakes blocked readers and pollers.
+    pub(crate) fn wake_readers(&self) {
+        self.events.lock().flush_seq += 1;
+        self.readers.notify_all();
+    }
+
+    /// Writes the TRACING on record of `tracing_on=1`, before recording
+    /// resumes. A record that does not fit waits, and no record moves
+    /// before it (see [`write_pending_on`]).
+    pub(crate) fn mark_on(&self) {
+        let t = self.marker_time();
+        let rec = format::Tracing {
+            cpu: 0,
+            time: t,
+            on: true,
+        }
+        .encoded(Endian::native());
+        let mut eb = self.events.lock();
+        if !eb.push_keeping(&rec, self.reserve.bytes()) {
+            self.pending_on.store(t, Relaxed);
+        }
+    }
+
+    /// Writes the TRACING off record of `tracing_on=0`, after recording
+    /// stopped (no overflow handler runs): moves everything recorded before
+    /// it, drops and counts what no longer fits, and hands it all to the
+    /// reader. The off record always fits (the reserve); an on record that
+    /// still waits is cancelled with it.
+    pub(crate) fn mark_off(&self) {
+        // Under the events lock, as the sync writes a waiting on record: it
+        // is either written already, or cancelled here, and until the
+        // discard below is done no record moves (`BLOCKED`).
+        let cancelled = {
+            let _eb = self.events.lock();
+            self.pending_on.swap(BLOCKED, Relaxed) != 0
+        };
+        if !cancelled {
+            self.pending_on.store(0, Relaxed);
+        }
+        if !cancelled {
+            self.sync_all();
+        }
+        for cpu in 0..self.cpus.len() {
+            if let Some(t) = self.target(cpu) {
+                discard_cpu(&t);
+            }
+        }
+        if cancelled {
+            let _eb = self.events.lock();
+            self.pending_on.store(0, Relaxed);
+        } else {
+            let rec = format::Tracing {
+                cpu: 0,
+                time: self.marker_time(),
+                on: false,
+            }
+            .encoded(Endian::native());
+            if !self.events.lock().push(&rec) {
+                // Cannot happen: the reserve keeps room for it.
+                pr_ratelimited!(pr_err, "event buffer full: tracing off record dropped\n");
+            }
+        }
+        self.wake_readers();
+    }
+
+    /// A TRACING record's time: now, or the latest record's time if a CPU
+    /// clock ahead of this one stamped it later, so that the record's time
+    /// is not before that of a sample it follows in the stream.
+    fn marker_time(&self) -> u64 {
+        now().max(self.last_ts.load(Relaxed))
+    }
+}
+
+/// A CPU's periodic sync work.
+impl CpuWorkHandler for Buffers {
+    fn run(&self, cpu: u32) {
+        self.sync_one(cpu);
     }
 }

@@ -17,7 +17,7 @@
 //! with [`send_nmi`] that no handler claims is reported by the kernel as
 //! "NMI received for unknown reason".
 
-use core::ffi::{c_char, c_int, c_uint, c_void};
+use core::ffi::{c_char, c_int, c_uint};
 use core::marker::{PhantomData, PhantomPinned};
 
 use kernel::{cpu::CpuId, prelude::*, types::Opaque};
@@ -30,7 +30,7 @@ mod ffi {
     extern "C" {
         pub(super) fn oprofile_rs_nmi_register_local(
             action: *mut c_void,
-            handler: unsafe extern "C" fn(c_uint, *mut c_void) -> c_int,
+            handler: unsafe extern "C" fn(c_uint, *mut kernel::bindings::pt_regs) -> c_int,
             name: *const c_char,
         ) -> c_int;
         pub(super) fn oprofile_rs_nmi_unregister_local(name: *const c_char);
@@ -101,7 +101,10 @@ unsafe impl<H: NmiHandler> Sync for Registration<H> {}
 /// # Safety
 ///
 /// Only to be called by the kernel's NMI code, in NMI context.
-unsafe extern "C" fn trampoline<H: NmiHandler>(_type: c_uint, regs: *mut c_void) -> c_int {
+unsafe extern "C" fn trampoline<H: NmiHandler>(
+    _type: c_uint,
+    regs: *mut kernel::bindings::pt_regs,
+) -> c_int {
     // SAFETY: the NMI code passes the NMI's registers, valid during the call.
     let regs = unsafe { Regs::from_raw(regs) };
     if H::handle(&regs) {

@@ -353,7 +353,7 @@ impl Stress {
         for (w, c) in words.iter_mut().zip(out.chunks_exact(8)).take(nwords) {
             let mut b = [0u8; 8];
             b.copy_from_slice(c);
-            *w = u64::from_le_bytes(b);
+            *w = u64::from_ne_bytes(b);
         }
         let kind = (words[0] >> 56) as usize;
         let seq = words[0] & ((1 << 56) - 1);

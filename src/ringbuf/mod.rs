@@ -46,6 +46,9 @@
 )]
 
 pub mod atomics;
+// Control operations (enable, mode, reset, swap, resize): the module does
+// not use them; the host crate tests them.
+#[cfg(ringbuf_host)]
 mod control;
 pub mod header;
 mod reader;
@@ -58,19 +61,22 @@ use core::ops::Deref;
 
 use atomics::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
+#[cfg(ringbuf_host)]
 pub use control::ControlError;
-pub use reader::{Iter, ReadError, RecordInfo};
+pub use reader::ReadError;
+#[cfg(ringbuf_host)]
+pub use reader::{Iter, RecordInfo};
 pub use stats::Stats;
 pub use switch::{RecordSwitch, Switches};
-pub use writer::{ReserveError, Slot};
+pub use writer::ReserveError;
+#[cfg(ringbuf_host)]
+pub use writer::Slot;
 
 /// Maximum writer nesting depth (task < softirq < irq < NMI). A deeper
 /// `reserve` fails with [`ReserveError::Nested`].
 pub const MAX_NESTING: usize = 4;
 /// Minimum buffer size in 64-bit words.
 pub const MIN_WORDS: usize = 4;
-/// Size of a record header in bytes (time prefixes add one more word).
-pub const HEADER_BYTES: usize = 8;
 /// A time-stamp sync record is forced at least every this many words.
 pub const MAX_SYNC_INTERVAL: u64 = 512;
 
@@ -91,9 +97,11 @@ pub enum InitError {
 }
 
 /// Per-CPU switch states.
+#[cfg(ringbuf_host)]
 pub(crate) const STATE_OFF: u32 = 0;
 pub(crate) const STATE_ON: u32 = 1;
 /// Off, and a control operation (swap/resize/...) owns the buffer.
+#[cfg(ringbuf_host)]
 pub(crate) const STATE_EXCLUSIVE: u32 = 2;
 
 /// Nesting counter: low 16 bits are the depth, the rest counts reservations.
@@ -190,6 +198,7 @@ impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
     }
 
     /// Usable size of the buffer in 64-bit words (a power of two).
+    #[cfg(ringbuf_host)]
     pub fn capacity_words(&self) -> usize {
         usize::try_from(self.mask.load(Ordering::Relaxed))
             .unwrap_or(usize::MAX)
@@ -197,11 +206,13 @@ impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
     }
 
     /// Largest payload (bytes) a single record can have in this buffer.
+    #[cfg(ringbuf_host)]
     pub fn max_payload(&self) -> usize {
         self.capacity_words().saturating_sub(2).saturating_mul(8)
     }
 
     /// Current mode.
+    #[cfg(ringbuf_host)]
     pub fn mode(&self) -> Mode {
         if self.overwrite.load(Ordering::Relaxed) {
             Mode::Overwrite
@@ -216,16 +227,19 @@ impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
     }
 
     /// Records currently in the buffer (committed, not read, not overrun).
+    #[cfg(ringbuf_host)]
     pub fn entries(&self) -> u64 {
         self.stats.snapshot().entries
     }
 
     /// Payload bytes currently in the buffer.
+    #[cfg(ringbuf_host)]
     pub fn bytes(&self) -> u64 {
         self.stats.snapshot().bytes
     }
 
     /// Words currently used (reserved or committed, not yet freed).
+    #[cfg(ringbuf_host)]
     pub fn used_words(&self) -> u64 {
         self.head
             .load(Ordering::Relaxed)

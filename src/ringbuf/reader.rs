@@ -62,6 +62,7 @@ impl Drop for ReaderGuard<'_> {
 }
 
 /// Position and time base of a non-destructive read.
+#[cfg(ringbuf_host)]
 #[derive(Clone, Copy)]
 struct Cursor {
     pos: u64,
@@ -69,6 +70,7 @@ struct Cursor {
 }
 
 /// Whether position `a` is before `b` (free-running positions, modular).
+#[cfg(ringbuf_host)]
 #[inline(always)]
 fn before(a: u64, b: u64) -> bool {
     b.wrapping_sub(a).wrapping_sub(1) < (1 << 63)
@@ -84,7 +86,8 @@ fn copy_payload(words: &[AtomicU64], mask: u64, rec: &Record, out: &mut [u8]) ->
     let mut pos = rec.data_pos.wrapping_add(1);
     for chunk in dst.chunks_mut(8) {
         let v = load_word(words, mask, pos).unwrap_or(0);
-        for (d, s) in chunk.iter_mut().zip(v.to_le_bytes()) {
+        // Memory order (see `Slot::write_bytes`).
+        for (d, s) in chunk.iter_mut().zip(v.to_ne_bytes()) {
             *d = s;
         }
         pos = pos.wrapping_add(1);
@@ -222,6 +225,7 @@ impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
 
     /// Reads the next deliverable record at or after `cur`, below `limit`,
     /// without consuming. Copies at most `out.len()` payload bytes.
+    #[cfg(ringbuf_host)]
     fn read_at(
         &self,
         cur: &mut Cursor,
@@ -280,6 +284,7 @@ impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
     /// Looks at the oldest record without consuming it. Copies at most
     /// `out.len()` bytes of its payload (`len` is the full length). `lost` is
     /// what the next `consume` would report before it, as far as known now.
+    #[cfg(ringbuf_host)]
     pub fn peek(&self, out: &mut [u8]) -> Result<RecordInfo, ReadError> {
         let _guard = self.lock_reader().ok_or(ReadError::Busy)?;
         let tail = self.tail.load(Ordering::Acquire);
@@ -300,6 +305,7 @@ impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
     /// Non-destructive iterator over the records committed now.
     ///
     /// Holds the reader lock until dropped.
+    #[cfg(ringbuf_host)]
     pub fn iter(&self) -> Result<Iter<'_, 's, S>, ReadError> {
         let guard = self.lock_reader().ok_or(ReadError::Busy)?;
         let tail = self.tail.load(Ordering::Acquire);
@@ -321,6 +327,7 @@ impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
 ///
 /// As an [`Iterator`] it yields metadata only; use [`Iter::next_into`] to
 /// also copy payloads.
+#[cfg(ringbuf_host)]
 pub struct Iter<'b, 's, S: Deref<Target = [AtomicU64]>> {
     buf: &'b CpuBuffer<'s, S>,
     _guard: ReaderGuard<'b>,
@@ -329,6 +336,7 @@ pub struct Iter<'b, 's, S: Deref<Target = [AtomicU64]>> {
     lost_seen: u64,
 }
 
+#[cfg(ringbuf_host)]
 impl<S: Deref<Target = [AtomicU64]>> Iter<'_, '_, S> {
     /// Next record, copying at most `out.len()` bytes of its payload. `lost`
     /// counts records lost since the previous one (or the last consume).
@@ -341,6 +349,7 @@ impl<S: Deref<Target = [AtomicU64]>> Iter<'_, '_, S> {
     }
 }
 
+#[cfg(ringbuf_host)]
 impl<S: Deref<Target = [AtomicU64]>> Iterator for Iter<'_, '_, S> {
     type Item = RecordInfo;
 

@@ -37,6 +37,7 @@ impl Level {
         }
     }
 
+    #[cfg(ringbuf_host)]
     fn fields(&self) -> [&AtomicU64; 3] {
         [&self.committed, &self.committed_bytes, &self.discarded]
     }
@@ -50,6 +51,7 @@ impl Overrun {
         }
     }
 
+    #[cfg(ringbuf_host)]
     fn fields(&self) -> [&AtomicU64; 2] {
         [&self.overrun, &self.overrun_bytes]
     }
@@ -119,6 +121,7 @@ pub struct Stats {
 
 impl Stats {
     /// Records lost for the reader: `dropped_full + commit_overrun + overrun`.
+    #[cfg(any(ringbuf_host, oprofile_rs_kunit))]
     pub fn lost(&self) -> u64 {
         self.dropped_full
             .wrapping_add(self.commit_overrun)
@@ -210,6 +213,7 @@ impl Counters {
         }
     }
 
+    #[cfg(ringbuf_host)]
     fn all(&self) -> impl Iterator<Item = &AtomicU64> {
         self.levels
             .iter()
@@ -228,6 +232,7 @@ impl Counters {
     }
 
     /// Exchanges all counters. Only called with both buffers quiesced.
+    #[cfg(ringbuf_host)]
     pub(crate) fn swap(&self, other: &Counters) {
         for (a, b) in self.all().zip(other.all()) {
             let va = a.load(Ordering::Relaxed);
@@ -237,6 +242,7 @@ impl Counters {
     }
 
     /// Clears all counters. Only called with the buffer quiesced.
+    #[cfg(ringbuf_host)]
     pub(crate) fn clear(&self) {
         for c in self.all() {
             c.store(0, Ordering::Relaxed);

@@ -242,6 +242,7 @@ impl<S: Deref<Target = [AtomicU64]>> Slot<'_, '_, S> {
     }
 
     /// Whether the payload is empty.
+    #[cfg(ringbuf_host)]
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -251,9 +252,11 @@ impl<S: Deref<Target = [AtomicU64]>> Slot<'_, '_, S> {
         header::payload_words(u64::from(self.len))
     }
 
-    /// Writes payload word `index` (bytes `8*index..8*index+8`, little endian).
+    /// Writes payload word `index` (bytes `8*index..8*index+8`, in the
+    /// machine's byte order: see [`Slot::write_bytes`]).
     ///
     /// Returns `false` (and writes nothing) if the word is outside the payload.
+    #[cfg(ringbuf_host)]
     #[inline(always)]
     pub fn write_word(&mut self, index: usize, value: u64) -> bool {
         match u64::try_from(index) {
@@ -288,6 +291,11 @@ impl<S: Deref<Target = [AtomicU64]>> Slot<'_, '_, S> {
 
     /// Writes `bytes` at byte `offset` of the payload.
     ///
+    /// A payload word holds its 8 bytes in memory order, so bytes read back
+    /// as written, and a word written with [`Slot::write_word`] reads back as
+    /// its bytes in the machine's byte order: the order of the module's
+    /// stream (`format::Endian::native`).
+    ///
     /// Returns `false` (and writes nothing) if they do not fit.
     pub fn write_bytes(&mut self, offset: usize, bytes: &[u8]) -> bool {
         match offset.checked_add(bytes.len()) {
@@ -304,16 +312,15 @@ impl<S: Deref<Target = [AtomicU64]>> Slot<'_, '_, S> {
                 return false;
             };
             let pos = self.data.wrapping_add(1).wrapping_add((off >> 3) as u64);
-            let mut v = if take == 8 {
-                0
+            let mut b = if take == 8 {
+                [0; 8]
             } else {
-                load_word(words, self.mask, pos).unwrap_or(0)
+                load_word(words, self.mask, pos).unwrap_or(0).to_ne_bytes()
             };
-            for (k, b) in chunk.iter().enumerate() {
-                let shift = (in_word.wrapping_add(k) as u32).wrapping_mul(8);
-                v = (v & !0xffu64.wrapping_shl(shift)) | u64::from(*b).wrapping_shl(shift);
+            for (d, s) in b.iter_mut().skip(in_word).zip(chunk) {
+                *d = *s;
             }
-            store_word(words, self.mask, pos, v);
+            store_word(words, self.mask, pos, u64::from_ne_bytes(b));
             src = rest;
             off = off.wrapping_add(take);
         }
@@ -331,6 +338,7 @@ impl<S: Deref<Target = [AtomicU64]>> Slot<'_, '_, S> {
     ///
     /// If it is the last reservation, the space is given back; otherwise it
     /// becomes padding.
+    #[cfg(ringbuf_host)]
     pub fn discard(mut self) {
         self.finish(false);
     }

@@ -122,7 +122,7 @@ fn ours_concurrent(total: u64) -> Row {
             loop {
                 match b.consume(&mut out) {
                     Ok(info) => {
-                        let v = u64::from_le_bytes(out[..8].try_into().unwrap());
+                        let v = u64::from_ne_bytes(out[..8].try_into().unwrap());
                         assert_eq!(v, expect, "out of order or torn");
                         assert_eq!(info.ts, v * 10);
                         expect += 1;

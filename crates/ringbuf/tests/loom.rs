@@ -36,7 +36,7 @@ fn read(b: &Buf) -> Option<(u64, u64, u64)> {
     let mut out = [0u8; 8];
     b.consume(&mut out)
         .ok()
-        .map(|i| (i.ts, u64::from_le_bytes(out), i.lost))
+        .map(|i| (i.ts, u64::from_ne_bytes(out), i.lost))
 }
 
 static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);

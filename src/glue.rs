@@ -1,0 +1,51 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The functions of `glue.c`, declared once, with the types of `glue.h`.
+//!
+//! `glue.c` holds only what Rust cannot reach through the kernel crate: inline
+//! functions and macros, and declarations missing from its bindings (each
+//! function there says which). The safe wrappers are in `perf.rs` (counters,
+//! registers, the unwinder), `sampler.rs` (the clock) and `oprofile.rs` (the
+//! `event=` parameter).
+
+use kernel::{
+    bindings,
+    ffi::{c_char, c_int, c_ulong, c_void},
+};
+
+extern "C" {
+    /// Creates a pinned sampling counter calling [`oprofile_rs_perf_overflow`]
+    /// with `context`; a counter or an `ERR_PTR`.
+    ///
+    /// [`oprofile_rs_perf_overflow`]: crate::perf
+    pub(crate) fn oprofile_rs_perf_create(
+        cpu: c_int,
+        type_: u32,
+        config: u64,
+        period_or_freq: u64,
+        freq: bool,
+        exclude_user: bool,
+        exclude_kernel: bool,
+        context: *mut c_void,
+    ) -> *mut bindings::perf_event;
+    /// `perf_event_release_kernel()`.
+    pub(crate) fn oprofile_rs_perf_release(event: *mut bindings::perf_event);
+    /// Calls `frame(ctx, addr)` for each return address of the kernel stack
+    /// of `regs` (the interrupted address first) until it returns false;
+    /// whether the unwinder failed before the outermost frame.
+    pub(crate) fn oprofile_rs_unwind_kernel(
+        regs: *mut bindings::pt_regs,
+        frame: unsafe extern "C" fn(ctx: *mut c_void, addr: c_ulong) -> bool,
+        ctx: *mut c_void,
+    ) -> bool;
+    /// `instruction_pointer(regs)`.
+    pub(crate) fn oprofile_rs_regs_ip(regs: *mut bindings::pt_regs) -> c_ulong;
+    /// `user_mode(regs)`.
+    pub(crate) fn oprofile_rs_regs_user_mode(regs: *mut bindings::pt_regs) -> bool;
+    /// `local_clock()`.
+    pub(crate) fn oprofile_rs_clock() -> u64;
+    /// The current task's pid, tgid and comm (16 bytes).
+    pub(crate) fn oprofile_rs_current_task(pid: *mut u32, tgid: *mut u32, comm: *mut c_char);
+    /// The `event=` module parameter: a NUL-terminated string.
+    pub(crate) fn oprofile_rs_event_param() -> *const c_char;
+}
