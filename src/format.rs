@@ -272,6 +272,29 @@ pub fn event_name_field(name: &[u8]) -> [u8; EVENT_NAME_LEN] {
     field
 }
 
+impl Default for Header {
+    /// A version-1 header of this machine's order for a software `cpu-clock`
+    /// stream of one CPU at a 1 ms period: what encoders of fixtures and
+    /// tests start from (the module fills in every field).
+    fn default() -> Self {
+        Header {
+            version: VERSION,
+            // HEADER_LEN (96) fits a u16.
+            header_size: HEADER_LEN as u16,
+            word_size: WORD_SIZE,
+            endian: Endian::native(),
+            clock: CLOCK_LOCAL,
+            sample_source: SOURCE_SOFTWARE,
+            nr_cpus: 1,
+            backtrace_depth: 0,
+            sample_period: 1_000_000,
+            sample_freq: 0,
+            start_time: 0,
+            event_name: event_name_field(b"cpu-clock"),
+        }
+    }
+}
+
 impl Header {
     /// The bytes [`Header::encode`] writes: `header_size`, at least
     /// [`MIN_HEADER_LEN`].

@@ -62,61 +62,35 @@ pub const TRACING_SIZE: usize = format::TRACING_LEN;
 /// SAMPLE `flags` bit 0.
 pub const SAMPLE_FLAG_KERNEL: u8 = format::SAMPLE_FLAG_KERNEL;
 
-/// The stream header.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Header {
-    pub version: u16,
-    /// As announced by the stream (>= 64); records start at this offset.
-    pub header_size: u16,
-    pub word_size: u8,
-    pub endian: Endian,
-    /// `1` = `local_clock()` ns since boot.
-    pub clock: u8,
-    /// `1` hardware PMU event, `2` software cpu-clock.
-    pub sample_source: u8,
-    pub nr_cpus: u32,
-    pub backtrace_depth: u32,
-    pub sample_period: u64,
-    pub sample_freq: u64,
-    pub start_time: u64,
-    /// Raw NUL-padded event name; see [`Header::event_name`].
-    pub event_name: [u8; EVENT_NAME_SIZE],
-}
+/// The stream header: the format definition's own ([`oprofile_format::Header`],
+/// with its `Default`, `read`, `encode` and `event_name_bytes`); [`HeaderExt`]
+/// adds the host's helpers.
+pub use oprofile_format::Header;
 
-impl Default for Header {
-    fn default() -> Self {
-        let mut event_name = [0u8; EVENT_NAME_SIZE];
-        event_name[..9].copy_from_slice(b"cpu-clock");
-        Header {
-            version: VERSION,
-            header_size: HEADER_SIZE as u16,
-            word_size: format::WORD_SIZE,
-            endian: Endian::native(),
-            clock: format::CLOCK_LOCAL,
-            sample_source: format::SOURCE_SOFTWARE,
-            nr_cpus: 1,
-            backtrace_depth: 0,
-            sample_period: 1_000_000,
-            sample_freq: 0,
-            start_time: 0,
-            event_name,
-        }
-    }
-}
-
-impl Header {
+/// A [`Header`]'s helpers for user space.
+pub trait HeaderExt {
     /// The event name up to the first NUL (lossy UTF-8).
-    pub fn event_name(&self) -> String {
-        nul_str(&self.event_name)
+    fn event_name(&self) -> String;
+    /// Sets the event name, cut as the module cuts it
+    /// ([`oprofile_format::event_name_field`]).
+    fn set_event_name(&mut self, name: &str);
+    /// The sample source in words.
+    fn sample_source_name(&self) -> &'static str;
+    /// Encodes the header (always `header_size` bytes, at least 64; extra
+    /// bytes are zero; a 64-byte header keeps 16 bytes of the name).
+    fn to_bytes(&self) -> Vec<u8>;
+}
+
+impl HeaderExt for Header {
+    fn event_name(&self) -> String {
+        String::from_utf8_lossy(self.event_name_bytes()).into_owned()
     }
 
-    /// Sets the event name (truncated to `EVENT_NAME_SIZE - 1` bytes).
-    pub fn set_event_name(&mut self, name: &str) {
+    fn set_event_name(&mut self, name: &str) {
         self.event_name = format::event_name_field(name.as_bytes());
     }
 
-    /// Human-readable sample source.
-    pub fn sample_source_name(&self) -> &'static str {
+    fn sample_source_name(&self) -> &'static str {
         match self.sample_source {
             format::SOURCE_HARDWARE => "hardware PMU (NMI)",
             format::SOURCE_SOFTWARE => "software cpu-clock (IRQ)",
@@ -124,66 +98,26 @@ impl Header {
         }
     }
 
-    /// Encodes the header (always `header_size` bytes, at least 64; extra
-    /// bytes are zero; a 64-byte header keeps 16 bytes of the name).
-    pub fn encode(&self) -> Vec<u8> {
-        let h = self.to_format();
-        let mut out = vec![0u8; h.encoded_len()];
-        h.encode(&mut out);
+    fn to_bytes(&self) -> Vec<u8> {
+        let mut out = vec![0u8; self.encoded_len()];
+        self.encode(&mut out);
         out
     }
+}
 
-    /// Parses a header at the start of `data`.
-    pub fn parse(data: &[u8]) -> Result<Header, DecodeError> {
-        let h = format::Header::read(data).map_err(|e| {
-            let kind = match e {
-                format::HeaderError::BadMagic => ErrorKind::BadMagic,
-                format::HeaderError::Truncated { len } => ErrorKind::TruncatedHeader { len },
-                format::HeaderError::BadEndianness(c) => ErrorKind::BadEndianness(c),
-                format::HeaderError::UnsupportedVersion(v) => ErrorKind::UnsupportedVersion(v),
-                format::HeaderError::BadHeaderSize(s) => ErrorKind::BadHeaderSize(s),
-                format::HeaderError::UnsupportedWordSize(w) => ErrorKind::UnsupportedWordSize(w),
-            };
-            DecodeError::new(e.offset() as u64, kind)
-        })?;
-        Ok(Header::from_format(h))
-    }
-
-    /// The header as the format definition has it.
-    pub fn to_format(&self) -> format::Header {
-        format::Header {
-            version: self.version,
-            header_size: self.header_size,
-            word_size: self.word_size,
-            endian: self.endian,
-            clock: self.clock,
-            sample_source: self.sample_source,
-            nr_cpus: self.nr_cpus,
-            backtrace_depth: self.backtrace_depth,
-            sample_period: self.sample_period,
-            sample_freq: self.sample_freq,
-            start_time: self.start_time,
-            event_name: self.event_name,
-        }
-    }
-
-    /// A header from the format definition's.
-    pub fn from_format(h: format::Header) -> Header {
-        Header {
-            version: h.version,
-            header_size: h.header_size,
-            word_size: h.word_size,
-            endian: h.endian,
-            clock: h.clock,
-            sample_source: h.sample_source,
-            nr_cpus: h.nr_cpus,
-            backtrace_depth: h.backtrace_depth,
-            sample_period: h.sample_period,
-            sample_freq: h.sample_freq,
-            start_time: h.start_time,
-            event_name: h.event_name,
-        }
-    }
+/// Parses a stream header at the start of `data`.
+pub fn parse_header(data: &[u8]) -> Result<Header, DecodeError> {
+    format::Header::read(data).map_err(|e| {
+        let kind = match e {
+            format::HeaderError::BadMagic => ErrorKind::BadMagic,
+            format::HeaderError::Truncated { len } => ErrorKind::TruncatedHeader { len },
+            format::HeaderError::BadEndianness(c) => ErrorKind::BadEndianness(c),
+            format::HeaderError::UnsupportedVersion(v) => ErrorKind::UnsupportedVersion(v),
+            format::HeaderError::BadHeaderSize(s) => ErrorKind::BadHeaderSize(s),
+            format::HeaderError::UnsupportedWordSize(w) => ErrorKind::UnsupportedWordSize(w),
+        };
+        DecodeError::new(e.offset() as u64, kind)
+    })
 }
 
 /// SAMPLE record.
@@ -500,7 +434,7 @@ pub struct Decoder<'a> {
 impl<'a> Decoder<'a> {
     /// Parses the header; fails on bad magic, unknown version, truncated header.
     pub fn new(data: &'a [u8]) -> Result<Decoder<'a>, DecodeError> {
-        let header = Header::parse(data)?;
+        let header = parse_header(data)?;
         let mut warnings = Vec::new();
         if header.header_size as usize > HEADER_SIZE {
             warnings.push(Warning::LongHeader {
@@ -630,7 +564,7 @@ impl Encoder {
     pub fn new(header: &Header) -> Encoder {
         Encoder {
             endian: header.endian,
-            buf: header.encode(),
+            buf: header.to_bytes(),
         }
     }
 

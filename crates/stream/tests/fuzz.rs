@@ -151,7 +151,7 @@ proptest! {
 
     #[test]
     fn arbitrary_bytes_never_panic(data in prop::collection::vec(any::<u8>(), 0..300), with_header in any::<bool>()) {
-        let mut v = if with_header { Header::default().encode() } else { Vec::new() };
+        let mut v = if with_header { Header::default().to_bytes() } else { Vec::new() };
         v.extend_from_slice(&data);
         if let Ok(d) = decode(&v) { let _ = d.error.map(|e| e.to_string()); }
     }

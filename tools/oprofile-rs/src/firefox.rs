@@ -5,6 +5,8 @@
 
 use std::collections::HashMap;
 use std::io::Write;
+
+use oprofile_stream::HeaderExt;
 use std::time::{Duration, SystemTime};
 
 use anyhow::Result;

@@ -4,6 +4,8 @@
 use std::collections::HashMap;
 use std::io::Write;
 
+use oprofile_stream::HeaderExt;
+
 use anyhow::Result;
 use prost::Message;
 

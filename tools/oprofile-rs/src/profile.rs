@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 use anyhow::{bail, Context, Result};
-use oprofile_stream::{decode, DecodeError, Header, Record};
+use oprofile_stream::{decode, DecodeError, Header, HeaderExt, Record};
 
 use crate::sidecar::{sidecar_dir, Sidecar};
 use crate::symbols::{Frame, Resolver, ResolverOptions, SymbolizerKind};

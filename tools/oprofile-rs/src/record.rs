@@ -141,7 +141,7 @@ impl Scanner {
         self.pending.extend_from_slice(data);
         let mut pos = 0usize;
         if self.header.is_none() {
-            match Header::parse(&self.pending) {
+            match oprofile_stream::parse_header(&self.pending) {
                 Ok(h) => {
                     pos = h.header_size as usize;
                     self.header = Some(h);

@@ -6,6 +6,8 @@
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
 
+use oprofile_stream::HeaderExt;
+
 use serde::Serialize;
 
 use crate::profile::{lost_share, Profile, ResolvedSample};

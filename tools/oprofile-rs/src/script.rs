@@ -2,6 +2,8 @@
 
 use std::io::Write;
 
+use oprofile_stream::HeaderExt;
+
 use crate::profile::{Event, Profile};
 use crate::text::esc;
 

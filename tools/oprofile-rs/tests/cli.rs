@@ -401,7 +401,7 @@ fn bad_inputs_give_clear_errors() {
     let (ok, _, err) = run(&["script", "-i", dir.path().join("missing").to_str().unwrap()]);
     assert!(!ok);
     assert!(err.contains("cannot read"), "{err}");
-    let mut h = oprofile_stream::Header::default().encode();
+    let mut h = oprofile_stream::HeaderExt::to_bytes(&oprofile_stream::Header::default());
     h[8] = 9;
     std::fs::write(&f, &h).unwrap();
     let (ok, _, err) = run(&["report", "-i", f.to_str().unwrap()]);
