@@ -8,6 +8,8 @@
 #   src/        the unpacked kernel source tree
 #   kernel/     one build directory per variant, keyed by kernel version,
 #               config fragment and rustc version
+#   debian/     Debian's stock kernels: a trixie chroot (trixie-root/, on
+#               non-trixie hosts) and per release its Rust metadata build
 
 set -euo pipefail
 shopt -s nullglob
@@ -18,6 +20,9 @@ TOOLS=$CACHE/tools
 BINDGEN_VERSION=0.73.2
 LIBCLANG_VERSION=18.1.1
 KERNEL_PACKAGE=linux-source-7.3
+# Debian's stock kernel the rig also tests on (scripts/vm-run --kernel stock;
+# scripts/build-module-debian prepares it in $CACHE/debian/RELEASE/).
+DEBIAN_STOCK_RELEASE=${OPROFILE_RS_STOCK_RELEASE:-7.3.4+deb13-amd64}
 JOBS=${JOBS:-$(nproc)}
 
 export PATH=$TOOLS/bin:$HOME/.cargo/bin:$PATH

@@ -3,6 +3,7 @@
 # oprofile_rs.ko has no benchmark parameter; the benchmark refuses a run
 # time out of 1..60 s and, given one, runs, accounts every record and unloads.
 # vm-run: --smp 2
+# kernels: normal debug
 . /tmp/lib.sh
 check "insmod oprofile_rs" insmod /oprofile_rs.ko
 check "oprofile_rs.ko has no bench_ring_secs" [ ! -e /sys/module/oprofile_rs/parameters/bench_ring_secs ]

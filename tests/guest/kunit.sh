@@ -1,5 +1,6 @@
 #!/bin/sh
 # The module's KUnit suites run at insmod; their KTAP results must all pass.
+# kernels: normal debug
 . /tmp/lib.sh
 mark kunit
 check "insmod" insmod /oprofile_rs.ko

@@ -2,6 +2,7 @@
 # Under lockdown=integrity (what Secure Boot gives) debugfs refuses writes:
 # the device's ioctls still stop, restart and flush recording.
 # vm-run: --append lockdown=integrity
+# kernels: normal debug
 . /tmp/lib.sh
 check "booted with lockdown=integrity" grep -q 'lockdown=integrity' /proc/cmdline
 check "insmod" insmod /oprofile_rs.ko
