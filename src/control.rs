@@ -12,8 +12,12 @@
 //! - `event` (0400): the sampled event and its context (NMI or hard IRQ).
 //! - `buffer_sizes` (0400): the buffer parameters in effect.
 
-use core::{fmt, sync::atomic::Ordering::Relaxed};
-use kernel::{prelude::*, sync::Arc, uaccess::UserSliceReader};
+use core::fmt;
+use kernel::{
+    prelude::*,
+    sync::{atomic::Relaxed, Arc},
+    uaccess::UserSliceReader,
+};
 
 use crate::{
     debugfs_files::{DebugfsDir, FileSpec},

@@ -7,14 +7,11 @@
 //! buffer and bumps per-CPU atomic counters. No sleeping, no allocation, no
 //! lock.
 
-use core::{
-    cell::UnsafeCell,
-    sync::atomic::{
-        AtomicBool, AtomicU64,
-        Ordering::{Acquire, Relaxed, Release},
-    },
+use core::cell::UnsafeCell;
+use kernel::{
+    prelude::*,
+    sync::atomic::{Acquire, Atomic, Relaxed, Release},
 };
-use kernel::prelude::*;
 
 use crate::{
     format::{self, Endian, MAX_DEPTH},
@@ -30,7 +27,7 @@ use crate::{
 /// release, so at most one `&mut` to it exists (an overflow that interrupts
 /// another on the same CPU finds it busy and records no callchain).
 struct Scratch {
-    busy: AtomicBool,
+    busy: Atomic<bool>,
     chain: UnsafeCell<[u64; MAX_DEPTH]>,
 }
 
@@ -40,14 +37,14 @@ unsafe impl Sync for Scratch {}
 impl Scratch {
     fn new() -> Self {
         Self {
-            busy: AtomicBool::new(false),
+            busy: Atomic::new(false),
             chain: UnsafeCell::new([0; MAX_DEPTH]),
         }
     }
 
     /// Runs `f` on the scratch space, or returns `None` if it is in use.
     fn with<R>(&self, f: impl FnOnce(&mut [u64; MAX_DEPTH]) -> R) -> Option<R> {
-        if self.busy.swap(true, Acquire) {
+        if self.busy.xchg(true, Acquire) {
             return None;
         }
         // SAFETY: `busy` was clear and is now ours: no other reference exists.
@@ -89,25 +86,49 @@ fn comm_words(comm: &[u8; 16]) -> [u64; 2] {
 }
 
 /// Storage of a CPU ring buffer.
-pub(crate) type Storage = KVVec<AtomicU64>;
+pub(crate) type Storage = KVVec<crate::ringbuf::atomics::AtomicU64>;
 
 /// Per-CPU counters, as in oprofile's cpu_buffer.c.
-#[derive(Default)]
 pub(crate) struct Counters {
     /// Samples delivered by the counter while recording was on.
-    pub(crate) sample_received: AtomicU64,
+    pub(crate) sample_received: Atomic<u64>,
     /// Samples lost because this CPU's buffer was full, or dropped from it
     /// at `tracing_on=0` because the event buffer was full.
-    pub(crate) sample_lost_overflow: AtomicU64,
+    pub(crate) sample_lost_overflow: Atomic<u64>,
     /// Samples with no usable PC.
-    pub(crate) sample_invalid_eip: AtomicU64,
+    pub(crate) sample_invalid_eip: Atomic<u64>,
     /// Kernel callchains cut short: the unwinder failed before the outermost
     /// frame, or (an overflow nested in another on this CPU) no scratch space
     /// was free. Chains deeper than `backtrace_depth` are cut there silently.
-    pub(crate) backtrace_aborted: AtomicU64,
+    pub(crate) backtrace_aborted: Atomic<u64>,
     /// Overflow handler cost: sum and maximum in ns.
-    pub(crate) handler_ns_sum: AtomicU64,
-    pub(crate) handler_ns_max: AtomicU64,
+    pub(crate) handler_ns_sum: Atomic<u64>,
+    pub(crate) handler_ns_max: Atomic<u64>,
+}
+
+impl Counters {
+    fn new() -> Self {
+        Self {
+            sample_received: Atomic::new(0),
+            sample_lost_overflow: Atomic::new(0),
+            sample_invalid_eip: Atomic::new(0),
+            backtrace_aborted: Atomic::new(0),
+            handler_ns_sum: Atomic::new(0),
+            handler_ns_max: Atomic::new(0),
+        }
+    }
+}
+
+/// Raises `a` to `v` if it is below (`fetch_max`, which the kernel's atomics
+/// do not have).
+pub(crate) fn store_max(a: &Atomic<u64>, v: u64) {
+    let mut old = a.load(Relaxed);
+    while old < v {
+        match a.cmpxchg(old, v, Relaxed) {
+            Ok(_) => return,
+            Err(cur) => old = cur,
+        }
+    }
 }
 
 /// One CPU's sampling state.
@@ -115,10 +136,10 @@ pub(crate) struct CpuSampler {
     pub(crate) cpu: u32,
     pub(crate) buffer: CpuBuffer<'static, Storage>,
     /// pid of the task the last COMM record on this CPU named (u64::MAX: none).
-    last_pid: AtomicU64,
+    last_pid: Atomic<u64>,
     /// The comm that COMM record gave, as two native-endian words: a task
     /// that `exec`s keeps its pid but changes its name.
-    last_comm: [AtomicU64; 2],
+    last_comm: [Atomic<u64>; 2],
     pub(crate) counters: Counters,
     /// Kernel callchain entries to record (0: none).
     depth: usize,
@@ -135,16 +156,16 @@ impl CpuSampler {
         let words = bytes / 8;
         let mut storage = Storage::with_capacity(words, GFP_KERNEL)?;
         for _ in 0..words {
-            storage.push(AtomicU64::new(0), GFP_KERNEL)?;
+            storage.push(crate::ringbuf::atomics::AtomicU64::new(0), GFP_KERNEL)?;
         }
         let buffer =
             CpuBuffer::new(storage, Mode::ProducerConsumer, switches).map_err(|_| EINVAL)?;
         Ok(Self {
             cpu,
             buffer,
-            last_pid: AtomicU64::new(u64::MAX),
-            last_comm: [AtomicU64::new(0), AtomicU64::new(0)],
-            counters: Counters::default(),
+            last_pid: Atomic::new(u64::MAX),
+            last_comm: [Atomic::new(0), Atomic::new(0)],
+            counters: Counters::new(),
             depth: (depth as usize).min(MAX_DEPTH),
             scratch: Scratch::new(),
         })
@@ -195,15 +216,15 @@ impl CpuSampler {
                 }
                 Err(ReserveError::Disabled) => return,
                 Err(_) => {
-                    c.sample_received.fetch_add(1, Relaxed);
-                    c.sample_lost_overflow.fetch_add(1, Relaxed);
+                    c.sample_received.add(1, Relaxed);
+                    c.sample_lost_overflow.add(1, Relaxed);
                     return;
                 }
             }
         }
         if pc == 0 {
-            c.sample_received.fetch_add(1, Relaxed);
-            c.sample_invalid_eip.fetch_add(1, Relaxed);
+            c.sample_received.add(1, Relaxed);
+            c.sample_invalid_eip.add(1, Relaxed);
             return;
         }
         // The SAMPLE record with `chain` (at most MAX_DEPTH entries) after it.
@@ -225,12 +246,12 @@ impl CpuSampler {
                     let chain = chain.get_mut(..self.depth).unwrap_or(&mut []);
                     let (n, aborted) = regs.kernel_backtrace(chain);
                     if aborted {
-                        c.backtrace_aborted.fetch_add(1, Relaxed);
+                        c.backtrace_aborted.add(1, Relaxed);
                     }
                     sample(chain.get(..n).unwrap_or(&[]))
                 })
                 .unwrap_or_else(|| {
-                    c.backtrace_aborted.fetch_add(1, Relaxed);
+                    c.backtrace_aborted.add(1, Relaxed);
                     sample(&[])
                 })
         } else {
@@ -238,12 +259,12 @@ impl CpuSampler {
         };
         match result {
             Ok(()) => {
-                c.sample_received.fetch_add(1, Relaxed);
+                c.sample_received.add(1, Relaxed);
             }
             Err(ReserveError::Disabled) => {}
             Err(_) => {
-                c.sample_received.fetch_add(1, Relaxed);
-                c.sample_lost_overflow.fetch_add(1, Relaxed);
+                c.sample_received.add(1, Relaxed);
+                c.sample_lost_overflow.add(1, Relaxed);
             }
         }
     }
@@ -254,7 +275,7 @@ impl OverflowHandler for CpuSampler {
         let start = now();
         self.log_sample(regs);
         let cost = now().wrapping_sub(start);
-        self.counters.handler_ns_sum.fetch_add(cost, Relaxed);
-        self.counters.handler_ns_max.fetch_max(cost, Relaxed);
+        self.counters.handler_ns_sum.add(cost, Relaxed);
+        store_max(&self.counters.handler_ns_max, cost);
     }
 }

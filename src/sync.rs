@@ -21,11 +21,14 @@
 //! (every sample taken before the switch is before its record, see
 //! `Documentation/stream-format.md`).
 
-use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use kernel::{
     new_mutex, new_poll_condvar,
     prelude::*,
-    sync::{poll::PollCondVar, Mutex},
+    sync::{
+        atomic::{Atomic, Relaxed},
+        poll::PollCondVar,
+        Mutex,
+    },
 };
 
 use crate::{
@@ -93,10 +96,10 @@ struct Target<'a> {
     state: &'a Mutex<CpuSync>,
     events: &'a Mutex<EventBuffer>,
     reserve: Reserve,
-    last_ts: &'a AtomicU64,
+    last_ts: &'a Atomic<u64>,
     /// Set while a TRACING on record waits for room (see
     /// [`Buffers::mark_on`]): no record may move before it.
-    pending_on: &'a AtomicU64,
+    pending_on: &'a Atomic<u64>,
 }
 
 /// What a sync did.
@@ -113,7 +116,7 @@ const BLOCKED: u64 = u64::MAX;
 
 /// Writes a waiting TRACING on record if there is one and it fits; false if
 /// it still waits or moves are [`BLOCKED`] (then no record may move).
-fn write_pending_on(eb: &mut EventBuffer, pending_on: &AtomicU64, reserve: Reserve) -> bool {
+fn write_pending_on(eb: &mut EventBuffer, pending_on: &Atomic<u64>, reserve: Reserve) -> bool {
     let t = pending_on.load(Relaxed);
     if t == 0 {
         return true;
@@ -172,7 +175,7 @@ fn sync_cpu(t: &Target<'_>) -> Moved {
                 match t.cpu.buffer.consume(&mut st.staged.buf) {
                     Ok(info) => {
                         st.staged.len = info.len;
-                        t.last_ts.fetch_max(info.ts, Relaxed);
+                        crate::sampler::store_max(t.last_ts, info.ts);
                     }
                     Err(ReadError::Empty | ReadError::Busy | ReadError::Contended) => break,
                     // Cannot happen: every record the module writes fits.
@@ -232,10 +235,7 @@ fn discard_cpu(t: &Target<'_>) {
         t.cpu.forget_comm();
     }
     if dropped > 0 {
-        t.cpu
-            .counters
-            .sample_lost_overflow
-            .fetch_add(dropped, Relaxed);
+        t.cpu.counters.sample_lost_overflow.add(dropped, Relaxed);
     }
     let lost = t.cpu.counters.sample_lost_overflow.load(Relaxed);
     if lost > st.lost_reported {
@@ -262,10 +262,10 @@ pub(crate) struct Buffers {
     /// What the sync keeps free in the event buffer for `tracing_on=0`.
     reserve: Reserve,
     /// The latest time stamp of a record moved to the event buffer.
-    last_ts: AtomicU64,
+    last_ts: Atomic<u64>,
     /// The time of a TRACING on record that did not fit in the event buffer
     /// yet (0: none). The sync writes it before any other record.
-    pending_on: AtomicU64,
+    pending_on: Atomic<u64>,
     #[pin]
     pub(crate) events: Mutex<EventBuffer>,
     /// Woken when data arrives, at a flush, when the event buffer is full,
@@ -301,8 +301,8 @@ impl Buffers {
             cpus,
             cpu_sync,
             reserve,
-            last_ts: AtomicU64::new(0),
-            pending_on: AtomicU64::new(0),
+            last_ts: Atomic::new(0),
+            pending_on: Atomic::new(0),
             events <- new_mutex!(EventBuffer::new(buffer_size)?),
             readers <- new_poll_condvar!(),
             buffer_size,
@@ -387,7 +387,7 @@ impl Buffers {
         // discard below is done no record moves (`BLOCKED`).
         let cancelled = {
             let _eb = self.events.lock();
-            self.pending_on.swap(BLOCKED, Relaxed) != 0
+            self.pending_on.xchg(BLOCKED, Relaxed) != 0
         };
         if !cancelled {
             self.pending_on.store(0, Relaxed);

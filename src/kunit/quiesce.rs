@@ -19,7 +19,7 @@
 
 use core::ffi::{c_int, c_void};
 use core::ptr::null_mut;
-use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
+use kernel::sync::atomic::{Acquire, Atomic, Full, Relaxed, Release};
 
 use kernel::{
     bindings,
@@ -43,11 +43,11 @@ static GLOBAL: RecordSwitch = RecordSwitch::new(true);
 static SET_ON: RecordSwitch = RecordSwitch::new(true);
 
 /// The sampler whose buffer the writer uses while a test runs (else null).
-static ACTIVE: AtomicPtr<CpuSampler> = AtomicPtr::new(null_mut());
+static ACTIVE: Atomic<*mut CpuSampler> = Atomic::new(null_mut());
 /// The writer's CPU + 1 while a writer is expected there (0: none).
-static TARGET: AtomicU32 = AtomicU32::new(0);
+static TARGET: Atomic<u32> = Atomic::new(0);
 /// Where the writer is: one of the `W_*` states.
-static STATE: AtomicU32 = AtomicU32::new(W_IDLE);
+static STATE: Atomic<u32> = Atomic::new(W_IDLE);
 
 const W_IDLE: u32 = 0;
 /// Reserved, not committed.
@@ -66,7 +66,7 @@ const MAGIC: u64 = 0x6f70_726f_6669_6c65;
 
 /// The writer, in hard-IRQ or NMI context on the target CPU.
 fn write_held_record() {
-    let p = ACTIVE.load(Ordering::Acquire);
+    let p = ACTIVE.load(Acquire);
     if p.is_null() {
         return;
     }
@@ -74,10 +74,10 @@ fn write_held_record() {
     // clears it, then waits for the writer (see `run`), before freeing it.
     let s = unsafe { &*p };
     let Ok(mut slot) = s.buffer.reserve(8, now()) else {
-        STATE.store(W_NO_RESERVE, Ordering::Release);
+        STATE.store(W_NO_RESERVE, Release);
         return;
     };
-    STATE.store(W_HOLDING, Ordering::Release);
+    STATE.store(W_HOLDING, Release);
     let start = mono_ns();
     let mut done = W_COMMITTED;
     while GLOBAL.is_on() {
@@ -93,15 +93,13 @@ fn write_held_record() {
     }
     slot.write_words(0, &[MAGIC]);
     slot.commit();
-    STATE.store(done, Ordering::Release);
+    STATE.store(done, Release);
 }
 
 /// Claims the writer's turn if this CPU is the target.
 fn claim() -> bool {
     let me = CpuId::current().as_u32() + 1;
-    TARGET
-        .compare_exchange(me, 0, Ordering::AcqRel, Ordering::Relaxed)
-        .is_ok()
+    TARGET.cmpxchg(me, 0, Full).is_ok()
 }
 
 /// The hard-IRQ writer: an IPI function call.
@@ -148,17 +146,17 @@ struct Stopper {
     via: Via,
     writer_cpu: CpuId,
     /// The writer's state when `stop_recording` was called and returned.
-    before: AtomicU32,
-    after: AtomicU32,
+    before: Atomic<u32>,
+    after: Atomic<u32>,
     /// How long `stop_recording` took.
-    waited_ns: AtomicU64,
-    done: AtomicBool,
+    waited_ns: Atomic<u64>,
+    done: Atomic<bool>,
 }
 
 impl Stopper {
     fn run(&self) {
         let w = self.writer_cpu.as_u32();
-        TARGET.store(w + 1, Ordering::Release);
+        TARGET.store(w + 1, Release);
         match self.via {
             HardIrq => {
                 // SAFETY: `ipi_writer` has the `smp_call_func_t` ABI and uses
@@ -175,19 +173,15 @@ impl Stopper {
             Nmi => nmi::send_nmi(self.writer_cpu),
         }
         let start = mono_ns();
-        while STATE.load(Ordering::Acquire) == W_IDLE && mono_ns().wrapping_sub(start) < GIVE_UP_NS
-        {
+        while STATE.load(Acquire) == W_IDLE && mono_ns().wrapping_sub(start) < GIVE_UP_NS {
             fsleep(Delta::from_micros(100));
         }
-        self.before
-            .store(STATE.load(Ordering::Acquire), Ordering::Relaxed);
+        self.before.store(STATE.load(Acquire), Relaxed);
         let t0 = mono_ns();
         stop_recording(&GLOBAL);
-        self.waited_ns
-            .store(mono_ns().wrapping_sub(t0), Ordering::Relaxed);
-        self.after
-            .store(STATE.load(Ordering::Acquire), Ordering::Relaxed);
-        self.done.store(true, Ordering::Release);
+        self.waited_ns.store(mono_ns().wrapping_sub(t0), Relaxed);
+        self.after.store(STATE.load(Acquire), Relaxed);
+        self.done.store(true, Release);
     }
 }
 
@@ -225,7 +219,7 @@ fn run(via: Via) -> Result<Outcome> {
         return Err(ENODEV);
     };
     GLOBAL.set(true);
-    STATE.store(W_IDLE, Ordering::Release);
+    STATE.store(W_IDLE, Release);
     let switches = Switches {
         global: &GLOBAL,
         set: &SET_ON,
@@ -241,15 +235,15 @@ fn run(via: Via) -> Result<Outcome> {
         )?),
         HardIrq => None,
     };
-    ACTIVE.store(core::ptr::from_ref(&*sampler).cast_mut(), Ordering::Release);
+    ACTIVE.store(core::ptr::from_ref(&*sampler).cast_mut(), Release);
     let stopper = KBox::new(
         Stopper {
             via,
             writer_cpu,
-            before: AtomicU32::new(W_IDLE),
-            after: AtomicU32::new(W_IDLE),
-            waited_ns: AtomicU64::new(0),
-            done: AtomicBool::new(false),
+            before: Atomic::new(W_IDLE),
+            after: Atomic::new(W_IDLE),
+            waited_ns: Atomic::new(0),
+            done: Atomic::new(false),
         },
         GFP_KERNEL,
     )?;
@@ -258,12 +252,12 @@ fn run(via: Via) -> Result<Outcome> {
     // thread, which is stopped (dropped) below before it.
     let thread = unsafe { Thread::start(stopper_thread, data, stopper_cpu) };
     if thread.is_ok() {
-        wait_until(TIMEOUT_MS, || stopper.done.load(Ordering::Acquire));
+        wait_until(TIMEOUT_MS, || stopper.done.load(Acquire));
     }
     // Whatever happened, no writer may run once the sampler is freed.
-    TARGET.store(0, Ordering::Release);
-    wait_until(TIMEOUT_MS, || STATE.load(Ordering::Acquire) != W_HOLDING);
-    ACTIVE.store(null_mut(), Ordering::Release);
+    TARGET.store(0, Release);
+    wait_until(TIMEOUT_MS, || STATE.load(Acquire) != W_HOLDING);
+    ACTIVE.store(null_mut(), Release);
     drop(thread);
     // A call still queued on the writer's CPU runs before this one returns.
     // SAFETY: `ipi_nothing` has the `smp_call_func_t` ABI; process context.
@@ -283,9 +277,9 @@ fn run(via: Via) -> Result<Outcome> {
         Err(_) => false,
     };
     Ok(Outcome {
-        before: stopper.before.load(Ordering::Relaxed),
-        after: stopper.after.load(Ordering::Relaxed),
-        waited_ns: stopper.waited_ns.load(Ordering::Relaxed),
+        before: stopper.before.load(Relaxed),
+        after: stopper.after.load(Relaxed),
+        waited_ns: stopper.waited_ns.load(Relaxed),
         read_back,
     })
 }

@@ -24,7 +24,7 @@
 
 use core::ffi::{c_int, c_void};
 use core::pin::Pin;
-use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
+use kernel::sync::atomic::{Acquire, Atomic, Full, Relaxed, Release};
 
 use kernel::{
     cpu::CpuId,
@@ -73,7 +73,7 @@ static GLOBAL_ON: RecordSwitch = RecordSwitch::new(true);
 static SET_ON: RecordSwitch = RecordSwitch::new(true);
 
 /// The running test, for the NMI handler (which gets no context pointer).
-static ACTIVE: AtomicPtr<Stress> = AtomicPtr::new(core::ptr::null_mut());
+static ACTIVE: Atomic<*mut Stress> = Atomic::new(core::ptr::null_mut());
 
 fn checksum(words: &[u64]) -> u64 {
     words.iter().fold(0x9e37_79b9_7f4a_7c15u64, |c, &w| {
@@ -85,48 +85,77 @@ fn filler(seq: u64, i: usize) -> u64 {
     seq.wrapping_mul(0x2545_f491_4f6c_dd1d) ^ (i as u64).wrapping_mul(0x9e37_79b9)
 }
 
+/// A zero counter (the kernel's atomics have no `Default`).
+fn zero() -> Atomic<u64> {
+    Atomic::new(0)
+}
+
 /// Counters of one writer kind (only that writer updates them).
-#[derive(Default)]
 struct Writer {
     /// Reserve attempts (= last sequence number used).
-    seq: AtomicU64,
-    committed: AtomicU64,
-    failed: AtomicU64,
+    seq: Atomic<u64>,
+    committed: Atomic<u64>,
+    failed: Atomic<u64>,
     /// Records written while an interrupted writer had a record open.
-    nested: AtomicU64,
+    nested: Atomic<u64>,
     /// Records written by this kind not in the expected context.
-    wrong_context: AtomicU64,
+    wrong_context: Atomic<u64>,
+}
+
+impl Default for Writer {
+    fn default() -> Self {
+        Writer {
+            seq: zero(),
+            committed: zero(),
+            failed: zero(),
+            nested: zero(),
+            wrong_context: zero(),
+        }
+    }
 }
 
 /// What the reader found.
-#[derive(Default)]
 struct Reader {
-    read: [AtomicU64; KINDS],
-    last_seq: [AtomicU64; KINDS],
-    torn: AtomicU64,
-    reordered: AtomicU64,
-    bad_ts: AtomicU64,
-    errors: AtomicU64,
-    lost_reported: AtomicU64,
+    read: [Atomic<u64>; KINDS],
+    last_seq: [Atomic<u64>; KINDS],
+    torn: Atomic<u64>,
+    reordered: Atomic<u64>,
+    bad_ts: Atomic<u64>,
+    errors: Atomic<u64>,
+    lost_reported: Atomic<u64>,
+}
+
+impl Default for Reader {
+    fn default() -> Self {
+        Reader {
+            read: core::array::from_fn(|_| zero()),
+            last_seq: core::array::from_fn(|_| zero()),
+            torn: zero(),
+            reordered: zero(),
+            bad_ts: zero(),
+            errors: zero(),
+            lost_reported: zero(),
+        }
+    }
 }
 
 #[pin_data]
 struct Stress {
     #[pin]
     timer: HrTimer<Stress>,
-    buf: CpuBuffer<'static, KVec<AtomicU64>>,
+    buf: CpuBuffer<'static, KVec<crate::ringbuf::atomics::AtomicU64>>,
     writer_cpu: CpuId,
     writers: [Writer; KINDS],
     reader: Reader,
     /// Records currently open on the writer CPU (our own nesting depth).
-    open: AtomicU32,
-    max_depth: AtomicU32,
+    open: Atomic<u32>,
+    max_depth: Atomic<u32>,
     /// NMIs sent and not yet handled (0 or 1: back-to-back NMIs can merge).
-    nmi_pending: AtomicU32,
-    nmi_sent: AtomicU64,
-    reader_started: AtomicBool,
-    writer_done: AtomicBool,
-    reader_done: AtomicBool,
+    nmi_pending: Atomic<u32>,
+    nmi_sent: Atomic<u64>,
+    reader_started: Atomic<bool>,
+    writer_done: Atomic<bool>,
+    reader_done: Atomic<bool>,
 }
 
 impl_has_hr_timer! {
@@ -139,10 +168,10 @@ impl HrTimerCallback for Stress {
     type Pointer<'a> = Pin<&'a Stress>;
 
     fn run(this: Pin<&Stress>, mut ctx: HrTimerCallbackContext<'_, Self>) -> HrTimerRestart {
-        if this.writer_done.load(Ordering::Relaxed) {
+        if this.writer_done.load(Relaxed) {
             return HrTimerRestart::NoRestart;
         }
-        let self_nmi = this.writers[IRQ].seq.load(Ordering::Relaxed) % 2 == 0;
+        let self_nmi = this.writers[IRQ].seq.load(Relaxed) % 2 == 0;
         this.write_one(IRQ, || {
             if self_nmi {
                 this.try_send_nmi();
@@ -160,7 +189,7 @@ impl nmi::NmiHandler for StressNmi {
     const NAME: &'static CStr = c"oprofile_rs_kunit";
 
     fn handle(_regs: &crate::perf::Regs) -> bool {
-        let p = ACTIVE.load(Ordering::Acquire);
+        let p = ACTIVE.load(Acquire);
         if p.is_null() {
             return false;
         }
@@ -168,14 +197,14 @@ impl nmi::NmiHandler for StressNmi {
         // alive; it is cleared before the NMI handler is unregistered (which
         // waits for running handlers) and before the `Stress` is freed.
         let s = unsafe { &*p };
-        if CpuId::current() != s.writer_cpu || s.nmi_pending.load(Ordering::Acquire) == 0 {
+        if CpuId::current() != s.writer_cpu || s.nmi_pending.load(Acquire) == 0 {
             return false;
         }
         if !nmi::in_nmi() {
-            s.writers[NMI].wrong_context.fetch_add(1, Ordering::Relaxed);
+            s.writers[NMI].wrong_context.fetch_add(1, Relaxed);
         }
         s.write_one(NMI, || {});
-        s.nmi_pending.store(0, Ordering::Release);
+        s.nmi_pending.store(0, Release);
         true
     }
 }
@@ -184,7 +213,7 @@ impl Stress {
     fn new(mode: Mode, words: usize, writer_cpu: CpuId) -> Result<Pin<KBox<Stress>>> {
         let mut storage = KVec::with_capacity(words, GFP_KERNEL)?;
         for _ in 0..words {
-            storage.push(AtomicU64::new(0), GFP_KERNEL)?;
+            storage.push(crate::ringbuf::atomics::AtomicU64::new(0), GFP_KERNEL)?;
         }
         let switches = Switches {
             global: &GLOBAL_ON,
@@ -198,13 +227,13 @@ impl Stress {
                 writer_cpu,
                 writers: Default::default(),
                 reader: Default::default(),
-                open: AtomicU32::new(0),
-                max_depth: AtomicU32::new(0),
-                nmi_pending: AtomicU32::new(0),
-                nmi_sent: AtomicU64::new(0),
-                reader_started: AtomicBool::new(false),
-                writer_done: AtomicBool::new(false),
-                reader_done: AtomicBool::new(false),
+                open: Atomic::new(0),
+                max_depth: Atomic::new(0),
+                nmi_pending: Atomic::new(0),
+                nmi_sent: Atomic::new(0),
+                reader_started: Atomic::new(false),
+                writer_done: Atomic::new(false),
+                reader_done: Atomic::new(false),
             }),
             GFP_KERNEL,
         )
@@ -212,12 +241,8 @@ impl Stress {
 
     /// Sends an NMI to the writer CPU unless one is in flight.
     fn try_send_nmi(&self) {
-        if self
-            .nmi_pending
-            .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Relaxed)
-            .is_ok()
-        {
-            self.nmi_sent.fetch_add(1, Ordering::Relaxed);
+        if self.nmi_pending.cmpxchg(0, 1, Full).is_ok() {
+            self.nmi_sent.fetch_add(1, Relaxed);
             nmi::send_nmi(self.writer_cpu);
         }
     }
@@ -227,16 +252,22 @@ impl Stress {
         let Some(w) = self.writers.get(kind) else {
             return;
         };
-        let seq = w.seq.load(Ordering::Relaxed).wrapping_add(1);
-        w.seq.store(seq, Ordering::Relaxed);
+        let seq = w.seq.load(Relaxed).wrapping_add(1);
+        w.seq.store(seq, Relaxed);
         let nwords = MIN_WORDS + (seq as usize % (MAX_WORDS - MIN_WORDS + 1));
         let ts = mono_ns();
         match self.buf.reserve(nwords * 8, ts) {
             Ok(mut slot) => {
-                let depth = self.open.fetch_add(1, Ordering::Relaxed) + 1;
-                self.max_depth.fetch_max(depth, Ordering::Relaxed);
+                let depth = self.open.fetch_add(1, Relaxed) + 1;
+                let mut old = self.max_depth.load(Relaxed);
+                while old < depth {
+                    match self.max_depth.cmpxchg(old, depth, Relaxed) {
+                        Ok(_) => break,
+                        Err(cur) => old = cur,
+                    }
+                }
                 if depth > 1 {
-                    w.nested.fetch_add(1, Ordering::Relaxed);
+                    w.nested.fetch_add(1, Relaxed);
                 }
                 let mut words = [0u64; MAX_WORDS];
                 words[0] = ((kind as u64) << 56) | seq;
@@ -253,15 +284,15 @@ impl Stress {
                 ok &= slot.write_words(half, &words[half..nwords]);
                 if !ok {
                     // Cannot happen: the slot has exactly `nwords` words.
-                    w.wrong_context.fetch_add(1, Ordering::Relaxed);
+                    w.wrong_context.fetch_add(1, Relaxed);
                 }
                 slot.commit();
-                self.open.fetch_sub(1, Ordering::Relaxed);
-                w.committed.fetch_add(1, Ordering::Relaxed);
+                self.open.fetch_sub(1, Relaxed);
+                w.committed.fetch_add(1, Relaxed);
             }
             Err(_) => {
                 mid();
-                w.failed.fetch_add(1, Ordering::Relaxed);
+                w.failed.fetch_add(1, Relaxed);
             }
         }
     }
@@ -271,7 +302,7 @@ impl Stress {
         let this = self;
         // Start together with the reader (bounded: the reader may have failed to start).
         for _ in 0..TIMEOUT_MS {
-            if this.reader_started.load(Ordering::Acquire) {
+            if this.reader_started.load(Acquire) {
                 break;
             }
             fsleep(Delta::from_millis(1));
@@ -283,10 +314,8 @@ impl Stress {
         // MIN_TASK_WRITES records and was interrupted at least once, within
         // MAX_RUN_NS (the checks then say what did not happen).
         let limit = start.wrapping_add(MAX_RUN_NS);
-        let nested = || {
-            this.writers[IRQ].nested.load(Ordering::Relaxed)
-                + this.writers[NMI].nested.load(Ordering::Relaxed)
-        };
+        let nested =
+            || this.writers[IRQ].nested.load(Relaxed) + this.writers[NMI].nested.load(Relaxed);
         this.start_scoped(Delta::from_micros(TIMER_PERIOD_US), || {
             let mut i = 0u64;
             loop {
@@ -302,7 +331,7 @@ impl Stress {
                 });
                 i = i.wrapping_add(1);
             }
-            this.writer_done.store(true, Ordering::Release);
+            this.writer_done.store(true, Release);
         });
     }
 
@@ -311,11 +340,10 @@ impl Stress {
     fn reader(&self) {
         let mut out = [0u8; MAX_WORDS * 8];
         let mut last_nmi = 0u64;
-        self.reader_started.store(true, Ordering::Release);
+        self.reader_started.store(true, Release);
         loop {
-            let done = self.writer_done.load(Ordering::Acquire)
-                && self.nmi_pending.load(Ordering::Acquire) == 0;
-            if !self.writer_done.load(Ordering::Relaxed) {
+            let done = self.writer_done.load(Acquire) && self.nmi_pending.load(Acquire) == 0;
+            if !self.writer_done.load(Relaxed) {
                 let t = mono_ns();
                 if t.wrapping_sub(last_nmi) >= NMI_INTERVAL_NS {
                     last_nmi = t;
@@ -331,22 +359,22 @@ impl Stress {
                 }
                 Err(crate::ringbuf::ReadError::Contended) => {}
                 Err(_) => {
-                    self.reader.errors.fetch_add(1, Ordering::Relaxed);
+                    self.reader.errors.fetch_add(1, Relaxed);
                     if done {
                         break;
                     }
                 }
             }
         }
-        self.reader_done.store(true, Ordering::Release);
+        self.reader_done.store(true, Release);
     }
 
     fn check(&self, out: &[u8], len: usize, ts: u64, lost: u64) {
         let r = &self.reader;
-        r.lost_reported.fetch_add(lost, Ordering::Relaxed);
+        r.lost_reported.fetch_add(lost, Relaxed);
         let nwords = len / 8;
         if len % 8 != 0 || !(MIN_WORDS..=MAX_WORDS).contains(&nwords) {
-            r.torn.fetch_add(1, Ordering::Relaxed);
+            r.torn.fetch_add(1, Relaxed);
             return;
         }
         let mut words = [0u64; MAX_WORDS];
@@ -362,17 +390,17 @@ impl Stress {
             || nwords != expected_words
             || checksum(&words[..nwords - 1]) != words[nwords - 1]
         {
-            r.torn.fetch_add(1, Ordering::Relaxed);
+            r.torn.fetch_add(1, Relaxed);
             return;
         }
         if words[1] != ts {
-            r.bad_ts.fetch_add(1, Ordering::Relaxed);
+            r.bad_ts.fetch_add(1, Relaxed);
         }
-        if seq <= r.last_seq[kind].load(Ordering::Relaxed) {
-            r.reordered.fetch_add(1, Ordering::Relaxed);
+        if seq <= r.last_seq[kind].load(Relaxed) {
+            r.reordered.fetch_add(1, Relaxed);
         }
-        r.last_seq[kind].store(seq, Ordering::Relaxed);
-        r.read[kind].fetch_add(1, Ordering::Relaxed);
+        r.last_seq[kind].store(seq, Relaxed);
+        r.read[kind].fetch_add(1, Relaxed);
     }
 }
 
@@ -421,12 +449,8 @@ struct Report {
     timed_out: bool,
 }
 
-fn load3(a: &[AtomicU64; KINDS]) -> [u64; KINDS] {
-    [
-        a[0].load(Ordering::Relaxed),
-        a[1].load(Ordering::Relaxed),
-        a[2].load(Ordering::Relaxed),
-    ]
+fn load3(a: &[Atomic<u64>; KINDS]) -> [u64; KINDS] {
+    [a[0].load(Relaxed), a[1].load(Relaxed), a[2].load(Relaxed)]
 }
 
 /// Runs one stress round; `None` if fewer than two CPUs are online.
@@ -440,7 +464,7 @@ fn run(mode: Mode, words: usize) -> Result<Option<Report>> {
     let stress = Stress::new(mode, words, w)?;
     let ptr = core::ptr::from_ref::<Stress>(&stress).cast_mut();
     let nmi_reg = KBox::pin_init(nmi::Registration::<StressNmi>::new(), GFP_KERNEL)?;
-    ACTIVE.store(ptr, Ordering::Release);
+    ACTIVE.store(ptr, Release);
     let timed_out;
     {
         // SAFETY: `stress` is pinned and outlives both threads (dropped at
@@ -449,24 +473,23 @@ fn run(mode: Mode, words: usize) -> Result<Option<Report>> {
         // SAFETY: as above.
         let writer = unsafe { Thread::start(writer_thread, ptr.cast(), w) };
         if reader.is_err() || writer.is_err() {
-            stress.writer_done.store(true, Ordering::Release);
+            stress.writer_done.store(true, Release);
             timed_out = true;
         } else {
             timed_out = !wait_until(TIMEOUT_MS, || {
-                stress.writer_done.load(Ordering::Acquire)
-                    && stress.reader_done.load(Ordering::Acquire)
+                stress.writer_done.load(Acquire) && stress.reader_done.load(Acquire)
             });
         }
         // Threads stop here (the writer's timer is cancelled before it returns).
         drop(writer);
         drop(reader);
     }
-    ACTIVE.store(core::ptr::null_mut(), Ordering::Release);
+    ACTIVE.store(core::ptr::null_mut(), Release);
     // Unregistering waits for an NMI handler still running.
     drop(nmi_reg);
     let s = &*stress;
-    let wr = |f: fn(&Writer) -> &AtomicU64| -> [u64; KINDS] {
-        [f(&s.writers[0]), f(&s.writers[1]), f(&s.writers[2])].map(|a| a.load(Ordering::Relaxed))
+    let wr = |f: fn(&Writer) -> &Atomic<u64>| -> [u64; KINDS] {
+        [f(&s.writers[0]), f(&s.writers[1]), f(&s.writers[2])].map(|a| a.load(Relaxed))
     };
     Ok(Some(Report {
         stats: s.buf.stats(),
@@ -476,14 +499,14 @@ fn run(mode: Mode, words: usize) -> Result<Option<Report>> {
         nested: wr(|w| &w.nested),
         wrong_context: wr(|w| &w.wrong_context).iter().sum(),
         read: load3(&s.reader.read),
-        max_depth: s.max_depth.load(Ordering::Relaxed),
-        nmi_sent: s.nmi_sent.load(Ordering::Relaxed),
-        nmi_pending: s.nmi_pending.load(Ordering::Relaxed),
-        torn: s.reader.torn.load(Ordering::Relaxed),
-        reordered: s.reader.reordered.load(Ordering::Relaxed),
-        bad_ts: s.reader.bad_ts.load(Ordering::Relaxed),
-        errors: s.reader.errors.load(Ordering::Relaxed),
-        lost_reported: s.reader.lost_reported.load(Ordering::Relaxed),
+        max_depth: s.max_depth.load(Relaxed),
+        nmi_sent: s.nmi_sent.load(Relaxed),
+        nmi_pending: s.nmi_pending.load(Relaxed),
+        torn: s.reader.torn.load(Relaxed),
+        reordered: s.reader.reordered.load(Relaxed),
+        bad_ts: s.reader.bad_ts.load(Relaxed),
+        errors: s.reader.errors.load(Relaxed),
+        lost_reported: s.reader.lost_reported.load(Relaxed),
         timed_out,
     }))
 }

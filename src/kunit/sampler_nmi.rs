@@ -15,7 +15,7 @@
 //! stress test, results are collected first and asserted after teardown.
 
 use core::ptr::null_mut;
-use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
+use kernel::sync::atomic::{Acquire, Atomic, Relaxed, Release};
 
 use kernel::{cpu::CpuId, prelude::*};
 
@@ -31,11 +31,11 @@ static GLOBAL_ON: RecordSwitch = RecordSwitch::new(true);
 static SET_ON: RecordSwitch = RecordSwitch::new(true);
 
 /// The sampler the NMI handler feeds while a test runs (null otherwise).
-static ACTIVE: AtomicPtr<CpuSampler> = AtomicPtr::new(null_mut());
+static ACTIVE: Atomic<*mut CpuSampler> = Atomic::new(null_mut());
 /// Set before each NMI IPI; the handler clears it.
-static PENDING: AtomicU32 = AtomicU32::new(0);
+static PENDING: Atomic<u32> = Atomic::new(0);
 /// NMIs the handler took outside NMI context (must stay 0).
-static WRONG_CONTEXT: AtomicU64 = AtomicU64::new(0);
+static WRONG_CONTEXT: Atomic<u64> = Atomic::new(0);
 
 struct SampleNmi;
 
@@ -43,8 +43,8 @@ impl nmi::NmiHandler for SampleNmi {
     const NAME: &'static CStr = c"oprofile_rs_sample";
 
     fn handle(regs: &Regs) -> bool {
-        let p = ACTIVE.load(Ordering::Acquire);
-        if p.is_null() || PENDING.load(Ordering::Acquire) == 0 {
+        let p = ACTIVE.load(Acquire);
+        if p.is_null() || PENDING.load(Acquire) == 0 {
             return false;
         }
         // SAFETY: `ACTIVE` is non-null only while the sampler it points to
@@ -52,10 +52,10 @@ impl nmi::NmiHandler for SampleNmi {
         // waits for running handlers) and before the sampler is freed.
         let s = unsafe { &*p };
         if !nmi::in_nmi() {
-            WRONG_CONTEXT.fetch_add(1, Ordering::Relaxed);
+            WRONG_CONTEXT.fetch_add(1, Relaxed);
         }
         s.overflow(regs);
-        PENDING.store(0, Ordering::Release);
+        PENDING.store(0, Release);
         true
     }
 }
@@ -91,36 +91,36 @@ fn run(bytes: usize, depth: u32, n: u32) -> Result<Outcome> {
     };
     let sampler = KBox::new(CpuSampler::new(0, bytes, depth, switches)?, GFP_KERNEL)?;
     let reg = KBox::pin_init(nmi::Registration::<SampleNmi>::new(), GFP_KERNEL)?;
-    WRONG_CONTEXT.store(0, Ordering::Relaxed);
-    ACTIVE.store(core::ptr::from_ref(&*sampler).cast_mut(), Ordering::Release);
+    WRONG_CONTEXT.store(0, Relaxed);
+    ACTIVE.store(core::ptr::from_ref(&*sampler).cast_mut(), Release);
     let mut out = Outcome::default();
     for _ in 0..n {
         // Interrupts off (NMIs still arrive): this task cannot be preempted
         // or migrated, so the NMI interrupts it, on the CPU it was sent to.
         let irqs_off = kernel::interrupt::local_interrupt_disable();
-        PENDING.store(1, Ordering::Release);
+        PENDING.store(1, Release);
         nmi::send_nmi(CpuId::current());
         let mut spins = 0u64;
-        while PENDING.load(Ordering::Acquire) != 0 && spins < 10_000_000 {
+        while PENDING.load(Acquire) != 0 && spins < 10_000_000 {
             core::hint::spin_loop();
             spins += 1;
         }
         drop(irqs_off);
-        if PENDING.load(Ordering::Acquire) != 0 {
+        if PENDING.load(Acquire) != 0 {
             out.timed_out = true;
             break;
         }
     }
-    ACTIVE.store(null_mut(), Ordering::Release);
-    PENDING.store(0, Ordering::Release);
+    ACTIVE.store(null_mut(), Release);
+    PENDING.store(0, Release);
     drop(reg);
 
     let c = &sampler.counters;
-    out.wrong_context = WRONG_CONTEXT.load(Ordering::Relaxed);
-    out.received = c.sample_received.load(Ordering::Relaxed);
-    out.lost = c.sample_lost_overflow.load(Ordering::Relaxed);
-    out.invalid = c.sample_invalid_eip.load(Ordering::Relaxed);
-    out.aborted = c.backtrace_aborted.load(Ordering::Relaxed);
+    out.wrong_context = WRONG_CONTEXT.load(Relaxed);
+    out.received = c.sample_received.load(kernel::sync::atomic::Relaxed);
+    out.lost = c.sample_lost_overflow.load(kernel::sync::atomic::Relaxed);
+    out.invalid = c.sample_invalid_eip.load(kernel::sync::atomic::Relaxed);
+    out.aborted = c.backtrace_aborted.load(kernel::sync::atomic::Relaxed);
     let (me, _, _) = sampler::current_task();
     let mut named = false;
     let mut buf = KVec::from_elem(0u8, format::MAX_RECORD, GFP_KERNEL)?;
