@@ -20,8 +20,8 @@ user_with_chain=$(awk '/^\t/ { if (u) n++; next } /\[[0-9]+\]/ { u = ($0 ~ /hot_
 expect_eq "user-mode samples carry no kernel callchain" "$user_with_chain" 0
 grep '^cpu' $DBG/stats
 # The idle chains are deeper than 8: cut at the depth, which is no abort.
-aborted=$(sed -n 's/.*backtrace_aborted=\([0-9]*\).*/\1/p' $DBG/stats | awk '{ n += $1 } END { print n + 0 }')
-received=$(sed -n 's/.*sample_received=\([0-9]*\).*/\1/p' $DBG/stats | awk '{ n += $1 } END { print n + 0 }')
+aborted=$(stat_total backtrace_aborted)
+received=$(stat_total sample_received)
 check "few aborted callchains ($aborted of $received samples)" [ $((aborted * 20)) -lt "$received" ]
 check "rmmod" rmmod oprofile_rs
 finish

@@ -24,8 +24,8 @@ expect_eq "GET_TRACING: on" "$(/tmp/probe ioctl $DEV get wronly)" "value 1 ok 0"
 expect_eq "TRACING_OFF on a control file" "$(/tmp/probe ioctl $DEV off wronly)" "ok 0"
 expect_eq "tracing_on follows the ioctl" "$(cat $DBG/tracing_on)" "0"
 expect_eq "GET_TRACING: off" "$(/tmp/probe ioctl $DEV get)" "value 0 ok 0"
-r1=$(sed -n 's/^cpu0 .*sample_received=\([0-9]*\).*/\1/p' $DBG/stats); sleep 0.5
-r2=$(sed -n 's/^cpu0 .*sample_received=\([0-9]*\).*/\1/p' $DBG/stats)
+r1=$(stat_of 0 sample_received); sleep 0.5
+r2=$(stat_of 0 sample_received)
 expect_eq "no sample while off by ioctl" "$r2" "$r1"
 expect_eq "TRACING_ON on a reader's file" "$(/tmp/probe ioctl $DEV on)" "ok 0"
 expect_eq "tracing_on follows the ioctl" "$(cat $DBG/tracing_on)" "1"

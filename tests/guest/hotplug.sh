@@ -4,7 +4,7 @@
 # the kernel log, and the accounting stays exact for every CPU.
 . /tmp/lib.sh
 CPU1=/sys/devices/system/cpu/cpu1/online
-recv() { sed -n "s/^cpu$1 .*sample_received=\([0-9]*\).*/\1/p" $DBG/stats; }
+recv() { stat_of "$1" sample_received; }
 check "cpu1 is hotpluggable" [ -w $CPU1 ]
 check "insmod" insmod /oprofile_rs.ko
 cat $DEV >/tmp/h.bin &

@@ -13,17 +13,22 @@ expect_eq() { if [ "$2" = "$3" ]; then pass "$1"; else fail "$1: got '$2', expec
 # dmesg_since MARK: kernel log lines after the line containing MARK.
 mark() { echo "oprofile-test-mark $1" >/dev/kmsg; }
 dmesg_since() { dmesg | sed -n "/oprofile-test-mark $1\$/,\$p"; }
+# The debugfs `stats` counters: stat_of CPU FIELD [FILE] (one CPU's),
+# stat_total FIELD [FILE] (summed over CPUs), stat_cpus [FILE] (the CPU
+# numbers); FILE defaults to the live $DBG/stats.
+stat_of() { sed -n "s/^cpu$1\( .*\)* $2=\([0-9]*\).*/\2/p" "${3:-$DBG/stats}"; }
+stat_total() { sed -n "s/^cpu[0-9]*\( .*\)* $1=\([0-9]*\).*/\2/p" "${2:-$DBG/stats}" | awk '{ n += $1 } END { print n + 0 }'; }
+stat_cpus() { sed -n 's/^cpu\([0-9]*\) .*/\1/p' "${1:-$DBG/stats}"; }
 # check_accounting STATS REPORT: for every CPU in STATS (debugfs `stats`
 # saved to a file), the stream's samples + LOST counts in REPORT (the `#`
 # header of `oprofile-rs report`) equal sample_received - sample_invalid_eip.
 # Sets lost_total to the sum of the LOST counts.
 check_accounting() {
-    local cpu line recv inval got lost
+    local cpu recv inval got lost
     lost_total=0
-    for cpu in $(sed -n 's/^cpu\([0-9]*\) .*/\1/p' "$1"); do
-        line=$(grep "^cpu$cpu " "$1")
-        recv=$(echo "$line" | sed 's/.*sample_received=\([0-9]*\).*/\1/')
-        inval=$(echo "$line" | sed 's/.*sample_invalid_eip=\([0-9]*\).*/\1/')
+    for cpu in $(stat_cpus "$1"); do
+        recv=$(stat_of "$cpu" sample_received "$1")
+        inval=$(stat_of "$cpu" sample_invalid_eip "$1")
         got=$(awk -v c="$cpu" '$1 == "#" && $2 == c { print $3 + $4 }' "$2")
         lost=$(awk -v c="$cpu" '$1 == "#" && $2 == c { print $4 }' "$2")
         lost_total=$((lost_total + ${lost:-0}))

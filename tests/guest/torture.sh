@@ -29,10 +29,9 @@ cat $DBG/stats >/tmp/stats.txt
 wait
 # The accounting, exact for what every stream held: per CPU, samples + lost
 # == received - invalid.
-for cpu in $(sed -n 's/^cpu\([0-9]*\) .*/\1/p' /tmp/stats.txt); do
-    line=$(grep "^cpu$cpu " /tmp/stats.txt)
-    recv=$(echo "$line" | sed 's/.*sample_received=\([0-9]*\).*/\1/')
-    inval=$(echo "$line" | sed 's/.*sample_invalid_eip=\([0-9]*\).*/\1/')
+for cpu in $(stat_cpus /tmp/stats.txt); do
+    recv=$(stat_of "$cpu" sample_received /tmp/stats.txt)
+    inval=$(stat_of "$cpu" sample_invalid_eip /tmp/stats.txt)
     got=$(awk -v c="cpu$cpu" '$1 == c && $2 == "samples" { print $3 + $5 }' /tmp/t.txt)
     expect_eq "cpu$cpu: samples + lost in all streams == received - invalid" "${got:-0}" $((recv - inval))
 done
