@@ -53,6 +53,28 @@ pub enum MapEvent {
 }
 
 impl MapEvent {
+    /// A FORK (`fork`) or EXIT record's event, from either source (the
+    /// side-car line or the perf ring).
+    fn task(fork: bool, time: u64, pid: u32, ppid: u32, tid: u32, ptid: u32) -> MapEvent {
+        if fork {
+            MapEvent::Fork {
+                time,
+                pid,
+                ppid,
+                tid,
+                ptid,
+            }
+        } else {
+            MapEvent::Exit {
+                time,
+                pid,
+                ppid,
+                tid,
+                ptid,
+            }
+        }
+    }
+
     pub fn time(&self) -> u64 {
         match self {
             MapEvent::Mmap { time, .. }
@@ -166,23 +188,7 @@ impl MapEvent {
                     num(f.next())?,
                     num(f.next())?,
                 );
-                Some(if kind == "fork" {
-                    MapEvent::Fork {
-                        time,
-                        pid,
-                        ppid,
-                        tid,
-                        ptid,
-                    }
-                } else {
-                    MapEvent::Exit {
-                        time,
-                        pid,
-                        ppid,
-                        tid,
-                        ptid,
-                    }
-                })
+                Some(MapEvent::task(kind == "fork", time, pid, ppid, tid, ptid))
             }
             _ => None,
         }
@@ -720,23 +726,7 @@ pub fn parse_record(ty: u32, misc: u16, rec: &[u8]) -> Option<MapEvent> {
         REC_FORK | REC_EXIT => {
             let (pid, ppid, tid, ptid) = (u32_at(8)?, u32_at(12)?, u32_at(16)?, u32_at(20)?);
             let time = u64_at(24)?;
-            Some(if ty == REC_FORK {
-                MapEvent::Fork {
-                    time,
-                    pid,
-                    ppid,
-                    tid,
-                    ptid,
-                }
-            } else {
-                MapEvent::Exit {
-                    time,
-                    pid,
-                    ppid,
-                    tid,
-                    ptid,
-                }
-            })
+            Some(MapEvent::task(ty == REC_FORK, time, pid, ppid, tid, ptid))
         }
         _ => None,
     }
