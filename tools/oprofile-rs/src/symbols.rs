@@ -366,6 +366,15 @@ impl ElfSymbols {
         Ok(ElfSymbols { syms, segments })
     }
 
+    /// Adds the function symbols of `other` (same addresses: e.g. the
+    /// mini-debuginfo of this file).
+    fn merge(&mut self, other: ElfSymbols) {
+        self.syms.extend(other.syms);
+        self.syms
+            .sort_by(|a, b| a.addr.cmp(&b.addr).then(b.size.cmp(&a.size)));
+        self.syms.dedup_by_key(|s| s.addr);
+    }
+
     pub fn len(&self) -> usize {
         self.syms.len()
     }
@@ -524,6 +533,11 @@ struct Binary {
     debug_file: Option<PathBuf>,
     /// `Symtab` mode: the symbol tables.
     symtab: Option<ElfSymbols>,
+    /// When it has no `.symtab` but a `.gnu_debugdata`: its own `.dynsym`
+    /// plus the symbols of that mini-debuginfo (if it decompresses), for
+    /// addresses nothing else names. blazesym 0.2 fails on such a file (its
+    /// `xz` feature, C liblzma, is not enabled), `.dynsym` included.
+    mini: Option<ElfSymbols>,
     /// Hex build-id.
     build_id: Option<Rc<str>>,
 }
@@ -546,6 +560,72 @@ pub fn build_id(data: &[u8]) -> Option<Vec<u8>> {
         .ok()
         .flatten()
         .map(<[u8]>::to_vec)
+}
+
+/// Largest `.gnu_debugdata` section read (xz-compressed).
+const MINI_DEBUGINFO_MAX_XZ: u64 = 64 << 20;
+/// Largest mini-debuginfo ELF decompressed from it (Fedora's are a few
+/// hundred KiB, libc's included).
+const MINI_DEBUGINFO_MAX_ELF: usize = 256 << 20;
+
+/// A `Write` that refuses to hold more than `limit` bytes.
+struct Bounded {
+    buf: Vec<u8>,
+    limit: usize,
+}
+
+impl std::io::Write for Bounded {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        if self.buf.len().saturating_add(data.len()) > self.limit {
+            return Err(std::io::Error::other(format!(
+                "more than {} MiB decompressed",
+                self.limit >> 20
+            )));
+        }
+        self.buf.extend_from_slice(data);
+        Ok(data.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The mini-debuginfo of an ELF image, as Fedora and RHEL ship it: the
+/// xz-compressed ELF in its `.gnu_debugdata` section, whose `.symtab` holds
+/// the function symbols the stripped binary lacks. `Ok(None)` when it has
+/// no such section; an error when the section is too large, not xz, or
+/// does not decompress (never a panic on garbage).
+pub fn mini_debuginfo(data: &[u8]) -> Result<Option<Vec<u8>>, String> {
+    use object::{Object, ObjectSection};
+    let file = object::File::parse(data).map_err(|e| format!("not an ELF file: {e}"))?;
+    let Some(sec) = file.section_by_name(".gnu_debugdata") else {
+        return Ok(None);
+    };
+    if sec.size() > MINI_DEBUGINFO_MAX_XZ {
+        return Err(format!(
+            ".gnu_debugdata of {} bytes: larger than {} MiB, not read",
+            sec.size(),
+            MINI_DEBUGINFO_MAX_XZ >> 20
+        ));
+    }
+    let xz = sec
+        .data()
+        .map_err(|e| format!(".gnu_debugdata: cannot be read: {e}"))?;
+    let mut out = Bounded {
+        buf: Vec::new(),
+        limit: MINI_DEBUGINFO_MAX_ELF,
+    };
+    // lzma-rs returns errors on corrupt input; the unwind guard is a second
+    // line of defence so that a bad file can only cost its names.
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        lzma_rs::xz_decompress(&mut std::io::BufReader::new(xz), &mut out)
+    }));
+    match r {
+        Ok(Ok(())) => Ok(Some(out.buf)),
+        Ok(Err(e)) => Err(format!(".gnu_debugdata: not valid xz: {e}")),
+        Err(_) => Err(".gnu_debugdata: the xz decoder failed".to_string()),
+    }
 }
 
 /// Symbol, source line and inlined functions of one address.
@@ -798,10 +878,22 @@ impl Resolver {
         }
         let r = Rc::new(match bin.offset_to_vaddr(off) {
             None => (None, None, Vec::new()),
-            Some(va) => match &bin.symtab {
-                Some(st) => (st.lookup(va).map(str::to_string), None, Vec::new()),
-                None => self.symbolise_dwarf(bin, va),
-            },
+            Some(va) => {
+                let mut r = match &bin.symtab {
+                    Some(st) => (st.lookup(va).map(str::to_string), None, Vec::new()),
+                    None => self.symbolise_dwarf(bin, va),
+                };
+                // Mini-debuginfo last, as perf and gdb: it has no lines and
+                // only function symbols.
+                if r.0.is_none() {
+                    r.0 = bin
+                        .mini
+                        .as_ref()
+                        .and_then(|m| m.lookup(va))
+                        .map(str::to_string);
+                }
+                r
+            }
         });
         self.by_offset.borrow_mut().insert(key, r.clone());
         r
@@ -837,6 +929,9 @@ impl Resolver {
                     );
                 }
                 Ok(Symbolized::Unknown(_)) => {}
+                // blazesym without its `xz` feature fails on a file with
+                // `.gnu_debugdata`: `symbolise` names it from `bin.mini`.
+                Err(_) if bin.mini.is_some() && *file == bin.real => {}
                 Err(e) => self.warn_once(
                     format!("sym {}", file.display()),
                     format!("{}: {e}", file.display()),
@@ -912,12 +1007,29 @@ impl Resolver {
                 .collect::<String>()
                 .into()
         });
+        let mini = if file.section_by_name(".symtab").is_some()
+            || file.section_by_name(".gnu_debugdata").is_none()
+        {
+            None
+        } else {
+            let mut own = ElfSymbols::parse(data)?;
+            match mini_debuginfo(data).and_then(|m| m.map(|m| ElfSymbols::parse(&m)).transpose()) {
+                Ok(Some(m)) => own.merge(m),
+                Ok(None) => {}
+                Err(err) => self.warn_once(
+                    format!("mini {}", real.display()),
+                    format!("{}: {err}", real.display()),
+                ),
+            }
+            Some(own)
+        };
         if self.opts.kind == SymbolizerKind::Symtab {
             return Ok(Binary {
                 real: real.to_path_buf(),
                 segments,
                 debug_file: None,
                 symtab: Some(ElfSymbols::parse(data)?),
+                mini,
                 build_id,
             });
         }
@@ -945,6 +1057,7 @@ impl Resolver {
             segments,
             debug_file,
             symtab: None,
+            mini,
             build_id,
         })
     }
