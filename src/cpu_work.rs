@@ -102,6 +102,18 @@ impl<H: CpuWorkHandler> Slot<H> {
     }
 }
 
+impl<H> Slot<H> {
+    /// Stops the work: it does not re-arm itself, is not running when this
+    /// returns and is not queued. Process context (it sleeps).
+    fn cancel(&self) {
+        self.stopping.store(true, Relaxed);
+        // SAFETY: `dwork` is initialised and pinned (invariant).
+        // `cancel_delayed_work_sync` also waits for a run that re-armed the
+        // work before it saw `stopping`, and cancels that.
+        unsafe { bindings::cancel_delayed_work_sync(self.dwork.get()) };
+    }
+}
+
 /// The workqueue's callback of every [`Slot<H>`].
 ///
 /// # Safety
@@ -169,21 +181,16 @@ impl<H: CpuWorkHandler> CpuWorks<H> {
     /// not run again until started. Process context (it sleeps).
     pub(crate) fn stop(&self, cpu: u32) {
         if let Some(s) = self.slots.get(cpu as usize) {
-            s.stopping.store(true, Relaxed);
-            // SAFETY: `dwork` is initialised and pinned (invariant).
-            // `cancel_delayed_work_sync` also waits for a run that re-armed
-            // the work before it saw `stopping`, and cancels that.
-            unsafe { bindings::cancel_delayed_work_sync(s.dwork.get()) };
+            s.cancel();
         }
     }
 }
 
 impl<H> Drop for CpuWorks<H> {
     fn drop(&mut self) {
+        // After this no slot's work runs: their memory may go.
         for s in self.slots.iter() {
-            s.stopping.store(true, Relaxed);
-            // SAFETY: as in `stop`: after this the slot's memory may go.
-            unsafe { bindings::cancel_delayed_work_sync(s.dwork.get()) };
+            s.cancel();
         }
     }
 }

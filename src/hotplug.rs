@@ -119,6 +119,16 @@ impl<H: HotplugHandler> Registration<H> {
                 core::mem::transmute::<MultiFn, SingleFn>(down),
             )
         };
+        let node = KBox::pin_init(
+            // INVARIANT: the caller keeps `handler` alive as long as the
+            // registration, which removes the instance when dropped.
+            pin_init!(Node {
+                node: Opaque::uninit(),
+                handler,
+                _pin: PhantomPinned,
+            }),
+            GFP_KERNEL,
+        )?;
         // SAFETY: the name is a static string; a dynamic multi-instance
         // state invokes nothing at setup.
         let state = unsafe {
@@ -132,24 +142,6 @@ impl<H: HotplugHandler> Registration<H> {
             )
         };
         to_result(state)?;
-        let node = KBox::pin_init(
-            // INVARIANT: the caller keeps `handler` alive as long as the
-            // registration, which removes the instance when dropped.
-            pin_init!(Node {
-                node: Opaque::uninit(),
-                handler,
-                _pin: PhantomPinned,
-            }),
-            GFP_KERNEL,
-        );
-        let node = match node {
-            Ok(node) => node,
-            Err(e) => {
-                // SAFETY: `state` was set up above and has no instance.
-                unsafe { bindings::__cpuhp_remove_state(state, false) };
-                return Err(e);
-            }
-        };
         // SAFETY: `node` is pinned and lives until the instance is removed
         // (by the registration's `drop`). This calls `online` for every
         // online CPU, and on a failure `offline` for those that came up.
