@@ -36,6 +36,7 @@ mod ratelimit;
 mod reader_state;
 mod sampler;
 mod sync;
+mod user_stack;
 // The ring-buffer core is shared with the host crate `crates/ringbuf`; parts of
 // its public API serve only the host tests and benchmarks.
 #[allow(unreachable_pub)]
@@ -81,6 +82,10 @@ module! {
             default: 0,
             description: "Kernel callchain entries recorded per sample (0..64)",
         },
+        user_backtrace_depth: u64 {
+            default: 32,
+            description: "User callchain entries recorded per sample, by frame pointers (0..64; 0: none)",
+        },
     },
 }
 
@@ -122,6 +127,7 @@ impl kernel::InPlaceModule for OprofileModule {
             exclude_user: module_parameters::exclude_user.value(),
             exclude_kernel: module_parameters::exclude_kernel.value(),
             backtrace_depth: module_parameters::backtrace_depth.value(),
+            user_backtrace_depth: module_parameters::user_backtrace_depth.value(),
         };
         try_pin_init!(&this in Self {
             profiler: profiler::Profiler::new(params::Config::validate(raw)?)?,
