@@ -260,6 +260,11 @@ impl CpuSampler {
                 pc,
                 pid,
                 tgid,
+                // Not known here yet: readers take the CONFIG's period.
+                period: 0,
+                event: 0,
+                user_depth: 0,
+                ext: true,
             };
             self.write(&head.encoded(Endian::native()), chain, ts)
         };
