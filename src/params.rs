@@ -27,8 +27,7 @@ pub(crate) mod limits {
     pub(crate) const BACKTRACE_DEPTH: (u64, u64) = (0, crate::format::MAX_DEPTH as u64);
     /// User callchain entries recorded per sample (the stream format's
     /// limit).
-    pub(crate) const USER_BACKTRACE_DEPTH: (u64, u64) =
-        (0, crate::user_stack::MAX_USER_DEPTH as u64);
+    pub(crate) const USER_BACKTRACE_DEPTH: (u64, u64) = (0, crate::format::MAX_USER_DEPTH as u64);
 }
 
 /// The default sample period when neither `sample_period` nor `sample_freq` is given.

@@ -14,10 +14,10 @@ use kernel::{
 };
 
 use crate::{
-    format::{self, Endian, MAX_DEPTH},
+    format::{self, Endian, MAX_DEPTH, MAX_USER_DEPTH},
     perf::{OverflowHandler, Regs},
     ringbuf::{CpuBuffer, Mode, ReserveError, Switches},
-    user_stack::{self, UserRegs, MAX_USER_DEPTH},
+    user_stack::{self, UserRegs},
 };
 
 /// Entries of a CPU's callchain scratch space: the kernel chain, then the
@@ -250,12 +250,10 @@ impl CpuSampler {
         // The SAMPLE record with `chain` after it: `kernel` kernel entries
         // (at most MAX_DEPTH), then the user entries (at most MAX_USER_DEPTH).
         let sample = |chain: &[u64], kernel: usize| {
-            // TODO(format v2): record the user chain too.
-            let chain = chain.get(..kernel).unwrap_or(&[]);
             let head = format::SampleHead {
                 cpu,
                 kernel: kernel_mode,
-                depth: chain.len() as u8,
+                depth: kernel as u8,
                 time: ts,
                 pc,
                 pid,
@@ -263,7 +261,7 @@ impl CpuSampler {
                 // Not known here yet: readers take the CONFIG's period.
                 period: 0,
                 event: 0,
-                user_depth: 0,
+                user_depth: chain.len().saturating_sub(kernel) as u8,
                 ext: true,
             };
             self.write(&head.encoded(Endian::native()), chain, ts)

@@ -22,10 +22,6 @@ use kernel::{bindings, ffi::c_void};
 
 use crate::{glue, perf::Regs};
 
-/// The deepest user chain recorded (the `user_backtrace_depth` maximum).
-// TODO(format v2): format::MAX_USER_DEPTH.
-pub(crate) const MAX_USER_DEPTH: usize = 64;
-
 /// Bytes of a frame record: the caller's frame pointer, then the return
 /// address.
 const FRAME_LEN: u64 = 16;
