@@ -29,8 +29,11 @@
 
 #define RET 0x401000UL /* a return address in the text of a static binary */
 
-/* Spins with rbp = fp until n reaches 0; rbp restored after. */
-static void spin(unsigned long fp, unsigned long n)
+/*
+ * Spins with rbp = fp until n reaches 0; rbp restored after. Not inlined:
+ * ustack.sh tells the samples of the loop by this name.
+ */
+__attribute__((noinline)) void spin(unsigned long fp, unsigned long n)
 {
 	__asm__ volatile("mov %%rbp, %%r12\n\t"
 			 "mov %1, %%rbp\n\t"

@@ -39,6 +39,10 @@ enum Cmd {
     Flamegraph(FlameArgs),
     /// Gzipped pprof profile (perftools.profiles.Profile).
     Pprof(PprofArgs),
+    /// Print a pprof file's stacks as folded lines (root first) with their
+    /// sample counts: for checking a written profile.
+    #[command(hide = true)]
+    PprofFolded(PprofFoldedArgs),
     /// Firefox Profiler JSON (every sample with its time, thread and CPU).
     Firefox(FirefoxArgs),
     /// Per-symbol comparison of two recordings.
@@ -301,7 +305,7 @@ fn write_man_pages(dir: &Path) -> Result<Vec<PathBuf>> {
         written.push(path);
         Ok(())
     };
-    for sub in cmd.get_subcommands() {
+    for sub in cmd.get_subcommands().filter(|c| !c.is_hide_set()) {
         page(sub.clone(), format!("oprofile-rs-{}", sub.get_name()))?;
     }
     page(cmd, "oprofile-rs".into())?;
@@ -344,6 +348,13 @@ struct FlameArgs {
     /// Title of the graph.
     #[arg(long, default_value = "oprofile-rs")]
     title: String,
+}
+
+#[derive(Args)]
+struct PprofFoldedArgs {
+    /// A pprof profile (gzipped or not).
+    #[arg(value_name = "FILE")]
+    file: PathBuf,
 }
 
 #[derive(Args)]
@@ -508,6 +519,17 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 a.output.display(),
                 p.total_samples()
             );
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::PprofFolded(a) => {
+            let data = std::fs::read(&a.file)
+                .with_context(|| format!("cannot read {}", a.file.display()))?;
+            let p = pprof::read(&data)?;
+            let mut out = BufWriter::new(std::io::stdout().lock());
+            for l in pprof::folded(&p) {
+                writeln!(out, "{}", esc(&l))?;
+            }
+            out.flush()?;
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Pprof(a) => {

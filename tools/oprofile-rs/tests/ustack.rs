@@ -122,6 +122,7 @@ fn pprof_samples_carry_the_whole_stack() {
     let (d, f) = recording(&stream());
     let out = d.path().join("p.pb.gz");
     run(&["pprof", "-i", &f, "-o", out.to_str().unwrap()]);
+    let pb = out.clone();
     let p = pprof::read(&std::fs::read(out).unwrap()).unwrap();
     let name_of = |loc: u64| -> String {
         let l = &p.location[loc as usize - 1];
@@ -148,6 +149,18 @@ fn pprof_samples_carry_the_whole_stack() {
             ("beta <- alpha".into(), 1),
             ("beta <- main".into(), 2),
         ]
+    );
+    // The hidden `pprof-folded` reads them back root first.
+    let folded = run(&["pprof-folded", pb.to_str().unwrap()]);
+    assert_eq!(
+        folded.lines().collect::<Vec<_>>(),
+        [
+            "alpha;beta 1",
+            "main;alpha 6",
+            "main;beta 2",
+            "main;gamma_fn;entry_SYSCALL_64;do_syscall_64;__schedule 3"
+        ],
+        "{folded}"
     );
     // The return address past alpha keeps its own address in its location.
     let past = end_of("alpha");
