@@ -29,11 +29,15 @@ struct Cli {
 enum Cmd {
     /// Record /dev/oprofile/buffer to FILE (and the FILE.meta side-car).
     Record(RecordArgs),
-    /// Flat profile: samples per symbol (or process, or CPU).
+    /// Flat profile (samples per symbol, process or CPU) and call graph.
     Report(ReportArgs),
     /// One line per sample, in time order.
     Script(ScriptArgs),
     /// Folded stacks (input for flamegraph tools).
+    ///
+    /// One line per distinct stack: the comm, the user frames from the
+    /// outermost, then the kernel frames (`_[k]`) down to the sampled
+    /// function, and the count.
     Folded(OutArgs),
     /// Flame graph SVG.
     Flamegraph(FlameArgs),
@@ -227,10 +231,12 @@ struct ReportArgs {
     #[arg(short = 'n', long, default_value_t = 0)]
     top: usize,
     /// Add each function's inclusive share (samples with it anywhere in the
-    /// stack) and sort by it, as `perf report --children`.
+    /// stack: kernel callchain and user call stack) and sort by it, as
+    /// `perf report --children`.
     #[arg(long)]
     children: bool,
-    /// Print each row's callers and callees (call graph, as `opreport -c`).
+    /// Print each row's callers and callees, across kernel and user frames
+    /// (call graph, as `perf report -g` and `opreport -c`).
     #[arg(short = 'g', long)]
     callers: bool,
     /// Only rows of these functions (comma-separated exact names).
@@ -316,7 +322,8 @@ fn write_man_pages(dir: &Path) -> Result<Vec<PathBuf>> {
 struct ScriptArgs {
     #[command(flatten)]
     input: Input,
-    /// Print each sample's callchain below it.
+    /// Print each sample's callchain below it: kernel callers, then the user
+    /// call stack (innermost first).
     #[arg(short = 'g', long)]
     callchain: bool,
     /// Also print LOST and TRACING events.
