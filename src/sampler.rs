@@ -110,7 +110,8 @@ pub(crate) struct Counters {
     /// not present) or a bad frame pointer (misaligned, not above the
     /// previous frame, outside user space; or a return address outside it),
     /// or not walked because the scratch space was busy (nested overflow).
-    /// Code built without frame pointers ends its chains so.
+    /// Code built without frame pointers ends its chains so, and so does
+    /// the C library's start code above `main` in most programs.
     pub(crate) user_backtrace_aborted: Atomic<u64>,
     /// User callchains cut at `user_backtrace_depth` with a frame still to
     /// follow.
