@@ -411,9 +411,26 @@ fn run(cli: Cli) -> Result<ExitCode> {
             for w in &sum.warnings {
                 eprintln!("oprofile-rs: warning: {}", esc(w));
             }
+            // One line per reason: user call stacks make every process
+            // sampled in a system call need its maps, many short-lived ones.
+            let mut missing: std::collections::BTreeMap<&str, Vec<u32>> = Default::default();
             for (t, why) in &sum.maps_missing {
+                missing.entry(why.as_str()).or_default().push(*t);
+            }
+            for (why, pids) in missing {
+                let who = match pids.as_slice() {
+                    [t] => format!("pid {t}"),
+                    _ => {
+                        let mut list: Vec<String> =
+                            pids.iter().take(8).map(u32::to_string).collect();
+                        if pids.len() > 8 {
+                            list.push("...".into());
+                        }
+                        format!("{} processes (pids {})", pids.len(), list.join(", "))
+                    }
+                };
                 eprintln!(
-                    "oprofile-rs: warning: maps of pid {t} not captured: {}",
+                    "oprofile-rs: warning: maps of {who} not captured: {}",
                     esc(why)
                 );
             }
