@@ -17,12 +17,13 @@
  *
  * miniperf report FILE LO HI [PID...]
  *   Decodes FILE (perf records as the kernel wrote them) and prints one line
- *     samples=N lost=N throttled=N pid_samples=N pid_in_range=N
+ *     samples=N lost=N throttled=N pid_samples=N pid_in_range=N pid_kernel=N
  *   samples: all PERF_RECORD_SAMPLE; lost: the sum of PERF_RECORD_LOST;
  *   throttled: PERF_RECORD_THROTTLE records; pid_samples: samples of the
  *   PIDs (tgid); pid_in_range: those with LO <= ip < HI (hexadecimal, e.g. a
  *   function's extent from `nm -S` on the host: the workload is static and
- *   not position independent, so its addresses are those of the file).
+ *   not position independent, so its addresses are those of the file);
+ *   pid_kernel: those of the PIDs taken in kernel mode.
  *
  * Written in C as the other guest programs (static, no library but libc).
  */
@@ -190,7 +191,8 @@ static int report(const char *file, uint64_t lo, uint64_t hi, char **pidv, int n
 	FILE *f = fopen(file, "rb");
 	struct perf_event_header h;
 	char body[4096];
-	unsigned long long samples = 0, lost = 0, throttled = 0, pid_samples = 0, in_range = 0;
+	unsigned long long samples = 0, lost = 0, throttled = 0, pid_samples = 0, in_range = 0,
+			   kernel = 0;
 	long pids[256];
 
 	if (!f)
@@ -217,6 +219,8 @@ static int report(const char *file, uint64_t lo, uint64_t hi, char **pidv, int n
 				if (s.pid == pids[i]) {
 					pid_samples++;
 					in_range += s.ip >= lo && s.ip < hi;
+					kernel += (h.misc & PERF_RECORD_MISC_CPUMODE_MASK) ==
+						  PERF_RECORD_MISC_KERNEL;
 					break;
 				}
 			}
@@ -229,8 +233,9 @@ static int report(const char *file, uint64_t lo, uint64_t hi, char **pidv, int n
 			throttled++;
 		}
 	}
-	printf("samples=%llu lost=%llu throttled=%llu pid_samples=%llu pid_in_range=%llu\n", samples,
-	       lost, throttled, pid_samples, in_range);
+	printf("samples=%llu lost=%llu throttled=%llu pid_samples=%llu pid_in_range=%llu "
+	       "pid_kernel=%llu\n",
+	       samples, lost, throttled, pid_samples, in_range, kernel);
 	fclose(f);
 	return 0;
 }
