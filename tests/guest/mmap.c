@@ -30,6 +30,12 @@
  *                    bytes R records in N ns"
  *   mmap readdrain   (bench) the same through read() with 1 MiB reads, and
  *                    a walk of the records as the mapped drain does
+ *   mmap ftrace BYTES   (bench) on CPU 0, fills ftrace's ring buffer with
+ *                    BYTES of 32-byte entries (trace_marker_raw writes of a
+ *                    4-byte id and 16 bytes), then drains
+ *                    per_cpu/cpu0/trace_pipe_raw with 1 MiB non-blocking
+ *                    reads; prints "ftrace wrote N entries, drained B bytes
+ *                    in T ns"
  *
  * Exit status 0 when every check held, 1 otherwise, 2 for usage.
  */
@@ -38,6 +44,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -553,6 +560,43 @@ static int cmd_readdrain(void)
 	return 0;
 }
 
+/* Bench: ftrace's buffer, the same volume in 32-byte entries. */
+static int cmd_ftrace(long bytes)
+{
+	static uint8_t buf[1 << 20];
+	cpu_set_t set;
+	CPU_ZERO(&set);
+	CPU_SET(0, &set);
+	if (sched_setaffinity(0, sizeof(set), &set))
+		return violation("sched_setaffinity", errno), 1;
+	int m = open("/sys/kernel/tracing/trace_marker_raw", O_WRONLY);
+	int p = open("/sys/kernel/tracing/per_cpu/cpu0/trace_pipe_raw", O_RDONLY | O_NONBLOCK);
+	if (m < 0 || p < 0)
+		return violation("open tracefs files", errno), 1;
+	/* Empty the buffer first. */
+	while (read(p, buf, sizeof(buf)) > 0)
+		;
+	/* An entry: the ring's 4-byte event header, the 8-byte trace entry,
+	 * the 4-byte id and 16 bytes of data: 32 bytes. */
+	uint8_t rec[20] = { 1, 0, 0, 0 };
+	long n = bytes / 32, written = 0;
+	for (long i = 0; i < n; i++) {
+		memcpy(rec + 4, &i, sizeof(i));
+		if (write(m, rec, sizeof(rec)) == (ssize_t)sizeof(rec))
+			written++;
+	}
+	uint64_t t0 = now_ns(), total = 0;
+	ssize_t r;
+	while ((r = read(p, buf, sizeof(buf))) > 0)
+		total += r;
+	uint64_t t1 = now_ns();
+	if (r < 0 && errno != EAGAIN)
+		return violation("read trace_pipe_raw", errno), 1;
+	printf("ftrace wrote %ld entries, drained %llu bytes in %llu ns\n", written,
+	       (unsigned long long)total, (unsigned long long)(t1 - t0));
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	page = sysconf(_SC_PAGESIZE);
@@ -574,6 +618,8 @@ int main(int argc, char **argv)
 		return cmd_drain();
 	if (!strcmp(cmd, "readdrain"))
 		return cmd_readdrain();
+	if (!strcmp(cmd, "ftrace") && argc == 3)
+		return cmd_ftrace(atol(argv[2]));
 	fprintf(stderr, "usage: see the top of tests/guest/mmap.c\n");
 	return 2;
 }
