@@ -223,6 +223,7 @@ static int cmd_stream(const char *path, int secs, int compare)
 				return violation("read() of a mapped view's length", r < 0 ? errno : 0), 1;
 			if (memcmp(snap, rbuf, n))
 				return violation("mapping and read() differ", 0), 1;
+			fwrite(rbuf, 1, n, out);
 			compares++;
 			rbytes += n;
 		} else {
