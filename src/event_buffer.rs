@@ -177,11 +177,6 @@ impl EventBuffer {
         unsafe { Atomic::from_ptr(self.storage.base.add(at).cast::<u32>()) }
     }
 
-    /// Bytes of ring storage (`buffer_size` rounded up to whole pages).
-    pub(crate) fn capacity(&self) -> usize {
-        self.storage.cap
-    }
-
     /// Total bytes ever consumed: the consumer position of the meta page.
     pub(crate) fn consumed(&self) -> u64 {
         self.consumed
@@ -403,7 +398,7 @@ mod tests {
             return;
         };
         // Rounded up to a page.
-        assert_eq!(eb.capacity(), PAGE_SIZE);
+        assert_eq!(eb.storage.cap, PAGE_SIZE);
         let lost = |cpu, time, count| format::Lost { cpu, time, count }.encoded(Endian::native());
         let r = lost(1, 5, 9); // 24 bytes
         let fit = PAGE_SIZE / 24;
