@@ -85,7 +85,8 @@ fn show_stats(p: &Arc<Profiler>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
             "cpu{} sample_received={} sample_lost_overflow={} sample_invalid_eip={} backtrace_aborted={} \
-             user_backtrace_aborted={} user_backtrace_truncated={} handler_avg_ns={} handler_max_ns={} buffer_entries={} buffer_dropped_full={} buffer_read={}",
+             user_backtrace_aborted={} user_backtrace_truncated={} handler_avg_ns={} handler_max_ns={} \
+             buffer_entries={} buffer_dropped_full={} buffer_read={} sync_records={} sync_ns={}",
             s.cpu,
             received,
             c.sample_lost_overflow.load(Relaxed),
@@ -98,6 +99,8 @@ fn show_stats(p: &Arc<Profiler>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
             rb.entries,
             rb.dropped_full,
             rb.read,
+            c.sync_records.load(Relaxed),
+            c.sync_ns.load(Relaxed),
         )?;
     }
     let eb = p.buffers.events.lock();

@@ -119,6 +119,9 @@ pub(crate) struct Counters {
     /// Overflow handler cost: sum and maximum in ns.
     pub(crate) handler_ns_sum: Atomic<u64>,
     pub(crate) handler_ns_max: Atomic<u64>,
+    /// Records moved by this CPU's periodic sync, and the ns it spent.
+    pub(crate) sync_records: Atomic<u64>,
+    pub(crate) sync_ns: Atomic<u64>,
 }
 
 impl Counters {
@@ -132,6 +135,8 @@ impl Counters {
             user_backtrace_truncated: Atomic::new(0),
             handler_ns_sum: Atomic::new(0),
             handler_ns_max: Atomic::new(0),
+            sync_records: Atomic::new(0),
+            sync_ns: Atomic::new(0),
         }
     }
 }

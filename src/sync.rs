@@ -327,7 +327,11 @@ impl Buffers {
     /// the event buffer is full.
     pub(crate) fn sync_one(&self, cpu: u32) {
         if let Some(t) = self.target(cpu as usize) {
+            let start = now();
             let moved = sync_cpu(&t);
+            let c = &t.cpu.counters;
+            c.sync_ns.add(now().saturating_sub(start), Relaxed);
+            c.sync_records.add(moved.records as u64, Relaxed);
             let eb = self.events.lock();
             let wake = moved.full || self.nearly_full(&eb) || eb.len() >= self.watershed;
             drop(eb);
