@@ -7,7 +7,9 @@
 //! (a) no concurrent reader: the buffer is filled in batches and drained,
 //!     untimed, between batches (overwrite mode: no draining at all);
 //! (b) a concurrent reader thread consumes while the writer writes; the
-//!     writer retries on Full so every record goes through.
+//!     writer retries on Full so every record goes through. The reader
+//!     consumes record by record (`consume`), then in batches
+//!     (`consume_batch`: every record committed when the call starts).
 //! The same workloads run through `rtrb` (a well-known SPSC queue of
 //! `[u64; 2]` items) for reference.
 
@@ -110,8 +112,17 @@ fn ours_overwrite(total: u64) -> Row {
     }
 }
 
+/// How the concurrent reader reads.
+#[derive(Clone, Copy, PartialEq)]
+enum Reader {
+    /// `consume`, one record per call.
+    PerRecord,
+    /// `consume_batch`, every committed record per call.
+    Batched,
+}
+
 /// (b) ours with a concurrent reader.
-fn ours_concurrent(total: u64) -> Row {
+fn ours_concurrent(total: u64, how: Reader) -> Row {
     let b = buffer(Mode::ProducerConsumer);
     let stop = AtomicBool::new(false);
     let (elapsed, read, full) = std::thread::scope(|s| {
@@ -119,22 +130,48 @@ fn ours_concurrent(total: u64) -> Row {
             let mut out = [0u8; PAYLOAD];
             let mut n = 0u64;
             let mut expect = 0u64;
-            loop {
-                match b.consume(&mut out) {
-                    Ok(info) => {
-                        let v = u64::from_ne_bytes(out[..8].try_into().unwrap());
+            if how == Reader::Batched {
+                let mut batches = 0u64;
+                loop {
+                    let got = b.consume_batch(&mut out, |info, p| {
+                        let v = u64::from_ne_bytes(p[..8].try_into().unwrap());
                         assert_eq!(v, expect, "out of order or torn");
                         assert_eq!(info.ts, v * 10);
                         expect += 1;
-                        n += 1;
-                    }
-                    Err(ReadError::Empty) => {
-                        if stop.load(Ordering::Acquire) && b.consume(&mut out).is_err() {
-                            break n;
+                        true
+                    });
+                    match got {
+                        Ok(k) => {
+                            n += k as u64;
+                            batches += 1;
                         }
-                        std::hint::spin_loop();
+                        Err(ReadError::Empty) => {
+                            if stop.load(Ordering::Acquire) && b.entries() == 0 {
+                                break (n, batches);
+                            }
+                            std::hint::spin_loop();
+                        }
+                        Err(e) => panic!("{e:?}"),
                     }
-                    Err(e) => panic!("{e:?}"),
+                }
+            } else {
+                loop {
+                    match b.consume(&mut out) {
+                        Ok(info) => {
+                            let v = u64::from_ne_bytes(out[..8].try_into().unwrap());
+                            assert_eq!(v, expect, "out of order or torn");
+                            assert_eq!(info.ts, v * 10);
+                            expect += 1;
+                            n += 1;
+                        }
+                        Err(ReadError::Empty) => {
+                            if stop.load(Ordering::Acquire) && b.entries() == 0 {
+                                break (n, n);
+                            }
+                            std::hint::spin_loop();
+                        }
+                        Err(e) => panic!("{e:?}"),
+                    }
                 }
             }
         });
@@ -150,12 +187,19 @@ fn ours_concurrent(total: u64) -> Row {
         stop.store(true, Ordering::Release);
         (e, reader.join().unwrap(), full)
     });
+    let (read, calls) = read;
     assert_eq!(read, total);
     Row {
-        name: "ringbuf  (b) concurrent reader",
+        name: match how {
+            Reader::PerRecord => "ringbuf  (b) concurrent reader, consume",
+            Reader::Batched => "ringbuf  (b) concurrent reader, consume_batch",
+        },
         records: total,
         elapsed,
-        note: format!("(all {read} read in order, {full} full retries)"),
+        note: format!(
+            "(all {read} read in order, {:.1} per call, {full} full retries)",
+            read as f64 / calls.max(1) as f64
+        ),
     }
 }
 
@@ -235,7 +279,8 @@ fn main() {
         ours_batches(total),
         rtrb_batches(total),
         ours_overwrite(total),
-        ours_concurrent(total),
+        ours_concurrent(total, Reader::PerRecord),
+        ours_concurrent(total, Reader::Batched),
         rtrb_concurrent(total),
     ];
     for r in &rows {
