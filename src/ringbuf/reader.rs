@@ -246,9 +246,9 @@ impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
     /// so that a long batch does not keep the writers full.
     ///
     /// `lost` is reported as [`CpuBuffer::consume`] does: with the first
-    /// record of the batch, and again with a later one only if the reader
-    /// skipped records or was lapped meanwhile (losses the writers count
-    /// during the batch are reported by the next batch).
+    /// record of the batch, and again with a later one only if a writer
+    /// lapped the reader meanwhile (overwrite mode); other losses the writers
+    /// count during the batch are reported by the next batch.
     ///
     /// Returns the number of records handed to `f`. Errors only when none
     /// was: [`ReadError::Empty`], [`ReadError::Busy`], [`ReadError::Contended`],
