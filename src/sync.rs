@@ -184,15 +184,18 @@ fn sync_cpu(t: &Target<'_>) -> Moved {
         // record is copied into `staged.buf`, then appended; one that does
         // not fit stays there (staged) and ends the batch.
         let (mut staged_len, mut max_ts) = (0, None);
-        let read = t.cpu.buffer.consume_batch(&mut st.staged.buf, |info, payload| {
-            max_ts = max_ts.max(Some(info.ts));
-            if !eb.push_keeping(payload, reserve) {
-                staged_len = info.len;
-                return false;
-            }
-            batch += 1;
-            batch < BATCH
-        });
+        let read = t
+            .cpu
+            .buffer
+            .consume_batch(&mut st.staged.buf, |info, payload| {
+                max_ts = max_ts.max(Some(info.ts));
+                if !eb.push_keeping(payload, reserve) {
+                    staged_len = info.len;
+                    return false;
+                }
+                batch += 1;
+                batch < BATCH
+            });
         st.staged.len = staged_len;
         if let Some(ts) = max_ts {
             crate::sampler::store_max(t.last_ts, ts);

@@ -6,13 +6,13 @@
 //! reader gets [`ReadError::Busy`]). The reader copies a record out of the
 //! buffer and then validates it: when consuming, by the compare-and-swap that
 //! advances `tail`; when peeking/iterating, by re-reading `tail` after an
-//! acquire fence. In overwrite mode a writer advances `tail` past a record
-//! (and issues a release fence) before overwriting it, so a copy that may have
+//! read fence. In overwrite mode a writer advances `tail` past a record
+//! (and issues a write fence) before overwriting it, so a copy that may have
 //! seen overwritten words always fails validation and is retried.
 
 use core::ops::Deref;
 
-use super::atomics::{bump, fence, AtomicBool, AtomicU64, Ordering};
+use super::atomics::{bump, read_fence, AtomicBool, AtomicU64, Ordering};
 use super::header::{parse_record, Record};
 use super::{load_word, CpuBuffer};
 
@@ -174,8 +174,8 @@ impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
                 (rec, Ok(deliver))
             });
             // Validate what we read: a writer that overwrote any of it moved
-            // tail first (then fence(Release), then the stores).
-            fence(Ordering::Acquire);
+            // tail first (then a write fence, then the stores).
+            read_fence();
             let (rec, deliver) = match outcome {
                 Some((rec, Ok(deliver))) => (rec, deliver),
                 Some((_, Err(needed))) => {
@@ -311,7 +311,7 @@ impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
                 // Validate the copy as `consume` does: claim the record with a
                 // CAS of `tail`, which fails if a writer moved it (and maybe
                 // overwrote what we copied).
-                fence(Ordering::Acquire);
+                read_fence();
                 let claimable = matches!(outcome, Some((_, Ok(_))));
                 let moved = match outcome {
                     Some((rec, Ok(_))) => self
@@ -451,7 +451,7 @@ impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
                 }
                 (rec, deliver)
             });
-            fence(Ordering::Acquire);
+            read_fence();
             let t2 = self.tail.load(Ordering::Relaxed);
             if before(cur.pos, t2) {
                 // Overwritten while we read it.
