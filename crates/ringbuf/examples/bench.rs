@@ -11,7 +11,8 @@
 //!     consumes record by record (`consume`), then in batches
 //!     (`consume_batch`: every record committed when the call starts).
 //! The same workloads run through `rtrb` (a well-known SPSC queue of
-//! `[u64; 2]` items) for reference.
+//! `[u64; 2]` items) for reference, and the writer's floor: the three locked
+//! read-modify-writes every reserve+commit does, alone.
 
 use oprofile_ringbuf::atomics::AtomicU64;
 use oprofile_ringbuf::{CpuBuffer, Mode, ReadError, RecordSwitch, Switches};
@@ -203,6 +204,29 @@ fn ours_concurrent(total: u64, how: Reader) -> Row {
     }
 }
 
+/// The floor of our writer: its three locked read-modify-writes alone (the
+/// nesting counter in, the `head` CAS, the nesting counter out), on fields
+/// laid out as in the buffer, with nothing else.
+fn locked_floor(total: u64) -> Row {
+    let nest = std::sync::atomic::AtomicU64::new(0);
+    let head = std::sync::atomic::AtomicU64::new(0);
+    let t = Instant::now();
+    for _ in 0..total {
+        nest.fetch_add(black_box(1 | 1 << 16), Ordering::SeqCst);
+        let h = head.load(Ordering::Acquire);
+        let _ = head.compare_exchange(h, h + 3, Ordering::AcqRel, Ordering::Acquire);
+        nest.fetch_sub(1, Ordering::SeqCst);
+    }
+    let elapsed = t.elapsed();
+    black_box((nest.load(Ordering::Relaxed), head.load(Ordering::Relaxed)));
+    Row {
+        name: "floor    3 locked RMWs of a reserve+commit",
+        records: total,
+        elapsed,
+        note: String::new(),
+    }
+}
+
 fn rtrb_batches(total: u64) -> Row {
     let cap = WORDS / 4;
     let (mut p, mut c) = rtrb::RingBuffer::<[u64; 2]>::new(cap);
@@ -279,6 +303,7 @@ fn main() {
         ours_batches(total),
         rtrb_batches(total),
         ours_overwrite(total),
+        locked_floor(total),
         ours_concurrent(total, Reader::PerRecord),
         ours_concurrent(total, Reader::Batched),
         rtrb_concurrent(total),
