@@ -39,9 +39,15 @@
 //! The orderings not used (an `Acquire` store, a `Release` load, which
 //! `core` rejects at run time) map to the next stronger one.
 
-#[cfg(all(ringbuf_host, not(loom)))]
+#[cfg(all(ringbuf_host, not(loom), not(ringbuf_nesting)))]
 #[allow(unused_imports)]
 pub use core::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
+
+#[cfg(all(ringbuf_host, ringbuf_nesting, not(loom)))]
+#[allow(unused_imports)]
+pub use core::sync::atomic::{fence, Ordering};
+#[cfg(all(ringbuf_host, ringbuf_nesting, not(loom)))]
+pub use nesting::{set_interrupt_hook, AtomicBool, AtomicU32, AtomicU64};
 
 #[cfg(loom)]
 #[allow(unused_imports)]
@@ -240,4 +246,100 @@ mod lkmm {
         /// An atomic `bool` (switches, the reader lock).
         AtomicBool, bool, store, swap, cmpxchg
     );
+}
+
+/// Host model of interrupt nesting (`--cfg ringbuf_nesting`, host only): the
+/// atomics of `core` behind wrappers that call a per-thread hook before every
+/// access, so that a test can run a nested writer at any atomic step of
+/// another writer, as an interrupt on the buffer's CPU would
+/// (`crates/ringbuf/tests/nesting.rs`). The atomic accesses are the only
+/// steps at which an interrupt can change what the interrupted code sees.
+#[cfg(all(ringbuf_host, ringbuf_nesting, not(loom)))]
+mod nesting {
+    extern crate std;
+
+    use core::cell::Cell;
+    use core::sync::atomic::Ordering;
+
+    std::thread_local! {
+        static HOOK: Cell<Option<fn()>> = const { Cell::new(None) };
+    }
+
+    /// Sets the function called before every atomic access of this thread
+    /// (`None`: none). The hook may itself use the buffer (a nested writer).
+    pub fn set_interrupt_hook(hook: Option<fn()>) {
+        HOOK.with(|h| h.set(hook));
+    }
+
+    #[inline(always)]
+    fn point() {
+        if let Some(h) = HOOK.with(|h| h.get()) {
+            h();
+        }
+    }
+
+    macro_rules! wrapper {
+        ($name:ident, $t:ty, $inner:ty $(, $arith:ident)?) => {
+            /// `core`'s atomic with an interrupt point before each access.
+            #[derive(Debug, Default)]
+            #[repr(transparent)]
+            pub struct $name($inner);
+
+            impl $name {
+                /// A new atomic holding `v`.
+                pub const fn new(v: $t) -> Self {
+                    Self(<$inner>::new(v))
+                }
+
+                /// Loads the value.
+                pub fn load(&self, o: Ordering) -> $t {
+                    point();
+                    self.0.load(o)
+                }
+
+                /// Stores `v`.
+                pub fn store(&self, v: $t, o: Ordering) {
+                    point();
+                    self.0.store(v, o)
+                }
+
+                /// Stores `v`, returns the previous value.
+                pub fn swap(&self, v: $t, o: Ordering) -> $t {
+                    point();
+                    self.0.swap(v, o)
+                }
+
+                /// Compare and exchange.
+                pub fn compare_exchange(
+                    &self,
+                    current: $t,
+                    new: $t,
+                    success: Ordering,
+                    failure: Ordering,
+                ) -> Result<$t, $t> {
+                    point();
+                    self.0.compare_exchange(current, new, success, failure)
+                }
+
+                $(wrapper!(@$arith $t);)?
+            }
+        };
+        (@arith $t:ty) => {
+            /// Adds `v` (wrapping), returns the previous value.
+            pub fn fetch_add(&self, v: $t, o: Ordering) -> $t {
+                point();
+                self.0.fetch_add(v, o)
+            }
+
+            /// Subtracts `v` (wrapping), returns the previous value.
+            pub fn fetch_sub(&self, v: $t, o: Ordering) -> $t {
+                point();
+                self.0.fetch_sub(v, o)
+            }
+        };
+    }
+
+    wrapper!(AtomicU64, u64, core::sync::atomic::AtomicU64, arith);
+    wrapper!(AtomicU32, u32, core::sync::atomic::AtomicU32, arith);
+    wrapper!(AtomicBool, bool, core::sync::atomic::AtomicBool);
 }
