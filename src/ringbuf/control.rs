@@ -15,8 +15,8 @@ use super::atomics::{bump, fence, AtomicU64, Ordering};
 use super::header::parse_record;
 use super::reader::ReaderGuard;
 use super::{
-    load_word, store_word, usable_words, CpuBuffer, Mode, DEPTH_MASK, STATE_EXCLUSIVE, STATE_OFF,
-    STATE_ON,
+    load_word, store_word, usable_words, CpuBuffer, Mode, DEPTH_MASK, NO_STAMP, STATE_EXCLUSIVE,
+    STATE_OFF, STATE_ON,
 };
 
 /// Why a control operation failed.
@@ -142,7 +142,9 @@ impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
         ] {
             p.store(0, Ordering::Relaxed);
         }
-        self.stamp_pos.store(u64::MAX, Ordering::Relaxed);
+        for st in &self.stamps {
+            st.end.store(NO_STAMP, Ordering::Relaxed);
+        }
         self.stats.clear();
         Ok(())
     }
@@ -164,13 +166,15 @@ impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
             (&self.head, &other.head),
             (&self.commit.0, &other.commit.0),
             (&self.tail.0, &other.tail.0),
-            (&self.stamp, &other.stamp),
-            (&self.stamp_pos, &other.stamp_pos),
             (&self.last_sync, &other.last_sync),
             (&self.read_pos.0, &other.read_pos.0),
             (&self.read_ts.0, &other.read_ts.0),
         ] {
             swap_atomic(a, b);
+        }
+        for (a, b) in self.stamps.iter().zip(&other.stamps) {
+            swap_atomic(&a.ts, &b.ts);
+            swap_atomic(&a.end, &b.end);
         }
         self.stats.swap(&other.stats);
         // SAFETY: both buffers are exclusive (state EXCLUSIVE, no writer in

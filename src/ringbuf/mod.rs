@@ -123,6 +123,36 @@ impl<T> Deref for Padded<T> {
     }
 }
 
+/// Time and end position of the last record reserved at one nesting level.
+///
+/// A writer's time is encoded relative to the record that ends where its own
+/// starts, so it needs that record's time. Writers keep it per nesting level:
+/// only one writer runs at a given level at a time, and it cannot be
+/// interrupted by another writer of the same level (an interrupting writer
+/// is counted deeper). A single pair shared by all levels would be torn by
+/// an interrupted writer finishing its stores after a nested writer: the
+/// pair would hold the outer writer's time with the nested writer's end
+/// until the outer stored its end, and a writer interrupting in between
+/// would encode its delta against the wrong time (see ring-buffer.md).
+pub(crate) struct Stamp {
+    /// Time of the record ending at `end`.
+    pub(crate) ts: AtomicU64,
+    /// End position of that record, `u64::MAX` if none (stored after `ts`).
+    pub(crate) end: AtomicU64,
+}
+
+impl Stamp {
+    fn new() -> Self {
+        Stamp {
+            ts: AtomicU64::new(0),
+            end: AtomicU64::new(NO_STAMP),
+        }
+    }
+}
+
+/// `Stamp::end` of a level that holds no time.
+pub(crate) const NO_STAMP: u64 = u64::MAX;
+
 /// One CPU's ring buffer.
 ///
 /// Positions (`head`, `commit`, `tail`) are free-running 64-bit word counts;
@@ -147,10 +177,10 @@ pub struct CpuBuffer<'s, S> {
     tail: Padded<AtomicU64>,
     /// Nesting depth (low 16 bits) and reservation count (see [`NEST_ONE`]).
     nest: AtomicU64,
-    /// Time of the last reserved record, valid if `stamp_pos == head`.
-    stamp: AtomicU64,
-    /// End position of the record whose time is in `stamp`.
-    stamp_pos: AtomicU64,
+    /// Per nesting level: time and end of the last record reserved at that
+    /// level (see [`Stamp`]); `stamps[d - 1]` is written only by writers at
+    /// depth `d`.
+    stamps: [Stamp; MAX_NESTING],
     /// Start position of the last record with an absolute time stamp.
     last_sync: AtomicU64,
     /// Reader's time base: `read_ts` is the time of the record before `read_pos`.
@@ -185,8 +215,7 @@ impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
             commit: Padded(AtomicU64::new(0)),
             tail: Padded(AtomicU64::new(0)),
             nest: AtomicU64::new(0),
-            stamp: AtomicU64::new(0),
-            stamp_pos: AtomicU64::new(u64::MAX),
+            stamps: [(); MAX_NESTING].map(|_| Stamp::new()),
             last_sync: AtomicU64::new(0),
             read_pos: Padded(AtomicU64::new(0)),
             read_ts: Padded(AtomicU64::new(0)),

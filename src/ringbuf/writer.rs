@@ -14,7 +14,8 @@ use core::ops::Deref;
 use super::atomics::{bump, seqcst_rmw_load_order, write_fence, AtomicU64, Ordering};
 use super::header::{self, parse_record, Prefix, TYPE_DATA};
 use super::{
-    load_word, store_word, sync_interval, CpuBuffer, DEPTH_MASK, MAX_NESTING, NEST_ONE, STATE_ON,
+    load_word, store_word, sync_interval, CpuBuffer, DEPTH_MASK, MAX_NESTING, NEST_ONE, NO_STAMP,
+    STATE_ON,
 };
 
 /// Why a [`CpuBuffer::reserve`] failed.
@@ -31,6 +32,12 @@ pub enum ReserveError {
     TooLarge,
     /// Writers nested deeper than [`MAX_NESTING`]; counted in `commit_overrun`.
     Nested,
+}
+
+/// Index of nesting depth `depth` (`1..=MAX_NESTING`) in per-level arrays.
+#[inline(always)]
+fn level_index(depth: u64) -> usize {
+    usize::try_from(depth.wrapping_sub(1)).unwrap_or(usize::MAX)
 }
 
 /// Internal failure reasons (mapped to [`ReserveError`] and a counter).
@@ -114,15 +121,10 @@ impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
         let words = self.words();
         loop {
             let head = self.head.load(Ordering::Acquire);
-            // `stamp` is the time of the record ending at `head` only if
-            // `stamp_pos == head` (stores: stamp, then stamp_pos; loads in
-            // the opposite order). A nested writer that changed them also
-            // moved `head`, which makes our CAS below fail.
-            let spos = self.stamp_pos.load(Ordering::Acquire);
-            let prev_ts = self.stamp.load(Ordering::Acquire);
+            let prev_ts = self.time_at(head);
             let sync = self.last_sync.load(Ordering::Relaxed);
-            let known = spos == head && head.wrapping_sub(sync) < interval;
-            let (prefix, lo) = header::plan_time(known.then_some(prev_ts), ts);
+            let known = head.wrapping_sub(sync) < interval;
+            let (prefix, lo) = header::plan_time(prev_ts.filter(|_| known), ts);
             let data = head.wrapping_add(prefix.words());
             let end = data.wrapping_add(1).wrapping_add(pw);
             self.make_room(words, mask, size, end, overwrite, depth)?;
@@ -148,8 +150,12 @@ impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
                 data,
                 header::encode_header(TYPE_DATA, lo, len32),
             );
-            self.stamp.store(ts, Ordering::Release);
-            self.stamp_pos.store(end, Ordering::Release);
+            // Our level's pair (see `Stamp`): time first, then the end
+            // that makes it valid.
+            if let Some(st) = self.stamps.get(level_index(depth)) {
+                st.ts.store(ts, Ordering::Release);
+                st.end.store(end, Ordering::Release);
+            }
             return Ok(Slot {
                 buf: self,
                 start: head,
@@ -162,6 +168,26 @@ impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
                 _not_send: PhantomData,
             });
         }
+    }
+
+    /// Time of the record that ends at `head`, if a nesting level holds it.
+    ///
+    /// Each level's pair is stored time first, then end; we load end, then
+    /// time. A writer at our level or above that is interrupted by us has
+    /// not stored its end yet, or stored it for a record that ended before
+    /// `head` (it reserved before the last reservation): no match. The
+    /// writer that made the last reservation stored its pair completely
+    /// unless it is interrupted by us, and then its level's old end is
+    /// before `head`. A writer that interrupts us after our load of `head`
+    /// and changes a pair also moves `head` (no position is reserved twice
+    /// unless a discard rolled `head` back, and the discarding writer clears
+    /// its level's end first), so our CAS of `head` fails.
+    #[inline(always)]
+    fn time_at(&self, head: u64) -> Option<u64> {
+        self.stamps
+            .iter()
+            .find(|st| st.end.load(Ordering::Acquire) == head)
+            .map(|st| st.ts.load(Ordering::Acquire))
     }
 
     /// Makes sure the words up to `end` can be written.
@@ -359,6 +385,11 @@ impl<S: Deref<Target = [AtomicU64]>> Slot<'_, '_, S> {
         } else {
             // Last reservation: roll head back (like ftrace). Otherwise keep
             // the time delta and length, change the type to padding.
+            // Our level's time first stops naming `end`: after a roll back
+            // the next reservation may end there too (see `time_at`).
+            if let Some(st) = buf.stamps.get(level_index(self.depth)) {
+                st.end.store(NO_STAMP, Ordering::Release);
+            }
             if buf
                 .head
                 .compare_exchange(self.end, self.start, Ordering::AcqRel, Ordering::Relaxed)

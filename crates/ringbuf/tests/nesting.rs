@@ -13,7 +13,8 @@
 //! cannot express.
 //!
 //! Run: RUSTFLAGS="--cfg ringbuf_nesting" cargo test -p oprofile-ringbuf --release --test nesting
-//! (`NESTING_POINTS=3` for three interrupt points per run instead of two).
+//! (`NESTING_POINTS=3` for three interrupt points per run instead of two,
+//! `NESTING_STEPS=N` to place them in the first N steps instead of 100).
 #![cfg(all(ringbuf_nesting, not(loom)))]
 
 mod common;
@@ -151,9 +152,9 @@ fn run(
     points: &[(usize, Act)],
     drain_batched: bool,
 ) -> Option<String> {
-    b.set_enabled(false);
+    b.set_enabled(false).unwrap();
     b.reset().unwrap();
-    b.set_enabled(true);
+    b.set_enabled(true).unwrap();
     SIM.with(|s| {
         *s.borrow_mut() = Sim {
             buf: Some(b),
@@ -198,11 +199,11 @@ fn run(
     })
 }
 
-fn points_per_run() -> usize {
-    std::env::var("NESTING_POINTS")
+fn env(name: &str, default: usize) -> usize {
+    std::env::var(name)
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(2)
+        .unwrap_or(default)
 }
 
 /// All sets of up to `n` distinct steps below `k`, each with an action.
@@ -233,8 +234,8 @@ fn explore(mode: Mode, words: usize, prefill: usize) {
     let b: &'static Buf = Box::leak(Box::new(buf(words, mode)));
     // Steps of one uninterrupted write, plus room for the nested ones.
     SIM.with(|s| *s.borrow_mut() = Sim::default());
-    let k = 100;
-    let plans = plans(k, points_per_run());
+    let k = env("NESTING_STEPS", 100);
+    let plans = plans(k, env("NESTING_POINTS", 2));
     let mut failures = Vec::new();
     for p in &plans {
         for drain_batched in [false, true] {

@@ -103,7 +103,7 @@ extern "C" fn irq_handler(_: libc::c_int) {
     // SAFETY: the buffer outlives the run (ACTIVE is cleared, and the writer
     // thread joined, before it is dropped).
     let b = unsafe { &*p };
-    let self_nmi = SEQ[IRQ].load(Relaxed) % 2 == 0;
+    let self_nmi = SEQ[IRQ].load(Relaxed).is_multiple_of(2);
     write_one(b, IRQ, || {
         if self_nmi {
             send_self(libc::SIGUSR2);
@@ -148,7 +148,7 @@ struct Found {
 
 fn check(f: &mut Found, last: &mut [u64; KINDS], p: &[u8], ts: u64, batched: bool) {
     let n = p.len() / 8;
-    if p.len() % 8 != 0 || !(MIN_WORDS..=MAX_WORDS).contains(&n) {
+    if !p.len().is_multiple_of(8) || !(MIN_WORDS..=MAX_WORDS).contains(&n) {
         f.torn += 1;
         return;
     }
@@ -198,7 +198,7 @@ fn run(mode: Mode, words: usize, task_records: u64, batch: bool) -> Found {
                 std::hint::spin_loop();
             }
             write_one(b, TASK, || {
-                if i % 64 == 0 {
+                if i.is_multiple_of(64) {
                     send_self(libc::SIGUSR2);
                 }
             });
