@@ -11,7 +11,8 @@
 //!   of the writers) and by the task and IRQ writers to themselves in the
 //!   middle of an open record (forces nesting depth 2 and 3).
 //!
-//! A reader kthread bound to `R != W` consumes concurrently. Every record
+//! A reader kthread bound to `R != W` consumes concurrently, one record
+//! (`consume`) and a batch (`consume_batch`) in turn. Every record
 //! carries (writer kind, per-kind sequence number, time stamp, filler,
 //! checksum). Checked: no torn record (checksum, length), no reordering
 //! (sequence numbers strictly increase per writer kind), the time stamp
@@ -58,6 +59,8 @@ const MAX_RUN_NS: u64 = 1_000_000_000;
 const NMI_INTERVAL_NS: u64 = 20_000;
 /// Give up waiting for the threads after this long.
 const TIMEOUT_MS: u32 = 3000;
+/// Records per `consume_batch` of the reader at most.
+const READ_BATCH: usize = 32;
 
 /// Writer kinds (index into the per-kind counters, top byte of word 0).
 const TASK: usize = 0;
@@ -340,6 +343,7 @@ impl Stress {
     fn reader(&self) {
         let mut out = [0u8; MAX_WORDS * 8];
         let mut last_nmi = 0u64;
+        let mut batched = false;
         self.reader_started.store(true, Release);
         loop {
             let done = self.writer_done.load(Acquire) && self.nmi_pending.load(Acquire) == 0;
@@ -350,8 +354,25 @@ impl Stress {
                     self.try_send_nmi();
                 }
             }
-            match self.buf.consume(&mut out) {
-                Ok(info) => self.check(&out, info.len, info.ts, info.lost),
+            // Every other read is a batch of up to `READ_BATCH` records
+            // (`consume_batch`, the sync's path), the others one record.
+            batched = !batched;
+            let got = if batched {
+                let mut n = 0;
+                self.buf
+                    .consume_batch(&mut out, |info, payload| {
+                        self.check(payload, info.len, info.ts, info.lost);
+                        n += 1;
+                        n < READ_BATCH
+                    })
+                    .map(|_| ())
+            } else {
+                self.buf
+                    .consume(&mut out)
+                    .map(|info| self.check(&out, info.len, info.ts, info.lost))
+            };
+            match got {
+                Ok(()) => {}
                 Err(crate::ringbuf::ReadError::Empty) => {
                     if done {
                         break;
