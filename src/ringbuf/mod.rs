@@ -215,7 +215,7 @@ impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
             commit: Padded(AtomicU64::new(0)),
             tail: Padded(AtomicU64::new(0)),
             nest: AtomicU64::new(0),
-            stamps: [(); MAX_NESTING].map(|_| Stamp::new()),
+            stamps: core::array::from_fn(|_| Stamp::new()),
             last_sync: AtomicU64::new(0),
             read_pos: Padded(AtomicU64::new(0)),
             read_ts: Padded(AtomicU64::new(0)),
