@@ -314,16 +314,21 @@ impl Stress {
         let deadline = start.wrapping_add(RUN_NS);
         // A loaded host can deschedule this vCPU past the deadline, or the
         // timer can take most of it: run on until the task writer wrote
-        // MIN_TASK_WRITES records and was interrupted at least once, within
-        // MAX_RUN_NS (the checks then say what did not happen).
+        // MIN_TASK_WRITES records and was interrupted at least once, and the
+        // timer wrote at least once (a loaded host can starve QEMU's timers
+        // for the whole window), within MAX_RUN_NS (the checks then say what
+        // did not happen).
         let limit = start.wrapping_add(MAX_RUN_NS);
         let nested =
             || this.writers[IRQ].nested.load(Relaxed) + this.writers[NMI].nested.load(Relaxed);
+        let timer_wrote = || this.writers[IRQ].seq.load(Relaxed) > 0;
         this.start_scoped(Delta::from_micros(TIMER_PERIOD_US), || {
             let mut i = 0u64;
             loop {
                 let t = mono_ns();
-                if t >= limit || (t >= deadline && i >= MIN_TASK_WRITES && nested() > 0) {
+                if t >= limit
+                    || (t >= deadline && i >= MIN_TASK_WRITES && nested() > 0 && timer_wrote())
+                {
                     break;
                 }
                 let self_nmi = i % 64 == 0;
