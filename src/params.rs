@@ -39,6 +39,31 @@ pub(crate) enum EventChoice {
     Only(Event),
 }
 
+/// How the per-CPU buffers are used (`mode=`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RecordMode {
+    /// Producer/consumer: the sync drains them into the event buffer.
+    Consume,
+    /// Flight recorder: they keep the newest records, overwriting the
+    /// oldest; a snapshot moves them to the event buffer.
+    Overwrite,
+}
+
+/// Parses `mode=`: `consume` (or empty) or `overwrite`.
+pub(crate) fn parse_mode(name: &[u8]) -> Result<RecordMode> {
+    match name {
+        b"" | b"consume" => Ok(RecordMode::Consume),
+        b"overwrite" => Ok(RecordMode::Overwrite),
+        _ => {
+            pr_err!(
+                "invalid mode={:?}: must be consume or overwrite\n",
+                kernel::str::BStr::from_bytes(name)
+            );
+            Err(EINVAL)
+        }
+    }
+}
+
 /// Validated configuration.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Config {
@@ -61,6 +86,8 @@ pub(crate) struct Config {
     pub(crate) exclude_kernel: bool,
     /// Maximum kernel callchain depth (0: none).
     pub(crate) backtrace_depth: u32,
+    /// Consume or overwrite (flight recorder).
+    pub(crate) mode: RecordMode,
 }
 
 /// The raw parameter values, as given to insmod.
@@ -76,6 +103,8 @@ pub(crate) struct Raw<'a> {
     pub(crate) exclude_user: bool,
     pub(crate) exclude_kernel: bool,
     pub(crate) backtrace_depth: u64,
+    /// `mode=`, as given (without the NUL).
+    pub(crate) mode: &'a [u8],
 }
 
 /// The names `event=` accepts, for its error message: `default` and those
@@ -143,6 +172,7 @@ impl Config {
             }
         };
         let event = parse_event(raw.event)?;
+        let mode = parse_mode(raw.mode)?;
         let (sample_period, sample_freq) = match (raw.sample_period, raw.sample_freq) {
             (0, 0) => (DEFAULT_PERIOD, 0),
             (p, 0) => (in_range("sample_period", p, limits::SAMPLE_PERIOD)?, 0),
@@ -171,6 +201,7 @@ impl Config {
             exclude_user: raw.exclude_user,
             exclude_kernel: raw.exclude_kernel,
             backtrace_depth: u32::try_from(backtrace_depth).map_err(|_| EINVAL)?,
+            mode,
         })
     }
 }
@@ -191,6 +222,7 @@ mod tests {
             exclude_user: false,
             exclude_kernel: false,
             backtrace_depth: 0,
+            mode: b"consume",
         }
     }
 
@@ -296,6 +328,16 @@ mod tests {
             Config::validate(user_only).map(|c| c.exclude_kernel),
             Ok(true)
         );
+    }
+
+    #[test]
+    fn modes_by_name() {
+        assert_eq!(parse_mode(b""), Ok(RecordMode::Consume));
+        assert_eq!(parse_mode(b"consume"), Ok(RecordMode::Consume));
+        assert_eq!(parse_mode(b"overwrite"), Ok(RecordMode::Overwrite));
+        for bad in [&b"Overwrite"[..], b"overwrite ", b"1", b"flight", b"consume\n"] {
+            assert_eq!(parse_mode(bad), Err(EINVAL));
+        }
     }
 
     #[test]
