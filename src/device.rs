@@ -24,7 +24,9 @@
 //! `lockdown=integrity` makes unwritable), on any open file of the device:
 //! `OPROFILE_RS_IOC_TRACING_ON`/`_OFF` (as `echo 1`/`echo 0 > tracing_on`),
 //! `OPROFILE_RS_IOC_FLUSH` (as `echo 1 > flush`), `OPROFILE_RS_IOC_GET_TRACING`
-//! (writes 0 or 1 as a `__u32`). Other commands get `ENOTTY`.
+//! (writes 0 or 1 as a `__u32`), `OPROFILE_RS_IOC_SNAPSHOT` (as `echo 1 >
+//! snapshot`: a flight-recorder snapshot, `EINVAL` in consume mode, `ENOSPC`
+//! when the event buffer cannot take it). Other commands get `ENOTTY`.
 
 use kernel::{
     bindings,
@@ -67,6 +69,9 @@ pub(crate) mod ioctl {
     pub(crate) const FLUSH: u32 = _IO(MAGIC, 3);
     /// Write the `tracing_on` state (0 or 1) to a `__u32`.
     pub(crate) const GET_TRACING: u32 = _IOR::<u32>(MAGIC, 4);
+    /// Take a flight-recorder snapshot (`mode=overwrite`). Number 32: far
+    /// from the control ioctls that follow 4.
+    pub(crate) const SNAPSHOT: u32 = _IO(MAGIC, 32);
 }
 
 /// `O_NONBLOCK` and `O_ACCMODE` from the UAPI headers.
@@ -359,6 +364,9 @@ impl PollMiscDevice for BufferReader {
             ioctl::TRACING_ON => p.set_tracing(true),
             ioctl::TRACING_OFF => p.set_tracing(false),
             ioctl::FLUSH => p.flush(),
+            ioctl::SNAPSHOT => {
+                p.snapshot()?;
+            }
             ioctl::GET_TRACING => {
                 let v = u32::from(TRACING_ON.is_on());
                 UserSlice::new(UserPtr::from_addr(arg), core::mem::size_of::<u32>())

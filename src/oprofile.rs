@@ -35,6 +35,10 @@ mod profiler;
 mod ratelimit;
 mod reader_state;
 mod sampler;
+mod snapshot;
+// Pure logic shared with the host crate `crates/snapshot` (hence `pub` items).
+#[allow(unreachable_pub)]
+mod snapshot_plan;
 mod sync;
 // The ring-buffer core is shared with the host crate `crates/ringbuf`; parts of
 // its public API serve only the host tests and benchmarks.

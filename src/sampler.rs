@@ -54,6 +54,12 @@ impl Scratch {
     }
 }
 
+/// Odd while a flight-recorder snapshot pauses recording (`snapshot.rs`),
+/// bumped at its start and at its end: a reserve refused as `Disabled` while
+/// it changed or was odd was refused by the pause, and its sample is counted
+/// as received and lost (never silently dropped).
+pub(crate) static PAUSE_GEN: Atomic<u64> = Atomic::new(0);
+
 /// The clock of the stream (`local_clock()`, ns).
 pub(crate) fn now() -> u64 {
     // SAFETY: plain call; local_clock() is safe in any context.
@@ -104,6 +110,12 @@ pub(crate) struct Counters {
     /// Overflow handler cost: sum and maximum in ns.
     pub(crate) handler_ns_sum: Atomic<u64>,
     pub(crate) handler_ns_max: Atomic<u64>,
+    /// Of `sample_lost_overflow`: samples that arrived while a snapshot
+    /// paused recording.
+    pub(crate) sample_lost_snapshot: Atomic<u64>,
+    /// COMM records committed to the ring buffer (so that its record count
+    /// splits into COMMs and SAMPLEs).
+    pub(crate) comm_records: Atomic<u64>,
 }
 
 impl Counters {
@@ -115,6 +127,8 @@ impl Counters {
             backtrace_aborted: Atomic::new(0),
             handler_ns_sum: Atomic::new(0),
             handler_ns_max: Atomic::new(0),
+            sample_lost_snapshot: Atomic::new(0),
+            comm_records: Atomic::new(0),
         }
     }
 }
@@ -144,6 +158,12 @@ pub(crate) struct CpuSampler {
     /// Kernel callchain entries to record (0: none).
     depth: usize,
     scratch: Scratch,
+    /// Overwrite mode: bytes of SAMPLE records after which the running task
+    /// is named again (a new COMM record), so that a COMM overwritten in the
+    /// ring leaves at most this much nameless (0: never, consume mode).
+    rename_bytes: u64,
+    /// SAMPLE bytes written since the last COMM record.
+    since_comm: Atomic<u64>,
 }
 
 impl CpuSampler {
@@ -152,14 +172,19 @@ impl CpuSampler {
         bytes: usize,
         depth: u32,
         switches: Switches<'static>,
+        overwrite: bool,
     ) -> Result<Self> {
         let words = bytes / 8;
         let mut storage = Storage::with_capacity(words, GFP_KERNEL)?;
         for _ in 0..words {
             storage.push(crate::ringbuf::atomics::AtomicU64::new(0), GFP_KERNEL)?;
         }
-        let buffer =
-            CpuBuffer::new(storage, Mode::ProducerConsumer, switches).map_err(|_| EINVAL)?;
+        let mode = if overwrite {
+            Mode::Overwrite
+        } else {
+            Mode::ProducerConsumer
+        };
+        let buffer = CpuBuffer::new(storage, mode, switches).map_err(|_| EINVAL)?;
         Ok(Self {
             cpu,
             buffer,
@@ -168,6 +193,8 @@ impl CpuSampler {
             counters: Counters::new(),
             depth: (depth as usize).min(MAX_DEPTH),
             scratch: Scratch::new(),
+            rename_bytes: if overwrite { bytes as u64 / 8 } else { 0 },
+            since_comm: Atomic::new(0),
         })
     }
 
@@ -188,8 +215,22 @@ impl CpuSampler {
         Ok(())
     }
 
+    /// A reserve refused as `Disabled` with [`PAUSE_GEN`] at `gen` before it:
+    /// if a snapshot's pause refused it, counts the sample as received and
+    /// lost.
+    fn refused(&self, gen: u64) {
+        let now_gen = PAUSE_GEN.load(Acquire);
+        if now_gen != gen || now_gen & 1 == 1 {
+            let c = &self.counters;
+            c.sample_received.add(1, Relaxed);
+            c.sample_lost_overflow.add(1, Relaxed);
+            c.sample_lost_snapshot.add(1, Relaxed);
+        }
+    }
+
     /// Records one sample of the current task, interrupted with `regs`.
     pub(crate) fn log_sample(&self, regs: &Regs) {
+        let gen = PAUSE_GEN.load(Acquire);
         let pc = regs.ip();
         let kernel_mode = !regs.user_mode();
         let ts = now();
@@ -199,7 +240,8 @@ impl CpuSampler {
         let words = comm_words(&comm);
         let named = self.last_pid.load(Relaxed) == u64::from(pid)
             && self.last_comm[0].load(Relaxed) == words[0]
-            && self.last_comm[1].load(Relaxed) == words[1];
+            && self.last_comm[1].load(Relaxed) == words[1]
+            && (self.rename_bytes == 0 || self.since_comm.load(Relaxed) < self.rename_bytes);
         if !named {
             let rec = format::Comm {
                 cpu,
@@ -213,8 +255,10 @@ impl CpuSampler {
                     self.last_pid.store(u64::from(pid), Relaxed);
                     self.last_comm[0].store(words[0], Relaxed);
                     self.last_comm[1].store(words[1], Relaxed);
+                    self.since_comm.store(0, Relaxed);
+                    c.comm_records.add(1, Relaxed);
                 }
-                Err(ReserveError::Disabled) => return,
+                Err(ReserveError::Disabled) => return self.refused(gen),
                 Err(_) => {
                     c.sample_received.add(1, Relaxed);
                     c.sample_lost_overflow.add(1, Relaxed);
@@ -238,7 +282,13 @@ impl CpuSampler {
                 pid,
                 tgid,
             };
-            self.write(&head.encoded(Endian::native()), chain, ts)
+            let head = head.encoded(Endian::native());
+            let r = self.write(&head, chain, ts);
+            if r.is_ok() && self.rename_bytes != 0 {
+                let bytes = head.len() + 8 * chain.len();
+                self.since_comm.add(bytes as u64, Relaxed);
+            }
+            r
         };
         let result = if kernel_mode && self.depth > 0 {
             self.scratch
@@ -261,7 +311,7 @@ impl CpuSampler {
             Ok(()) => {
                 c.sample_received.add(1, Relaxed);
             }
-            Err(ReserveError::Disabled) => {}
+            Err(ReserveError::Disabled) => self.refused(gen),
             Err(_) => {
                 c.sample_received.add(1, Relaxed);
                 c.sample_lost_overflow.add(1, Relaxed);
