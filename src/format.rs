@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 
-//! The `/dev/oprofile/buffer` stream format, version 1: its one definition.
+//! The `/dev/oprofile/buffer` stream format, version 2: its one definition.
 //!
 //! `Documentation/stream-format.md` describes the format in prose; this file
 //! is the format in code: record types, sizes and field offsets, the header
@@ -31,8 +31,17 @@
 //!
 //! * Header ([`Header`], [`HEADER_LEN`] bytes, at least [`MIN_HEADER_LEN`]).
 //! * Records, 8-byte aligned, each starting with a [`Prefix`] (type, size,
-//!   cpu, two type-specific bytes): [`SampleHead`] + callchain, [`Comm`],
-//!   [`Lost`], [`Tracing`]. [`parse`] checks and reads one record.
+//!   cpu, two type-specific bytes): [`SampleHead`] + kernel and user
+//!   callchains, [`Comm`], [`Lost`], [`Tracing`], [`Config`], [`Snapshot`].
+//!   [`parse`] checks and reads one record.
+//!
+//! # Versions
+//!
+//! Version 2 (this one) added the extended SAMPLE ([`SAMPLE_FLAG_EXT`]: the
+//! sample's period and event, and a user-space callchain), the [`Config`]
+//! record (the event list and settings in force) and the [`Snapshot`] record
+//! (flight-recorder snapshots). Readers of this definition read version 1
+//! streams too ([`MIN_VERSION`]): their SAMPLEs lack the flag.
 
 #![cfg_attr(format_host, no_std)]
 #![deny(
@@ -163,9 +172,13 @@ fn put(buf: &mut [u8], at: usize, bytes: &[u8]) {
 
 /// The first 8 bytes of every stream.
 pub const MAGIC: [u8; 8] = *b"OPRFRS\0\n";
-/// The format version (unchanged when record types or header bytes are added:
-/// readers skip what they do not know).
-pub const VERSION: u16 = 1;
+/// The format version the module writes. Raised when a record changes its
+/// layout (2: the extended SAMPLE), so that older readers refuse a stream
+/// they would misread; new record types alone do not raise it (readers skip
+/// types they do not know).
+pub const VERSION: u16 = 2;
+/// The oldest version readers of this definition accept.
+pub const MIN_VERSION: u16 = 1;
 /// Bytes of the header the module writes: 48 bytes of fields, then the event
 /// name up to byte 96.
 pub const HEADER_LEN: usize = 96;
@@ -204,7 +217,7 @@ mod hdr {
 /// The stream header's fields.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Header {
-    /// [`VERSION`].
+    /// [`VERSION`] (or an older one, down to [`MIN_VERSION`], when read).
     pub version: u16,
     /// Bytes of the header (at least [`MIN_HEADER_LEN`]); records start there.
     pub header_size: u16,
@@ -218,15 +231,19 @@ pub struct Header {
     pub sample_source: u8,
     /// Possible CPUs (CPU numbers in records are below it).
     pub nr_cpus: u32,
-    /// Deepest kernel callchain recorded (0 = none).
+    /// Deepest kernel callchain recorded (0 = none) when the stream started
+    /// (version 2: the [`Config`] records say what is in force).
     pub backtrace_depth: u32,
-    /// Event period (events, or ns for cpu-clock); 0 in frequency mode.
+    /// The first event's period (events, or ns for cpu-clock); 0 in
+    /// frequency mode.
     pub sample_period: u64,
-    /// Samples per second per CPU in frequency mode; 0 in period mode.
+    /// The first event's samples per second per CPU in frequency mode; 0 in
+    /// period mode.
     pub sample_freq: u64,
     /// Clock value when the stream was opened.
     pub start_time: u64,
-    /// NUL-padded event name (see [`event_name_field`]).
+    /// NUL-padded name of the first event (see [`event_name_field`]; the
+    /// [`Config`] records list every event).
     pub event_name: [u8; EVENT_NAME_LEN],
 }
 
@@ -242,7 +259,7 @@ pub enum HeaderError {
     },
     /// Byte 13 is no byte-order code.
     BadEndianness(u8),
-    /// A version other than [`VERSION`].
+    /// A version outside [`MIN_VERSION`]..=[`VERSION`].
     UnsupportedVersion(u16),
     /// A `header_size` below [`MIN_HEADER_LEN`].
     BadHeaderSize(u16),
@@ -352,7 +369,7 @@ impl Header {
         let code = byte(data, hdr::ENDIAN);
         let endian = Endian::from_code(code).ok_or(HeaderError::BadEndianness(code))?;
         let version = endian.read_u16(data, hdr::VERSION).ok_or(truncated)?;
-        if version != VERSION {
+        if !(MIN_VERSION..=VERSION).contains(&version) {
             return Err(HeaderError::UnsupportedVersion(version));
         }
         let header_size = endian.read_u16(data, hdr::HEADER_SIZE).ok_or(truncated)?;
@@ -414,13 +431,20 @@ pub const COMM: u16 = 2;
 pub const LOST: u16 = 3;
 /// Record type: `tracing_on` changed ([`Tracing`]).
 pub const TRACING: u16 = 4;
+/// Record type: the configuration in force from here on ([`Config`]).
+pub const CONFIG: u16 = 5;
+/// Record type: a flight-recorder snapshot's frame ([`Snapshot`]).
+pub const SNAPSHOT: u16 = 6;
 
 /// Records are aligned to, and their sizes are multiples of, 8 bytes.
 pub const RECORD_ALIGN: usize = 8;
 /// Bytes of the [`Prefix`] that starts every record (the smallest record).
 pub const PREFIX_LEN: usize = 8;
-/// Bytes of a SAMPLE without callchain (each entry adds 8).
+/// Bytes of a version-1 SAMPLE without callchain (each entry adds 8).
 pub const SAMPLE_LEN: usize = 32;
+/// Bytes of an extended ([`SAMPLE_FLAG_EXT`]) SAMPLE's fixed part, without
+/// callchains (each entry adds 8).
+pub const SAMPLE_EXT_LEN: usize = 48;
 /// Bytes of a COMM record.
 pub const COMM_LEN: usize = 40;
 /// Bytes of a LOST record.
@@ -431,18 +455,32 @@ pub const TRACING_LEN: usize = 16;
 pub const COMM_NAME_LEN: usize = 16;
 /// SAMPLE flags (byte 6) bit: the sample was taken in kernel mode.
 pub const SAMPLE_FLAG_KERNEL: u8 = 1;
-/// The deepest callchain the module records (the `backtrace_depth`
+/// SAMPLE flags (byte 6) bit: the extended form (version 2): a
+/// [`SAMPLE_EXT_LEN`]-byte fixed part with period, event and user chain depth.
+pub const SAMPLE_FLAG_EXT: u8 = 2;
+/// The deepest kernel callchain the module records (the `backtrace_depth`
 /// parameter's maximum; the depth byte could say 255).
 pub const MAX_DEPTH: usize = 64;
-/// The largest record the module writes: a SAMPLE with the deepest callchain.
-pub const MAX_RECORD: usize = SAMPLE_LEN + 8 * MAX_DEPTH;
+/// The deepest user callchain the module records (the
+/// `user_backtrace_depth` parameter's maximum).
+pub const MAX_USER_DEPTH: usize = 64;
+/// The most events a [`Config`] lists (the module samples at most this many).
+pub const MAX_EVENTS: usize = 8;
+/// The largest record the module writes: a SAMPLE with the deepest
+/// callchains (larger than a [`Config`] of [`MAX_EVENTS`]).
+pub const MAX_RECORD: usize = sample_ext_len(MAX_DEPTH as u8, MAX_USER_DEPTH as u8);
 
 /// Field offsets shared by several record types.
 const TIME_AT: usize = 8;
 
-/// Bytes of a SAMPLE with `depth` callchain entries.
+/// Bytes of a version-1 SAMPLE with `depth` callchain entries.
 pub const fn sample_len(depth: u8) -> usize {
     SAMPLE_LEN + 8 * depth as usize
+}
+
+/// Bytes of an extended SAMPLE with `kernel` and `user` callchain entries.
+pub const fn sample_ext_len(kernel: u8, user: u8) -> usize {
+    SAMPLE_EXT_LEN + 8 * (kernel as usize + user as usize)
 }
 
 /// The name of a record type, `"unknown"` for a type this version does not
@@ -454,6 +492,8 @@ pub const fn type_name(kind: u16) -> &'static str {
         COMM => "COMM",
         LOST => "LOST",
         TRACING => "TRACING",
+        CONFIG => "CONFIG",
+        SNAPSHOT => "SNAPSHOT",
         _ => "unknown",
     }
 }
@@ -467,9 +507,10 @@ pub struct Prefix {
     pub size: u16,
     /// The CPU the record comes from.
     pub cpu: u16,
-    /// Type-specific byte 6 (SAMPLE flags, TRACING state; else 0).
+    /// Type-specific byte 6 (SAMPLE flags, TRACING state, CONFIG events,
+    /// SNAPSHOT phase; else 0).
     pub b6: u8,
-    /// Type-specific byte 7 (SAMPLE depth; else 0).
+    /// Type-specific byte 7 (SAMPLE kernel depth, CONFIG mode; else 0).
     pub b7: u8,
 }
 
@@ -503,15 +544,20 @@ pub fn record_len(e: Endian, rec: &[u8]) -> Option<usize> {
     e.read_u16(rec, 2).map(usize::from)
 }
 
-/// The fixed part of a SAMPLE record; `depth` callchain entries (`u64`,
-/// innermost caller first, the `pc` not repeated) follow it.
+/// The fixed part of a SAMPLE record; the kernel callchain (`depth` entries,
+/// `u64`, innermost caller first, the `pc` not repeated) and then the user
+/// callchain (`user_depth` entries) follow it.
+///
+/// The user chain of a user-mode sample holds the callers of `pc`; that of a
+/// kernel-mode sample of a user task starts with the user-space address
+/// where the task entered the kernel, then its callers (as perf records it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SampleHead {
     /// The sampled CPU.
     pub cpu: u16,
     /// Taken in kernel mode ([`SAMPLE_FLAG_KERNEL`]).
     pub kernel: bool,
-    /// Callchain entries following the fixed part.
+    /// Kernel callchain entries following the fixed part.
     pub depth: u8,
     /// Clock of the header.
     pub time: u64,
@@ -521,18 +567,56 @@ pub struct SampleHead {
     pub pid: u32,
     /// Process id.
     pub tgid: u32,
+    /// The count of events this sample stands for (perf's period at this
+    /// overflow; in frequency mode it changes from sample to sample); 0:
+    /// not known (version 1: the header's `sample_period`).
+    pub period: u64,
+    /// The sampled event: an index into the event list of the latest
+    /// [`Config`] record before it (0 in version 1).
+    pub event: u16,
+    /// User callchain entries following the kernel callchain (0 in
+    /// version 1).
+    pub user_depth: u8,
+    /// The extended form ([`SAMPLE_FLAG_EXT`]): what [`SampleHead::encode`]
+    /// writes when set, and what [`SampleHead::read`] found. Version-1
+    /// records have no period, event and user chain.
+    pub ext: bool,
 }
 
 impl SampleHead {
-    /// Bytes of the whole record: [`sample_len`] of the depth.
-    pub const fn size(&self) -> usize {
-        sample_len(self.depth)
+    /// Bytes of the fixed part: [`SAMPLE_EXT_LEN`], or [`SAMPLE_LEN`] in the
+    /// version-1 form.
+    pub const fn fixed_len(&self) -> usize {
+        if self.ext {
+            SAMPLE_EXT_LEN
+        } else {
+            SAMPLE_LEN
+        }
     }
 
-    /// Writes the fixed part (whose size field counts the callchain).
-    pub fn encode(&self, e: Endian, out: &mut [u8; SAMPLE_LEN]) {
-        let flags = if self.kernel { SAMPLE_FLAG_KERNEL } else { 0 };
+    /// Bytes of the whole record, callchains included.
+    pub const fn size(&self) -> usize {
+        if self.ext {
+            sample_ext_len(self.depth, self.user_depth)
+        } else {
+            sample_len(self.depth)
+        }
+    }
+
+    /// Writes the fixed part (whose size field counts the callchains) into
+    /// the first [`SampleHead::fixed_len`] bytes of `out` (nothing if
+    /// shorter). The version-1 form (`ext` clear) writes neither period,
+    /// event nor user depth.
+    pub fn encode(&self, e: Endian, out: &mut [u8]) {
+        let Some(out) = out.get_mut(..self.fixed_len()) else {
+            return;
+        };
+        let mut flags = if self.kernel { SAMPLE_FLAG_KERNEL } else { 0 };
+        if self.ext {
+            flags |= SAMPLE_FLAG_EXT;
+        }
         let size = u16::try_from(self.size()).unwrap_or(u16::MAX);
+        out.fill(0);
         Prefix {
             kind: SAMPLE,
             size,
@@ -545,12 +629,17 @@ impl SampleHead {
         put(out, 16, &e.u64_bytes(self.pc));
         put(out, 24, &e.u32_bytes(self.pid));
         put(out, 28, &e.u32_bytes(self.tgid));
+        if self.ext {
+            put(out, 32, &e.u64_bytes(self.period));
+            put(out, 40, &e.u16_bytes(self.event));
+            put(out, 42, &[self.user_depth]);
+        }
     }
 
-    /// The fixed part's bytes.
-    pub fn encoded(&self, e: Endian) -> [u8; SAMPLE_LEN] {
-        let mut b = [0u8; SAMPLE_LEN];
-        self.encode(e, &mut b);
+    /// The extended fixed part's bytes (`ext` is taken as set).
+    pub fn encoded(&self, e: Endian) -> [u8; SAMPLE_EXT_LEN] {
+        let mut b = [0u8; SAMPLE_EXT_LEN];
+        SampleHead { ext: true, ..*self }.encode(e, &mut b);
         b
     }
 
@@ -558,6 +647,12 @@ impl SampleHead {
     /// type or size: see [`parse`]), if `rec` holds it.
     pub fn read(e: Endian, rec: &[u8]) -> Option<SampleHead> {
         let p = Prefix::read(e, rec)?;
+        let ext = p.b6 & SAMPLE_FLAG_EXT != 0;
+        let (period, event, user_depth) = if ext {
+            (e.read_u64(rec, 32)?, e.read_u16(rec, 40)?, *rec.get(42)?)
+        } else {
+            (0, 0, 0)
+        };
         Some(SampleHead {
             cpu: p.cpu,
             kernel: p.b6 & SAMPLE_FLAG_KERNEL != 0,
@@ -566,25 +661,45 @@ impl SampleHead {
             pc: e.read_u64(rec, 16)?,
             pid: e.read_u32(rec, 24)?,
             tgid: e.read_u32(rec, 28)?,
+            period,
+            event,
+            user_depth,
+            ext,
         })
     }
 }
 
-/// Writes `chain` as the callchain of a SAMPLE record whose fixed part starts
-/// `out`. Returns the record's length, or `None` (nothing written) if `out`
-/// cannot hold it. (For the host encoder: the module's sampler stores the
-/// callchain as words straight into its ring buffer, see `sampler.rs`.)
+/// Writes `kernel` and then `user` as the callchains of a SAMPLE record
+/// whose fixed part (of `fixed_len` bytes: [`SAMPLE_EXT_LEN`] or, version
+/// 1, [`SAMPLE_LEN`]) starts `out`. Returns the record's length, or `None`
+/// (nothing written) if `out` cannot hold it. (For the host encoder: the
+/// module's sampler stores the callchains as words straight into its ring
+/// buffer, see `sampler.rs`.)
 #[cfg(format_host)]
-pub fn encode_callchain(e: Endian, chain: &[u64], out: &mut [u8]) -> Option<usize> {
-    let end = SAMPLE_LEN.checked_add(chain.len().checked_mul(8)?)?;
-    let dst = out.get_mut(SAMPLE_LEN..end)?;
-    for (d, v) in dst.chunks_exact_mut(8).zip(chain) {
+pub fn encode_callchains(
+    e: Endian,
+    fixed_len: usize,
+    kernel: &[u64],
+    user: &[u64],
+    out: &mut [u8],
+) -> Option<usize> {
+    let n = kernel.len().checked_add(user.len())?;
+    let end = fixed_len.checked_add(n.checked_mul(8)?)?;
+    let dst = out.get_mut(fixed_len..end)?;
+    for (d, v) in dst.chunks_exact_mut(8).zip(kernel.iter().chain(user)) {
         d.copy_from_slice(&e.u64_bytes(*v));
     }
     Some(end)
 }
 
-/// The callchain entries of a SAMPLE record, innermost caller first.
+/// Writes `chain` as the callchain of a version-1 SAMPLE record whose fixed
+/// part starts `out` (see [`encode_callchains`]).
+#[cfg(format_host)]
+pub fn encode_callchain(e: Endian, chain: &[u64], out: &mut [u8]) -> Option<usize> {
+    encode_callchains(e, SAMPLE_LEN, chain, &[], out)
+}
+
+/// The entries of one callchain of a SAMPLE record, innermost caller first.
 #[derive(Debug, Clone)]
 pub struct Callchain<'a> {
     /// The entries not read yet (whole words).
@@ -609,14 +724,38 @@ impl Iterator for Callchain<'_> {
 
 impl ExactSizeIterator for Callchain<'_> {}
 
-/// The callchain of the SAMPLE record `rec`: as many of the `depth` entries
+/// The byte range of a SAMPLE record's kernel chain and of its user chain
+/// (each as far as `rec` holds it, whole words).
+fn chain_ranges(rec: &[u8]) -> ((usize, usize), (usize, usize)) {
+    let flags = byte(rec, 6);
+    let kernel = usize::from(byte(rec, 7));
+    let (fixed, user) = if flags & SAMPLE_FLAG_EXT != 0 {
+        (SAMPLE_EXT_LEN, usize::from(byte(rec, 42)))
+    } else {
+        (SAMPLE_LEN, 0)
+    };
+    let whole = rec.len() / 8 * 8;
+    let k_end = (fixed + 8 * kernel).min(whole);
+    let u_end = (k_end + 8 * user).min(whole);
+    ((fixed.min(k_end), k_end), (k_end, u_end))
+}
+
+/// The kernel callchain of the SAMPLE record `rec`: as many of the entries
 /// its fixed part announces as `rec` holds.
 pub fn callchain(e: Endian, rec: &[u8]) -> Callchain<'_> {
-    let depth = rec.get(7).copied().unwrap_or(0);
-    let end = sample_len(depth).min(rec.len());
-    let words = rec.get(SAMPLE_LEN..end).unwrap_or(&[]);
+    let ((start, end), _) = chain_ranges(rec);
     Callchain {
-        words: words.get(..words.len() / 8 * 8).unwrap_or(&[]),
+        words: rec.get(start..end).unwrap_or(&[]),
+        endian: e,
+    }
+}
+
+/// The user callchain of the SAMPLE record `rec` (empty in version 1): as
+/// many of the entries its fixed part announces as `rec` holds.
+pub fn user_callchain(e: Endian, rec: &[u8]) -> Callchain<'_> {
+    let (_, (start, end)) = chain_ranges(rec);
+    Callchain {
+        words: rec.get(start..end).unwrap_or(&[]),
         endian: e,
     }
 }
@@ -742,6 +881,256 @@ impl Tracing {
     }
 }
 
+/// Bytes of a CONFIG record's fixed part (each event adds
+/// [`EVENT_DESC_LEN`]).
+pub const CONFIG_LEN: usize = 48;
+/// Bytes of an event descriptor in a CONFIG record.
+pub const EVENT_DESC_LEN: usize = 48;
+/// Bytes of an event descriptor's name field (names are at most one byte
+/// shorter: always NUL-terminated).
+pub const EVENT_DESC_NAME_LEN: usize = 24;
+/// Bytes of a SNAPSHOT record.
+pub const SNAPSHOT_LEN: usize = 40;
+/// [`EventDesc`] `flags` bit: `value` is a frequency (samples per second per
+/// CPU), not a period.
+pub const EVENT_FLAG_FREQ: u8 = 1;
+/// [`EventDesc`] `flags` bit: user mode is not sampled.
+pub const EVENT_FLAG_EXCLUDE_USER: u8 = 2;
+/// [`EventDesc`] `flags` bit: kernel mode is not sampled.
+pub const EVENT_FLAG_EXCLUDE_KERNEL: u8 = 4;
+/// [`EventDesc`] `flags` bit: a hardware event, sampled in NMI context.
+pub const EVENT_FLAG_NMI: u8 = 8;
+/// [`Config`] `mode`: the sync drains the CPU buffers (producer/consumer).
+pub const MODE_CONSUME: u8 = 0;
+/// [`Config`] `mode`: flight recorder: the CPU buffers overwrite their
+/// oldest records and are drained only by snapshots.
+pub const MODE_OVERWRITE: u8 = 1;
+/// Bytes of a CONFIG record of `nr_events` events.
+pub const fn config_len(nr_events: u8) -> usize {
+    CONFIG_LEN + EVENT_DESC_LEN * nr_events as usize
+}
+
+/// One sampled event, as a [`Config`] record lists it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct EventDesc {
+    /// perf's `perf_event_attr.type` (0 hardware, 1 software).
+    pub perf_type: u32,
+    /// `EVENT_FLAG_*` bits.
+    pub flags: u8,
+    /// perf's `perf_event_attr.config`.
+    pub config: u64,
+    /// The period (events, or ns for the clocks), or with
+    /// [`EVENT_FLAG_FREQ`] the frequency.
+    pub value: u64,
+    /// NUL-padded name (see [`EventDesc::name_field`]).
+    pub name: [u8; EVENT_DESC_NAME_LEN],
+}
+
+impl EventDesc {
+    /// The name field for `name`: its first `EVENT_DESC_NAME_LEN - 1`
+    /// bytes, NUL-padded.
+    pub fn name_field(name: &[u8]) -> [u8; EVENT_DESC_NAME_LEN] {
+        let mut field = [0u8; EVENT_DESC_NAME_LEN];
+        let n = name.len().min(EVENT_DESC_NAME_LEN - 1);
+        put(&mut field, 0, name.get(..n).unwrap_or(&[]));
+        field
+    }
+
+    /// The name up to its first NUL.
+    pub fn name_bytes(&self) -> &[u8] {
+        let end = self
+            .name
+            .iter()
+            .position(|&c| c == 0)
+            .unwrap_or(EVENT_DESC_NAME_LEN);
+        self.name.get(..end).unwrap_or(&[])
+    }
+
+    fn encode(&self, e: Endian, out: &mut [u8]) {
+        put(out, 0, &e.u32_bytes(self.perf_type));
+        put(out, 4, &[self.flags]);
+        put(out, 8, &e.u64_bytes(self.config));
+        put(out, 16, &e.u64_bytes(self.value));
+        put(out, 24, &self.name);
+    }
+
+    fn read(e: Endian, d: &[u8]) -> Option<EventDesc> {
+        Some(EventDesc {
+            perf_type: e.read_u32(d, 0)?,
+            flags: *d.get(4)?,
+            config: e.read_u64(d, 8)?,
+            value: e.read_u64(d, 16)?,
+            name: array(d, 24)?,
+        })
+    }
+}
+
+/// A CONFIG record: the configuration in force from this record on. The
+/// module writes one after the header of every stream and one whenever the
+/// configuration changes (only while recording is off); the `event` of a
+/// SAMPLE indexes the `events` of the latest CONFIG before it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Config {
+    /// Time of the change (of the stream's start for the opening one).
+    pub time: u64,
+    /// 1 at load, one more at each change.
+    pub generation: u32,
+    /// [`MODE_CONSUME`] or [`MODE_OVERWRITE`] (byte 7).
+    pub mode: u8,
+    /// Deepest kernel callchain recorded (0: none).
+    pub backtrace_depth: u8,
+    /// Deepest user callchain recorded (0: none).
+    pub user_backtrace_depth: u8,
+    /// Bytes per CPU ring buffer.
+    pub cpu_buffer_size: u64,
+    /// Bytes of the event buffer.
+    pub buffer_size: u64,
+    /// Fill of the event buffer that wakes readers.
+    pub buffer_watershed: u64,
+    /// Events listed (byte 6), at most [`MAX_EVENTS`]: a record listing
+    /// more is read with its first [`MAX_EVENTS`].
+    pub nr_events: u8,
+    /// The events; those past `nr_events` are unused.
+    pub events: [EventDesc; MAX_EVENTS],
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            time: 0,
+            generation: 0,
+            mode: MODE_CONSUME,
+            backtrace_depth: 0,
+            user_backtrace_depth: 0,
+            cpu_buffer_size: 0,
+            buffer_size: 0,
+            buffer_watershed: 0,
+            nr_events: 0,
+            events: [EventDesc::default(); MAX_EVENTS],
+        }
+    }
+}
+
+impl Config {
+    /// The listed events.
+    pub fn events(&self) -> &[EventDesc] {
+        let n = usize::from(self.nr_events).min(MAX_EVENTS);
+        self.events.get(..n).unwrap_or(&[])
+    }
+
+    /// Bytes of the record: [`config_len`] of its events.
+    pub fn encoded_len(&self) -> usize {
+        config_len(self.nr_events.min(MAX_EVENTS as u8))
+    }
+
+    /// Writes the record into the first [`Config::encoded_len`] bytes of
+    /// `out`; returns that length, or `None` (nothing written) if `out` is
+    /// shorter.
+    pub fn encode(&self, e: Endian, out: &mut [u8]) -> Option<usize> {
+        let len = self.encoded_len();
+        let out = out.get_mut(..len)?;
+        out.fill(0);
+        let n = self.nr_events.min(MAX_EVENTS as u8);
+        Prefix {
+            kind: CONFIG,
+            size: len as u16,
+            cpu: 0,
+            b6: n,
+            b7: self.mode,
+        }
+        .write(e, out);
+        put(out, TIME_AT, &e.u64_bytes(self.time));
+        put(out, 16, &e.u32_bytes(self.generation));
+        put(out, 20, &[self.backtrace_depth, self.user_backtrace_depth]);
+        put(out, 24, &e.u64_bytes(self.cpu_buffer_size));
+        put(out, 32, &e.u64_bytes(self.buffer_size));
+        put(out, 40, &e.u64_bytes(self.buffer_watershed));
+        for (i, ev) in self.events().iter().enumerate() {
+            let at = CONFIG_LEN + EVENT_DESC_LEN * i;
+            if let Some(d) = out.get_mut(at..at + EVENT_DESC_LEN) {
+                ev.encode(e, d);
+            }
+        }
+        Some(len)
+    }
+
+    /// Reads the CONFIG record `rec` (no check of its type or size: see
+    /// [`parse`]), if `rec` holds it.
+    pub fn read(e: Endian, rec: &[u8]) -> Option<Config> {
+        let p = Prefix::read(e, rec)?;
+        let n = p.b6.min(MAX_EVENTS as u8);
+        let mut events = [EventDesc::default(); MAX_EVENTS];
+        for (i, ev) in events.iter_mut().take(usize::from(n)).enumerate() {
+            let at = CONFIG_LEN + EVENT_DESC_LEN * i;
+            *ev = EventDesc::read(e, rec.get(at..at + EVENT_DESC_LEN)?)?;
+        }
+        Some(Config {
+            time: e.read_u64(rec, TIME_AT)?,
+            generation: e.read_u32(rec, 16)?,
+            mode: p.b7,
+            backtrace_depth: *rec.get(20)?,
+            user_backtrace_depth: *rec.get(21)?,
+            cpu_buffer_size: e.read_u64(rec, 24)?,
+            buffer_size: e.read_u64(rec, 32)?,
+            buffer_watershed: e.read_u64(rec, 40)?,
+            nr_events: n,
+            events,
+        })
+    }
+}
+
+/// A SNAPSHOT record: frames a flight-recorder snapshot. A snapshot is one
+/// BEGIN record per CPU, then the CPUs' records merged by time, then one END
+/// record (cpu 0).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Snapshot {
+    /// The CPU a BEGIN record describes (0 for END).
+    pub cpu: u16,
+    /// When the snapshot was taken.
+    pub time: u64,
+    /// END (byte 6 = 1) or BEGIN (0).
+    pub end: bool,
+    /// The snapshot's number since load (1 for the first).
+    pub seq: u32,
+    /// BEGIN: records of this CPU overwritten since the previous snapshot;
+    /// END: the total of all CPUs.
+    pub overwritten: u64,
+    /// BEGIN: records of this CPU in the snapshot; END: the total.
+    pub records: u64,
+}
+
+impl Snapshot {
+    /// Writes the record.
+    pub fn encode(&self, e: Endian, out: &mut [u8; SNAPSHOT_LEN]) {
+        fixed_prefix(SNAPSHOT, SNAPSHOT_LEN, self.cpu, u8::from(self.end)).write(e, out);
+        put(out, TIME_AT, &e.u64_bytes(self.time));
+        put(out, 16, &e.u32_bytes(self.seq));
+        put(out, 24, &e.u64_bytes(self.overwritten));
+        put(out, 32, &e.u64_bytes(self.records));
+    }
+
+    /// The record's bytes.
+    pub fn encoded(&self, e: Endian) -> [u8; SNAPSHOT_LEN] {
+        let mut b = [0u8; SNAPSHOT_LEN];
+        self.encode(e, &mut b);
+        b
+    }
+
+    /// Reads the SNAPSHOT record `rec` (no check of its type or size: see
+    /// [`parse`]), if `rec` holds it.
+    pub fn read(e: Endian, rec: &[u8]) -> Option<Snapshot> {
+        let p = Prefix::read(e, rec)?;
+        Some(Snapshot {
+            cpu: p.cpu,
+            time: e.read_u64(rec, TIME_AT)?,
+            end: p.b6 != 0,
+            seq: e.read_u32(rec, 16)?,
+            overwritten: e.read_u64(rec, 24)?,
+            records: e.read_u64(rec, 32)?,
+        })
+    }
+}
+
 /// The prefix of a fixed-size record.
 const fn fixed_prefix(kind: u16, len: usize, cpu: u16, b6: u8) -> Prefix {
     Prefix {
@@ -754,6 +1143,10 @@ const fn fixed_prefix(kind: u16, len: usize, cpu: u16, b6: u8) -> Prefix {
 }
 
 /// The fields of a record of a type this version defines.
+///
+/// A CONFIG makes it a few hundred bytes: it stays a plain `Copy` value (no
+/// allocation in `no_std` and in the module), read on the stack.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Fields {
     /// A SAMPLE's fixed part (its callchain: [`Parsed::callchain`]).
@@ -764,6 +1157,10 @@ pub enum Fields {
     Lost(Lost),
     /// A TRACING record.
     Tracing(Tracing),
+    /// A CONFIG record.
+    Config(Config),
+    /// A SNAPSHOT record.
+    Snapshot(Snapshot),
 }
 
 /// One record, checked by [`parse`].
@@ -794,10 +1191,18 @@ impl Parsed<'_> {
         self.bytes.len() > self.needed
     }
 
-    /// A SAMPLE's callchain (empty for other types).
+    /// A SAMPLE's kernel callchain (empty for other types).
     pub fn callchain(&self) -> Callchain<'_> {
         match self.fields {
             Some(Fields::Sample(_)) => callchain(self.endian, self.bytes),
+            _ => callchain(self.endian, &[]),
+        }
+    }
+
+    /// A SAMPLE's user callchain (empty for other types and in version 1).
+    pub fn user_callchain(&self) -> Callchain<'_> {
+        match self.fields {
+            Some(Fields::Sample(_)) => user_callchain(self.endian, self.bytes),
             _ => callchain(self.endian, &[]),
         }
     }
@@ -815,7 +1220,8 @@ pub enum RecordError {
         /// Its `size` field.
         size: u16,
     },
-    /// `size` too small for the record's type (and, for a SAMPLE, depth).
+    /// `size` too small for the record's type (and, for a SAMPLE, its
+    /// depths; for a CONFIG, its events).
     TooSmall {
         /// The record's type.
         kind: u16,
@@ -839,10 +1245,17 @@ pub fn parse(e: Endian, buf: &[u8]) -> Result<Parsed<'_>, RecordError> {
     }
     let rec = buf.get(..size).ok_or(RecordError::Truncated)?;
     let needed = match p.kind {
+        // The user depth (byte 42) counts only if the fixed part is there;
+        // a record too short for it is too small for any depth.
+        SAMPLE if p.b6 & SAMPLE_FLAG_EXT != 0 => {
+            sample_ext_len(p.b7, rec.get(42).copied().unwrap_or(0))
+        }
         SAMPLE => sample_len(p.b7),
         COMM => COMM_LEN,
         LOST => LOST_LEN,
         TRACING => TRACING_LEN,
+        CONFIG => config_len(p.b6),
+        SNAPSHOT => SNAPSHOT_LEN,
         _ => size,
     };
     let too_small = RecordError::TooSmall {
@@ -858,6 +1271,8 @@ pub fn parse(e: Endian, buf: &[u8]) -> Result<Parsed<'_>, RecordError> {
         COMM => Some(Fields::Comm(Comm::read(e, rec).ok_or(too_small)?)),
         LOST => Some(Fields::Lost(Lost::read(e, rec).ok_or(too_small)?)),
         TRACING => Some(Fields::Tracing(Tracing::read(e, rec).ok_or(too_small)?)),
+        CONFIG => Some(Fields::Config(Config::read(e, rec).ok_or(too_small)?)),
+        SNAPSHOT => Some(Fields::Snapshot(Snapshot::read(e, rec).ok_or(too_small)?)),
         _ => None,
     };
     Ok(Parsed {

@@ -281,6 +281,11 @@ impl CpuSampler {
                 pc,
                 pid,
                 tgid,
+                // Not known here yet: readers take the CONFIG's period.
+                period: 0,
+                event: 0,
+                user_depth: 0,
+                ext: true,
             };
             let head = head.encoded(Endian::native());
             let r = self.write(&head, chain, ts);

@@ -149,4 +149,86 @@ mod tests {
         assert!(st.prefix_chunk(format::COMM_LEN - 8).is_empty());
         assert_eq!(st.prefix_chunk(format::COMM_LEN).len(), format::COMM_LEN);
     }
+
+    #[test]
+    fn version_2_records_read_back() {
+        let e = Endian::native();
+        // An extended SAMPLE with both chains, written as the sampler does:
+        // the fixed part, then the chains as words.
+        let head = format::SampleHead {
+            cpu: 1,
+            kernel: true,
+            depth: 2,
+            time: 5,
+            pc: 0xffff_ffff_8100_0000,
+            pid: 7,
+            tgid: 7,
+            period: 250_000,
+            event: 1,
+            user_depth: 3,
+            ext: true,
+        };
+        let mut rec = KVec::new();
+        assert!(rec.extend_from_slice(&head.encoded(e), GFP_KERNEL).is_ok());
+        for w in [0xa_u64, 0xb, 0x40_1000, 0x40_2000, 0x40_3000] {
+            assert!(rec.extend_from_slice(&e.u64_bytes(w), GFP_KERNEL).is_ok());
+        }
+        let p = format::parse(e, &rec);
+        assert!(p.is_ok());
+        let Ok(p) = p else { return };
+        assert_eq!(p.size(), head.size());
+        assert_eq!(p.fields, Some(Fields::Sample(head)));
+        assert!(p.callchain().eq([0xa, 0xb]));
+        assert!(p.user_callchain().eq([0x40_1000, 0x40_2000, 0x40_3000]));
+        assert!(format::user_callchain(e, &rec).eq(p.user_callchain()));
+
+        // A CONFIG of two events, and a SNAPSHOT frame.
+        let mut cfg = format::Config {
+            time: 3,
+            generation: 2,
+            mode: format::MODE_OVERWRITE,
+            backtrace_depth: 8,
+            user_backtrace_depth: 16,
+            cpu_buffer_size: 4096,
+            buffer_size: 64 << 10,
+            buffer_watershed: 16 << 10,
+            nr_events: 2,
+            ..format::Config::default()
+        };
+        let flags = [
+            format::EVENT_FLAG_FREQ | format::EVENT_FLAG_NMI,
+            format::EVENT_FLAG_EXCLUDE_USER | format::EVENT_FLAG_EXCLUDE_KERNEL,
+        ];
+        for (i, (ev, f)) in cfg.events.iter_mut().zip(flags).enumerate() {
+            *ev = format::EventDesc {
+                perf_type: i as u32,
+                flags: f,
+                config: 0,
+                value: 4000,
+                name: format::EventDesc::name_field(b"an-event-name-longer-than-its-field"),
+            };
+        }
+        let mut buf = [0u8; format::config_len(2)];
+        assert_eq!(cfg.encode(e, &mut buf), Some(buf.len()));
+        let snap = format::Snapshot {
+            cpu: 1,
+            time: 9,
+            end: true,
+            seq: 1,
+            overwritten: 12,
+            records: 4,
+        };
+        let mut run = KVec::new();
+        assert!(run.extend_from_slice(&buf, GFP_KERNEL).is_ok());
+        assert!(run.extend_from_slice(&snap.encoded(e), GFP_KERNEL).is_ok());
+        let recs = parse_all(&run);
+        assert!(recs.is_some());
+        let Some(recs) = recs else { return };
+        assert_eq!(recs.len(), 2);
+        assert_eq!(recs.first(), Some(&Fields::Config(cfg)));
+        assert_eq!(recs.get(1), Some(&Fields::Snapshot(snap)));
+        assert_eq!(cfg.events().len(), 2);
+        let name = cfg.events().first().map(|ev| ev.name_bytes().len());
+        assert_eq!(name, Some(format::EVENT_DESC_NAME_LEN - 1));
+    }
 }

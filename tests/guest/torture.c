@@ -63,6 +63,8 @@
 
 /* Record types (Documentation/stream-format.md). */
 #define T_SAMPLE 1
+#define T_CONFIG 5
+#define T_SNAPSHOT 6
 #define T_COMM 2
 #define T_LOST 3
 #define T_TRACING 4
@@ -166,9 +168,14 @@ static void parse(struct stream *s, const unsigned char *buf, long n, long asked
 			return;
 		}
 		if (type == T_SAMPLE) {
+			/* Version 2: the extended form (flag 0x02), 48 bytes + both chains. */
 			unsigned depth = buf[at + 7];
-			if (size < 32 + 8 * depth)
-				violation("SAMPLE of %u bytes with depth %u", size, depth);
+			int ext = buf[at + 6] & 2;
+			unsigned user = ext && size >= 48 ? buf[at + 42] : 0;
+			if (!ext)
+				violation("a SAMPLE without the extended flag");
+			if (size < 48 + 8 * (depth + user))
+				violation("SAMPLE of %u bytes with depths %u and %u", size, depth, user);
 			if (s->off)
 				violation("a SAMPLE of cpu %u between a TRACING off and on", cpu);
 			ADD(samples[cpu], 1);
@@ -183,7 +190,7 @@ static void parse(struct stream *s, const unsigned char *buf, long n, long asked
 			s->tracing_seen = 1;
 			s->last_tracing = on;
 			s->off = !on;
-		} else if (type != T_COMM) {
+		} else if (type != T_COMM && type != T_CONFIG && type != T_SNAPSHOT) {
 			violation("unknown record type %u", type);
 		}
 		at += size;

@@ -7,7 +7,7 @@ fn le16(v: u16) -> [u8; 2] {
 }
 
 #[test]
-fn sample_layout() {
+fn sample_layout_version_1() {
     let head = SampleHead {
         cpu: 3,
         kernel: true,
@@ -16,10 +16,14 @@ fn sample_layout() {
         pc: 0xffff_ffff_8100_0000,
         pid: 42,
         tgid: 41,
+        period: 0,
+        event: 0,
+        user_depth: 0,
+        ext: false,
     };
     assert_eq!(head.size(), SAMPLE_LEN + 16);
     let mut rec = vec![0u8; head.size()];
-    rec[..SAMPLE_LEN].copy_from_slice(&head.encoded(Endian::Little));
+    head.encode(Endian::Little, &mut rec);
     assert_eq!(
         encode_callchain(Endian::Little, &[0xa, 0xb], &mut rec),
         Some(48)
@@ -36,14 +40,196 @@ fn sample_layout() {
         callchain(Endian::Little, &rec).collect::<Vec<_>>(),
         [0xa, 0xb]
     );
+    assert_eq!(user_callchain(Endian::Little, &rec).count(), 0);
     // A user-mode sample has no flag; the chain must fit the buffer.
     let user = SampleHead {
         kernel: false,
         depth: 0,
         ..head
     };
-    assert_eq!(user.encoded(Endian::Little)[6..8], [0, 0]);
+    let mut b = [0u8; SAMPLE_LEN];
+    user.encode(Endian::Little, &mut b);
+    assert_eq!(b[6..8], [0, 0]);
     assert_eq!(encode_callchain(Endian::Little, &[1, 2, 3], &mut rec), None);
+}
+
+#[test]
+fn sample_layout_version_2() {
+    let head = SampleHead {
+        cpu: 3,
+        kernel: true,
+        depth: 2,
+        time: 0x1122,
+        pc: 0xffff_ffff_8100_0000,
+        pid: 42,
+        tgid: 41,
+        period: 0x3344,
+        event: 5,
+        user_depth: 3,
+        ext: true,
+    };
+    assert_eq!(head.size(), SAMPLE_EXT_LEN + 40);
+    let mut rec = vec![0u8; head.size()];
+    rec[..SAMPLE_EXT_LEN].copy_from_slice(&head.encoded(Endian::Little));
+    assert_eq!(
+        encode_callchains(
+            Endian::Little,
+            SAMPLE_EXT_LEN,
+            &[0xa, 0xb],
+            &[0x10, 0x20, 0x30],
+            &mut rec
+        ),
+        Some(88)
+    );
+    assert_eq!(&rec[0..8], &[1, 0, 88, 0, 3, 0, 3, 2]);
+    assert_eq!(&rec[8..16], &0x1122u64.to_le_bytes());
+    assert_eq!(&rec[16..24], &0xffff_ffff_8100_0000u64.to_le_bytes());
+    assert_eq!(&rec[24..28], &42u32.to_le_bytes());
+    assert_eq!(&rec[28..32], &41u32.to_le_bytes());
+    assert_eq!(&rec[32..40], &0x3344u64.to_le_bytes());
+    assert_eq!(&rec[40..48], &[5, 0, 3, 0, 0, 0, 0, 0]);
+    assert_eq!(&rec[48..56], &0xau64.to_le_bytes());
+    assert_eq!(&rec[64..72], &0x10u64.to_le_bytes());
+    assert_eq!(&rec[80..88], &0x30u64.to_le_bytes());
+    assert_eq!(SampleHead::read(Endian::Little, &rec), Some(head));
+    let e = Endian::Little;
+    assert_eq!(callchain(e, &rec).collect::<Vec<_>>(), [0xa, 0xb]);
+    assert_eq!(
+        user_callchain(e, &rec).collect::<Vec<_>>(),
+        [0x10, 0x20, 0x30]
+    );
+    let p = parse(e, &rec).unwrap();
+    assert_eq!(p.fields, Some(Fields::Sample(head)));
+    assert_eq!(p.user_callchain().count(), 3);
+    assert!(!p.oversized());
+    // A user chain that needs more than the size: too small.
+    let mut short = rec.clone();
+    short[42] = 4;
+    assert_eq!(
+        parse(e, &short),
+        Err(RecordError::TooSmall {
+            kind: SAMPLE,
+            size: 88,
+            needed: 96
+        })
+    );
+    // Cut records give the entries they hold, never more.
+    assert_eq!(user_callchain(e, &rec[..72]).count(), 1);
+    assert_eq!(callchain(e, &rec[..56]).count(), 1);
+    assert_eq!(user_callchain(e, &rec[..40]).count(), 0);
+    // Big-endian: the same fields in the other order.
+    let mut be = [0u8; SAMPLE_EXT_LEN];
+    head.encode(Endian::Big, &mut be);
+    assert_eq!(&be[32..40], &0x3344u64.to_be_bytes());
+    assert_eq!(&be[40..43], &[0, 5, 3]);
+    assert_eq!(SampleHead::read(Endian::Big, &be), Some(head));
+}
+
+#[test]
+fn config_layout() {
+    let mut c = Config {
+        time: 9,
+        generation: 2,
+        mode: MODE_OVERWRITE,
+        backtrace_depth: 16,
+        user_backtrace_depth: 32,
+        cpu_buffer_size: 65536,
+        buffer_size: 1 << 20,
+        buffer_watershed: 1 << 18,
+        nr_events: 2,
+        ..Config::default()
+    };
+    c.events[0] = EventDesc {
+        perf_type: 1,
+        flags: EVENT_FLAG_FREQ,
+        config: 0,
+        value: 4000,
+        name: EventDesc::name_field(b"cpu-clock"),
+    };
+    c.events[1] = EventDesc {
+        perf_type: 1,
+        flags: EVENT_FLAG_EXCLUDE_KERNEL,
+        config: 2,
+        value: 10,
+        name: EventDesc::name_field(b"page-faults-with-a-very-long-name"),
+    };
+    assert_eq!(c.encoded_len(), 48 + 96);
+    let mut b = vec![0u8; c.encoded_len()];
+    assert_eq!(c.encode(Endian::Little, &mut b), Some(144));
+    assert_eq!(&b[0..8], &[5, 0, 144, 0, 0, 0, 2, 1]);
+    assert_eq!(&b[8..16], &9u64.to_le_bytes());
+    assert_eq!(&b[16..24], &[2, 0, 0, 0, 16, 32, 0, 0]);
+    assert_eq!(&b[24..32], &65536u64.to_le_bytes());
+    assert_eq!(&b[32..40], &(1u64 << 20).to_le_bytes());
+    assert_eq!(&b[40..48], &(1u64 << 18).to_le_bytes());
+    assert_eq!(&b[48..56], &[1, 0, 0, 0, 1, 0, 0, 0]);
+    assert_eq!(&b[64..72], &4000u64.to_le_bytes());
+    assert_eq!(&b[72..81], b"cpu-clock");
+    assert_eq!(&b[96..104], &[1, 0, 0, 0, 4, 0, 0, 0]);
+    assert_eq!(&b[104..112], &2u64.to_le_bytes());
+    // Names are cut at 23 bytes, NUL-terminated.
+    assert_eq!(&b[120..143], b"page-faults-with-a-very");
+    assert_eq!(b[143], 0);
+    let p = parse(Endian::Little, &b).unwrap();
+    assert_eq!(p.fields, Some(Fields::Config(c)));
+    assert_eq!(c.events().len(), 2);
+    assert_eq!(c.events()[1].name_bytes(), b"page-faults-with-a-very");
+    // Short of its events: too small; a short buffer: nothing written.
+    assert_eq!(
+        parse(Endian::Little, &{
+            let mut s = b.clone();
+            s[6] = 3;
+            s
+        }),
+        Err(RecordError::TooSmall {
+            kind: CONFIG,
+            size: 144,
+            needed: 192
+        })
+    );
+    assert_eq!(c.encode(Endian::Little, &mut [0u8; 100]), None);
+    // More events than MAX_EVENTS: the first MAX_EVENTS are read.
+    let n = MAX_EVENTS + 2;
+    let mut big = vec![0u8; config_len(n as u8)];
+    big[..48].copy_from_slice(&b[..48]);
+    let len = big.len() as u16;
+    big[2..4].copy_from_slice(&len.to_le_bytes());
+    big[6] = n as u8;
+    let p = parse(Endian::Little, &big).unwrap();
+    match p.fields {
+        Some(Fields::Config(r)) => assert_eq!(usize::from(r.nr_events), MAX_EVENTS),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn snapshot_layout() {
+    let s = Snapshot {
+        cpu: 1,
+        time: 77,
+        end: false,
+        seq: 3,
+        overwritten: 1000,
+        records: 20,
+    };
+    let b = s.encoded(Endian::Little);
+    assert_eq!(&b[0..8], &[6, 0, 40, 0, 1, 0, 0, 0]);
+    assert_eq!(&b[8..16], &77u64.to_le_bytes());
+    assert_eq!(&b[16..24], &[3, 0, 0, 0, 0, 0, 0, 0]);
+    assert_eq!(&b[24..32], &1000u64.to_le_bytes());
+    assert_eq!(&b[32..40], &20u64.to_le_bytes());
+    assert_eq!(
+        parse(Endian::Little, &b).unwrap().fields,
+        Some(Fields::Snapshot(s))
+    );
+    let end = Snapshot {
+        end: true,
+        cpu: 0,
+        ..s
+    };
+    assert_eq!(end.encoded(Endian::Little)[6], 1);
+    assert_eq!(type_name(SNAPSHOT), "SNAPSHOT");
+    assert_eq!(type_name(CONFIG), "CONFIG");
 }
 
 #[test]
@@ -124,7 +310,7 @@ fn header_layout() {
     let mut b = [0xffu8; HEADER_LEN + 8];
     assert_eq!(h.encode(&mut b), Some(HEADER_LEN));
     assert_eq!(&b[0..8], b"OPRFRS\0\n");
-    assert_eq!(&b[8..16], &[1, 0, 96, 0, 8, 1, 1, 2]);
+    assert_eq!(&b[8..16], &[2, 0, 96, 0, 8, 1, 1, 2]);
     assert_eq!(&b[16..20], &4u32.to_le_bytes());
     assert_eq!(&b[20..24], &8u32.to_le_bytes());
     assert_eq!(&b[24..32], &1000u64.to_le_bytes());
@@ -185,8 +371,15 @@ fn header_errors_name_their_field() {
     bad[13] = 3;
     check(&bad, HeaderError::BadEndianness(3), 13);
     let mut bad = b;
-    bad[8] = 2;
-    check(&bad, HeaderError::UnsupportedVersion(2), 8);
+    bad[8] = 3;
+    check(&bad, HeaderError::UnsupportedVersion(3), 8);
+    let mut bad = b;
+    bad[8] = 0;
+    check(&bad, HeaderError::UnsupportedVersion(0), 8);
+    // Version 1 streams are still read.
+    let mut old = b;
+    old[8] = 1;
+    assert_eq!(Header::read(&old).map(|h| h.version), Ok(1));
     let mut bad = b;
     bad[10] = 63;
     check(&bad, HeaderError::BadHeaderSize(63), 10);
@@ -251,7 +444,7 @@ fn parse_checks_sizes() {
     assert!(p.oversized());
     assert_eq!(p.size(), 32);
     // A SAMPLE whose depth needs more than its size.
-    let mut s = SampleHead {
+    let head = SampleHead {
         cpu: 0,
         kernel: true,
         depth: 0,
@@ -259,8 +452,13 @@ fn parse_checks_sizes() {
         pc: 2,
         pid: 3,
         tgid: 4,
-    }
-    .encoded(e);
+        period: 0,
+        event: 0,
+        user_depth: 0,
+        ext: false,
+    };
+    let mut s = [0u8; SAMPLE_LEN];
+    head.encode(e, &mut s);
     s[7] = 1;
     assert_eq!(
         parse(e, &s),
@@ -289,7 +487,11 @@ fn parse_checks_sizes() {
 #[test]
 fn limits() {
     assert_eq!(MAX_DEPTH, 64);
-    assert_eq!(MAX_RECORD, sample_len(MAX_DEPTH as u8));
+    assert_eq!(
+        MAX_RECORD,
+        sample_ext_len(MAX_DEPTH as u8, MAX_USER_DEPTH as u8)
+    );
+    assert!(MAX_RECORD >= config_len(MAX_EVENTS as u8));
     assert!(MAX_RECORD <= usize::from(u16::MAX));
     assert_eq!(MAX_RECORD % RECORD_ALIGN, 0);
     assert_eq!(

@@ -1,4 +1,5 @@
-//! Decoder (and encoder) for the `/dev/oprofile/buffer` stream, version 1.
+//! Decoder (and encoder) for the `/dev/oprofile/buffer` stream, versions 1
+//! and 2.
 //!
 //! The format is specified in `Documentation/stream-format.md` and defined in
 //! code once, in `src/format.rs`: the module's own definition (types, sizes,
@@ -15,7 +16,7 @@
 //!
 //! let mut enc = Encoder::new(&Header::default());
 //! enc.record(&Record::Sample(Sample { cpu: 1, kernel: true, time: 10, pc: 0xffff_ffff_8100_0000,
-//!                                     pid: 42, tgid: 42, callchain: vec![] }));
+//!                                     pid: 42, tgid: 42, ..Sample::default() }));
 //! let decoded = decode(&enc.finish()).unwrap();
 //! assert_eq!(decoded.records.len(), 1);
 //! assert!(decoded.error.is_none());
@@ -34,8 +35,10 @@ pub use oprofile_format::Endian;
 
 /// `OPRFRS\0\n`
 pub const MAGIC: [u8; 8] = format::MAGIC;
-/// The only stream version this crate understands.
+/// The stream version the module writes (and [`Encoder`] by default).
 pub const VERSION: u16 = format::VERSION;
+/// The oldest stream version this crate reads.
+pub const MIN_VERSION: u16 = format::MIN_VERSION;
 /// Size of the header the module writes: the 48-byte fields, then the event
 /// name, NUL-padded, up to byte 96. A longer header's extra bytes are skipped.
 pub const HEADER_SIZE: usize = format::HEADER_LEN;
@@ -53,9 +56,13 @@ pub const TYPE_SAMPLE: u16 = format::SAMPLE;
 pub const TYPE_COMM: u16 = format::COMM;
 pub const TYPE_LOST: u16 = format::LOST;
 pub const TYPE_TRACING: u16 = format::TRACING;
+pub const TYPE_CONFIG: u16 = format::CONFIG;
+pub const TYPE_SNAPSHOT: u16 = format::SNAPSHOT;
 
-/// Fixed part of a SAMPLE record (the callchain follows).
+/// Fixed part of a version-1 SAMPLE record (the callchain follows).
 pub const SAMPLE_BASE_SIZE: usize = format::SAMPLE_LEN;
+/// Fixed part of a version-2 (extended) SAMPLE record (the callchains follow).
+pub const SAMPLE_EXT_SIZE: usize = format::SAMPLE_EXT_LEN;
 pub const COMM_SIZE: usize = format::COMM_LEN;
 pub const LOST_SIZE: usize = format::LOST_LEN;
 pub const TRACING_SIZE: usize = format::TRACING_LEN;
@@ -66,6 +73,48 @@ pub const SAMPLE_FLAG_KERNEL: u8 = format::SAMPLE_FLAG_KERNEL;
 /// with its `Default`, `read`, `encode` and `event_name_bytes`); [`HeaderExt`]
 /// adds the host's helpers.
 pub use oprofile_format::Header;
+/// The CONFIG record, an event it lists, and the SNAPSHOT record: the format
+/// definition's own types (plain `Copy` data).
+pub use oprofile_format::{Config, EventDesc, Snapshot};
+
+/// An [`EventDesc`]'s helpers for user space.
+pub trait EventDescExt {
+    /// A descriptor; `name` is cut as the module cuts it.
+    fn new(name: &str, perf_type: u32, config: u64, value: u64, flags: u8) -> EventDesc;
+    /// The name up to the first NUL (lossy UTF-8).
+    fn name(&self) -> String;
+    /// Whether `value` is a frequency.
+    fn is_freq(&self) -> bool;
+}
+
+impl EventDescExt for EventDesc {
+    fn new(name: &str, perf_type: u32, config: u64, value: u64, flags: u8) -> EventDesc {
+        EventDesc {
+            perf_type,
+            flags,
+            config,
+            value,
+            name: EventDesc::name_field(name.as_bytes()),
+        }
+    }
+
+    fn name(&self) -> String {
+        String::from_utf8_lossy(self.name_bytes()).into_owned()
+    }
+
+    fn is_freq(&self) -> bool {
+        self.flags & format::EVENT_FLAG_FREQ != 0
+    }
+}
+
+/// A [`Config`] of `events` (at most [`format::MAX_EVENTS`]; more are cut).
+pub fn config_with_events(base: Config, events: &[EventDesc]) -> Config {
+    let mut c = base;
+    let n = events.len().min(format::MAX_EVENTS);
+    c.events[..n].copy_from_slice(&events[..n]);
+    c.nr_events = n as u8;
+    c
+}
 
 /// A [`Header`]'s helpers for user space.
 pub trait HeaderExt {
@@ -121,7 +170,7 @@ pub fn parse_header(data: &[u8]) -> Result<Header, DecodeError> {
 }
 
 /// SAMPLE record.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Sample {
     pub cpu: u16,
     /// flags bit 0: taken in kernel mode.
@@ -134,6 +183,16 @@ pub struct Sample {
     pub tgid: u32,
     /// Kernel callchain, innermost caller first; `pc` is not repeated.
     pub callchain: Vec<u64>,
+    /// User callchain, innermost first (version 2): the callers of `pc` for
+    /// a user-mode sample; for a kernel-mode sample of a user task, the user
+    /// address where it entered the kernel, then its callers.
+    pub user_callchain: Vec<u64>,
+    /// Events this sample stands for (version 2; 0: not known, take the
+    /// period of the event's CONFIG entry or of the header).
+    pub period: u64,
+    /// Index of the sampled event in the latest CONFIG record (0 in
+    /// version 1).
+    pub event: u16,
 }
 
 /// COMM record: a task's name.
@@ -189,6 +248,8 @@ pub enum Record {
     Comm(Comm),
     Lost(Lost),
     Tracing(Tracing),
+    Config(Config),
+    Snapshot(Snapshot),
 }
 
 impl Record {
@@ -198,6 +259,8 @@ impl Record {
             Record::Comm(c) => c.cpu,
             Record::Lost(l) => l.cpu,
             Record::Tracing(t) => t.cpu,
+            Record::Config(_) => 0,
+            Record::Snapshot(s) => s.cpu,
         }
     }
     pub fn time(&self) -> u64 {
@@ -206,15 +269,39 @@ impl Record {
             Record::Comm(c) => c.time,
             Record::Lost(l) => l.time,
             Record::Tracing(t) => t.time,
+            Record::Config(c) => c.time,
+            Record::Snapshot(s) => s.time,
         }
     }
-    /// Encoded size in bytes.
-    pub fn encoded_size(&self) -> usize {
+
+    /// The record type.
+    pub fn rtype(&self) -> u16 {
         match self {
-            Record::Sample(s) => format::SAMPLE_LEN + 8 * s.callchain.len(),
+            Record::Sample(_) => TYPE_SAMPLE,
+            Record::Comm(_) => TYPE_COMM,
+            Record::Lost(_) => TYPE_LOST,
+            Record::Tracing(_) => TYPE_TRACING,
+            Record::Config(_) => TYPE_CONFIG,
+            Record::Snapshot(_) => TYPE_SNAPSHOT,
+        }
+    }
+    /// Encoded size in bytes (version 2).
+    pub fn encoded_size(&self) -> usize {
+        self.encoded_size_in(VERSION)
+    }
+
+    /// Encoded size in bytes in a stream of version `version`.
+    pub fn encoded_size_in(&self, version: u16) -> usize {
+        match self {
+            Record::Sample(s) if version < 2 => format::SAMPLE_LEN + 8 * s.callchain.len(),
+            Record::Sample(s) => {
+                format::SAMPLE_EXT_LEN + 8 * (s.callchain.len() + s.user_callchain.len())
+            }
             Record::Comm(_) => COMM_SIZE,
             Record::Lost(_) => LOST_SIZE,
             Record::Tracing(_) => TRACING_SIZE,
+            Record::Config(c) => c.encoded_len(),
+            Record::Snapshot(_) => format::SNAPSHOT_LEN,
         }
     }
 }
@@ -288,7 +375,7 @@ impl fmt::Display for DecodeError {
                 write!(f, "truncated stream header: only {len} bytes (header is {HEADER_SIZE} bytes)")
             }
             ErrorKind::UnsupportedVersion(v) => {
-                write!(f, "unsupported stream version {v} at offset {o} (this tool reads version {VERSION})")
+                write!(f, "unsupported stream version {v} at offset {o} (this tool reads versions {MIN_VERSION} to {VERSION})")
             }
             ErrorKind::BadHeaderSize(s) => write!(f, "corrupt header: header_size {s} < {MIN_HEADER_SIZE} at offset {o}"),
             ErrorKind::UnsupportedWordSize(w) => {
@@ -389,6 +476,9 @@ pub fn decode_record(buf: &[u8], endian: Endian, offset: u64) -> Result<Decoded1
             pid: s.pid,
             tgid: s.tgid,
             callchain: p.callchain().collect(),
+            user_callchain: p.user_callchain().collect(),
+            period: s.period,
+            event: s.event,
         }),
         Some(format::Fields::Comm(c)) => Record::Comm(Comm {
             cpu: c.cpu,
@@ -407,6 +497,8 @@ pub fn decode_record(buf: &[u8], endian: Endian, offset: u64) -> Result<Decoded1
             on: t.on,
             time: t.time,
         }),
+        Some(format::Fields::Config(c)) => Record::Config(c),
+        Some(format::Fields::Snapshot(s)) => Record::Snapshot(s),
     };
     if p.oversized() {
         Ok(Decoded1::Oversized(record, p.size()))
@@ -486,12 +578,7 @@ impl Iterator for Decoder<'_> {
                     return Some(Ok(r));
                 }
                 Ok(Decoded1::Oversized(r, size)) => {
-                    let t = match &r {
-                        Record::Sample(_) => TYPE_SAMPLE,
-                        Record::Comm(_) => TYPE_COMM,
-                        Record::Lost(_) => TYPE_LOST,
-                        Record::Tracing(_) => TYPE_TRACING,
-                    };
+                    let t = r.rtype();
                     if self.warned_oversized.insert(t) {
                         self.warnings.push(Warning::OversizedRecord {
                             rtype: t,
@@ -556,14 +643,17 @@ pub fn decode(data: &[u8]) -> Result<Decoded, DecodeError> {
 /// Builds streams (for tests, fixtures and tools).
 pub struct Encoder {
     endian: Endian,
+    version: u16,
     buf: Vec<u8>,
 }
 
 impl Encoder {
-    /// Starts a stream with `header`.
+    /// Starts a stream with `header`; records are encoded as its version
+    /// defines them (a version-1 header gets version-1 SAMPLEs).
     pub fn new(header: &Header) -> Encoder {
         Encoder {
             endian: header.endian,
+            version: header.version,
             buf: header.to_bytes(),
         }
     }
@@ -571,9 +661,10 @@ impl Encoder {
     /// Appends one record.
     ///
     /// # Panics
-    /// If a SAMPLE has more than 255 callchain entries (not representable).
+    /// If a SAMPLE has more than 255 entries in a callchain (not
+    /// representable), or a user callchain in a version-1 stream.
     pub fn record(&mut self, r: &Record) -> &mut Self {
-        let out = encode_record(r, self.endian);
+        let out = encode_record_version(r, self.endian, self.version);
         self.buf.extend_from_slice(&out);
         self
     }
@@ -624,14 +715,31 @@ impl Encoder {
     }
 }
 
-/// Encodes one record, with the module's encoders (`src/format.rs`).
+/// Encodes one record as version 2, with the module's encoders
+/// (`src/format.rs`).
 ///
 /// # Panics
-/// If a SAMPLE has more than 255 callchain entries.
+/// If a SAMPLE has more than 255 entries in a callchain.
 pub fn encode_record(r: &Record, e: Endian) -> Vec<u8> {
+    encode_record_version(r, e, VERSION)
+}
+
+/// Encodes one record as stream version `version` defines it (1: a SAMPLE
+/// without period, event and user chain).
+///
+/// # Panics
+/// If a SAMPLE has more than 255 entries in a callchain, or a user
+/// callchain, a period or an event in version 1.
+pub fn encode_record_version(r: &Record, e: Endian, version: u16) -> Vec<u8> {
     match r {
         Record::Sample(s) => {
             assert!(s.callchain.len() <= 255, "callchain depth > 255");
+            assert!(s.user_callchain.len() <= 255, "user callchain depth > 255");
+            let ext = version >= 2;
+            assert!(
+                ext || (s.user_callchain.is_empty() && s.period == 0 && s.event == 0),
+                "version 1 SAMPLEs have no user chain, period or event"
+            );
             let head = format::SampleHead {
                 cpu: s.cpu,
                 kernel: s.kernel,
@@ -640,12 +748,28 @@ pub fn encode_record(r: &Record, e: Endian) -> Vec<u8> {
                 pc: s.pc,
                 pid: s.pid,
                 tgid: s.tgid,
+                period: s.period,
+                event: s.event,
+                user_depth: s.user_callchain.len() as u8,
+                ext,
             };
             let mut out = vec![0u8; head.size()];
-            out[..format::SAMPLE_LEN].copy_from_slice(&head.encoded(e));
-            format::encode_callchain(e, &s.callchain, &mut out);
+            head.encode(e, &mut out);
+            format::encode_callchains(
+                e,
+                head.fixed_len(),
+                &s.callchain,
+                &s.user_callchain,
+                &mut out,
+            );
             out
         }
+        Record::Config(c) => {
+            let mut out = vec![0u8; c.encoded_len()];
+            c.encode(e, &mut out);
+            out
+        }
+        Record::Snapshot(s) => s.encoded(e).to_vec(),
         Record::Comm(c) => format::Comm {
             cpu: c.cpu,
             time: c.time,

@@ -27,6 +27,7 @@ fn all_records() -> Vec<Record> {
             pid: 42,
             tgid: 40,
             callchain: vec![],
+            ..Default::default()
         }),
         Record::Sample(Sample {
             cpu: 1,
@@ -40,6 +41,7 @@ fn all_records() -> Vec<Record> {
                 0xffff_ffff_8100_3000,
                 0xffff_ffff_8100_4000,
             ],
+            ..Default::default()
         }),
         Record::Lost(Lost {
             cpu: 3,
@@ -81,7 +83,11 @@ fn round_trip_every_record_type_both_endians() {
 
 #[test]
 fn exact_byte_layout_little_endian() {
-    let mut e = Encoder::new(&header());
+    // Version 1, as early recordings hold it (version 2 below).
+    let mut e = Encoder::new(&Header {
+        version: 1,
+        ..header()
+    });
     e.record(&Record::Sample(Sample {
         cpu: 2,
         kernel: true,
@@ -90,6 +96,7 @@ fn exact_byte_layout_little_endian() {
         pid: 7,
         tgid: 6,
         callchain: vec![0xabc],
+        ..Default::default()
     }));
     let b = e.finish();
     assert_eq!(&b[0..8], b"OPRFRS\0\n");
@@ -102,6 +109,106 @@ fn exact_byte_layout_little_endian() {
     assert_eq!(u32::from_le_bytes(r[24..28].try_into().unwrap()), 7);
     assert_eq!(u32::from_le_bytes(r[28..32].try_into().unwrap()), 6);
     assert_eq!(u64::from_le_bytes(r[32..40].try_into().unwrap()), 0xabc);
+    let d = decode(&b).unwrap();
+    assert_eq!(d.header.version, 1);
+    match &d.records[..] {
+        [Record::Sample(s)] => {
+            assert_eq!(s.callchain, [0xabc]);
+            assert!(s.user_callchain.is_empty());
+            assert_eq!((s.period, s.event), (0, 0));
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn exact_byte_layout_version_2() {
+    let mut e = Encoder::new(&header());
+    e.record(&Record::Sample(Sample {
+        cpu: 2,
+        kernel: true,
+        time: 5,
+        pc: 0x1122,
+        pid: 7,
+        tgid: 6,
+        callchain: vec![0xabc],
+        user_callchain: vec![0x40_1000, 0x40_2000],
+        period: 250_000,
+        event: 1,
+    }));
+    let b = e.finish();
+    assert_eq!(&b[8..14], &[2, 0, HEADER_SIZE as u8, 0, 8, 1]);
+    let r = &b[HEADER_SIZE..];
+    assert_eq!(r.len(), 72);
+    // Flags: kernel | extended; byte 7: kernel depth.
+    assert_eq!(&r[0..8], &[1, 0, 72, 0, 2, 0, 3, 1]);
+    assert_eq!(u64::from_le_bytes(r[32..40].try_into().unwrap()), 250_000);
+    assert_eq!(&r[40..48], &[1, 0, 2, 0, 0, 0, 0, 0]);
+    assert_eq!(u64::from_le_bytes(r[48..56].try_into().unwrap()), 0xabc);
+    assert_eq!(u64::from_le_bytes(r[56..64].try_into().unwrap()), 0x40_1000);
+    assert_eq!(u64::from_le_bytes(r[64..72].try_into().unwrap()), 0x40_2000);
+    let d = decode(&b).unwrap();
+    match &d.records[..] {
+        [Record::Sample(s)] => {
+            assert_eq!(s.user_callchain, [0x40_1000, 0x40_2000]);
+            assert_eq!((s.period, s.event), (250_000, 1));
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn config_and_snapshot_records_round_trip() {
+    let cfg = config_with_events(
+        Config {
+            time: 3,
+            generation: 2,
+            backtrace_depth: 8,
+            user_backtrace_depth: 16,
+            cpu_buffer_size: 65536,
+            buffer_size: 1 << 20,
+            buffer_watershed: 1 << 18,
+            ..Config::default()
+        },
+        &[
+            EventDesc::new("cpu-clock", 1, 0, 1_000_000, 0),
+            EventDesc::new("page-faults", 1, 2, 10, 0),
+        ],
+    );
+    let snap = Snapshot {
+        cpu: 1,
+        time: 9,
+        end: false,
+        seq: 1,
+        overwritten: 12,
+        records: 4,
+    };
+    let mut e = Encoder::new(&header());
+    e.record(&Record::Config(cfg))
+        .record(&Record::Snapshot(snap));
+    let d = decode(&e.finish()).unwrap();
+    assert!(d.error.is_none() && d.warnings.is_empty());
+    assert_eq!(d.records, [Record::Config(cfg), Record::Snapshot(snap)]);
+    match &d.records[0] {
+        Record::Config(c) => {
+            let names: Vec<String> = c.events().iter().map(|e| e.name()).collect();
+            assert_eq!(names, ["cpu-clock", "page-faults"]);
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+#[should_panic(expected = "version 1 SAMPLEs have no user chain")]
+fn a_version_1_encoder_refuses_a_user_chain() {
+    let mut e = Encoder::new(&Header {
+        version: 1,
+        ..header()
+    });
+    e.record(&Record::Sample(Sample {
+        user_callchain: vec![1],
+        ..Default::default()
+    }));
 }
 
 #[test]
@@ -152,12 +259,12 @@ fn wrong_magic() {
 #[test]
 fn unknown_version() {
     let mut data = stream(Endian::Little);
-    data[8] = 2;
+    data[8] = 3;
     let e = decode(&data).unwrap_err();
-    assert_eq!(e.kind, ErrorKind::UnsupportedVersion(2));
+    assert_eq!(e.kind, ErrorKind::UnsupportedVersion(3));
     assert_eq!(
         e.to_string(),
-        "unsupported stream version 2 at offset 8 (this tool reads version 1)"
+        "unsupported stream version 3 at offset 8 (this tool reads versions 1 to 2)"
     );
 }
 

@@ -22,7 +22,8 @@ fn arb_record() -> impl Strategy<Value = Record> {
                     pc,
                     pid,
                     tgid,
-                    callchain
+                    callchain,
+                    ..Default::default()
                 })
             ),
         (

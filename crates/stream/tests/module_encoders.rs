@@ -9,30 +9,82 @@ use proptest::prelude::*;
 /// One record as the module writes it.
 #[derive(Debug, Clone)]
 enum Written {
-    Sample(format::SampleHead, Vec<u64>),
+    Sample(format::SampleHead, Vec<u64>, Vec<u64>),
     Comm(format::Comm),
     Lost(format::Lost),
     Tracing(format::Tracing),
+    Config(format::Config),
+    Snapshot(format::Snapshot),
+}
+
+fn arb_event() -> impl Strategy<Value = format::EventDesc> {
+    (any::<(u32, u8, u64, u64)>(), "[a-z-]{0,30}").prop_map(|((t, flags, config, value), name)| {
+        format::EventDesc {
+            perf_type: t,
+            flags,
+            config,
+            value,
+            name: format::EventDesc::name_field(name.as_bytes()),
+        }
+    })
 }
 
 fn arb_written() -> impl Strategy<Value = Written> {
     prop_oneof![
         (
             any::<(u16, bool, u64, u64, u32, u32)>(),
-            prop::collection::vec(any::<u64>(), 0..=format::MAX_DEPTH)
+            any::<(u64, u16)>(),
+            prop::collection::vec(any::<u64>(), 0..=format::MAX_DEPTH),
+            prop::collection::vec(any::<u64>(), 0..=format::MAX_USER_DEPTH)
         )
-            .prop_map(|((cpu, kernel, time, pc, pid, tgid), chain)| {
-                let head = format::SampleHead {
-                    cpu,
-                    kernel,
-                    depth: chain.len() as u8,
+            .prop_map(
+                |((cpu, kernel, time, pc, pid, tgid), (period, event), chain, user)| {
+                    let head = format::SampleHead {
+                        cpu,
+                        kernel,
+                        depth: chain.len() as u8,
+                        time,
+                        pc,
+                        pid,
+                        tgid,
+                        period,
+                        event,
+                        user_depth: user.len() as u8,
+                        ext: true,
+                    };
+                    Written::Sample(head, chain, user)
+                }
+            ),
+        (
+            any::<(u64, u32, u8, u8, u8, u64, u64, u64)>(),
+            prop::collection::vec(arb_event(), 0..=format::MAX_EVENTS)
+        )
+            .prop_map(|((time, generation, mode, kd, ud, cbs, bs, wm), events)| {
+                let mut c = format::Config {
                     time,
-                    pc,
-                    pid,
-                    tgid,
+                    generation,
+                    mode,
+                    backtrace_depth: kd,
+                    user_backtrace_depth: ud,
+                    cpu_buffer_size: cbs,
+                    buffer_size: bs,
+                    buffer_watershed: wm,
+                    nr_events: events.len() as u8,
+                    ..format::Config::default()
                 };
-                Written::Sample(head, chain)
+                c.events[..events.len()].copy_from_slice(&events);
+                Written::Config(c)
             }),
+        any::<(u16, u64, bool, u32, u64, u64)>().prop_map(
+            |(cpu, time, end, seq, overwritten, records)| Written::Snapshot(format::Snapshot {
+                cpu,
+                time,
+                end,
+                seq,
+                overwritten,
+                records
+            })
+        ),
         (any::<(u16, u64, u32, u32)>(), any::<[u8; 16]>()).prop_map(
             |((cpu, time, pid, tgid), comm)| Written::Comm(format::Comm {
                 cpu,
@@ -86,15 +138,21 @@ fn module_stream(name: &str, recs: &[Written]) -> Vec<u8> {
     let mut out = header.to_vec();
     for r in recs {
         match r {
-            Written::Sample(head, chain) => {
+            Written::Sample(head, chain, user) => {
                 out.extend_from_slice(&head.encoded(e));
-                for w in chain {
+                for w in chain.iter().chain(user) {
                     out.extend_from_slice(&e.u64_bytes(*w));
                 }
             }
             Written::Comm(c) => out.extend_from_slice(&c.encoded(e)),
             Written::Lost(l) => out.extend_from_slice(&l.encoded(e)),
             Written::Tracing(t) => out.extend_from_slice(&t.encoded(e)),
+            Written::Config(c) => {
+                let mut b = vec![0u8; c.encoded_len()];
+                assert_eq!(c.encode(e, &mut b), Some(b.len()));
+                out.extend_from_slice(&b);
+            }
+            Written::Snapshot(s) => out.extend_from_slice(&s.encoded(e)),
         }
     }
     out
@@ -103,7 +161,7 @@ fn module_stream(name: &str, recs: &[Written]) -> Vec<u8> {
 /// What the decoder must return for `r`.
 fn expected(r: &Written) -> Record {
     match r {
-        Written::Sample(h, chain) => Record::Sample(Sample {
+        Written::Sample(h, chain, user) => Record::Sample(Sample {
             cpu: h.cpu,
             kernel: h.kernel,
             time: h.time,
@@ -111,7 +169,12 @@ fn expected(r: &Written) -> Record {
             pid: h.pid,
             tgid: h.tgid,
             callchain: chain.clone(),
+            user_callchain: user.clone(),
+            period: h.period,
+            event: h.event,
         }),
+        Written::Config(c) => Record::Config(*c),
+        Written::Snapshot(s) => Record::Snapshot(*s),
         Written::Comm(c) => Record::Comm(Comm {
             cpu: c.cpu,
             time: c.time,
@@ -162,7 +225,7 @@ proptest! {
 
     #[test]
     fn format_parse_holds_its_promises_on_any_bytes(
-        data in prop::collection::vec(any::<u8>(), 0..80),
+        data in prop::collection::vec(any::<u8>(), 0..200),
         big in any::<bool>(),
     ) {
         let e = if big { Endian::Big } else { Endian::Little };
@@ -175,13 +238,19 @@ proptest! {
                 prop_assert!(p.needed <= size);
                 prop_assert_eq!(p.oversized(), p.needed < size);
                 let chain: Vec<u64> = p.callchain().collect();
+                let user: Vec<u64> = p.user_callchain().collect();
                 match p.fields {
                     Some(format::Fields::Sample(h)) => {
                         prop_assert_eq!(chain.len(), usize::from(h.depth));
+                        prop_assert_eq!(user.len(), usize::from(h.user_depth));
                         prop_assert_eq!(p.needed, h.size());
                     }
-                    Some(_) => prop_assert!(chain.is_empty()),
-                    None => prop_assert!(!(1..=4).contains(&p.kind)),
+                    Some(format::Fields::Config(c)) => {
+                        prop_assert!(usize::from(c.nr_events) <= format::MAX_EVENTS);
+                        prop_assert!(chain.is_empty() && user.is_empty());
+                    }
+                    Some(_) => prop_assert!(chain.is_empty() && user.is_empty()),
+                    None => prop_assert!(!(1..=6).contains(&p.kind)),
                 }
             }
             Err(format::RecordError::Truncated) => {
@@ -208,13 +277,25 @@ fn a_full_depth_sample_is_the_largest_record() {
         pc: 2,
         pid: 3,
         tgid: 4,
+        period: 5,
+        event: 1,
+        user_depth: format::MAX_USER_DEPTH as u8,
+        ext: true,
     };
     let chain: Vec<u64> = (0..format::MAX_DEPTH as u64).collect();
-    let data = module_stream("cycles", &[Written::Sample(head, chain.clone())]);
+    let user: Vec<u64> = (100..100 + format::MAX_USER_DEPTH as u64).collect();
+    let data = module_stream(
+        "cycles",
+        &[Written::Sample(head, chain.clone(), user.clone())],
+    );
     assert_eq!(data.len(), HEADER_SIZE + format::MAX_RECORD);
     let d = decode(&data).unwrap();
     match &d.records[..] {
-        [Record::Sample(s)] => assert_eq!(s.callchain, chain),
+        [Record::Sample(s)] => {
+            assert_eq!(s.callchain, chain);
+            assert_eq!(s.user_callchain, user);
+            assert_eq!((s.period, s.event), (5, 1));
+        }
         other => panic!("{other:?}"),
     }
 }

@@ -160,6 +160,7 @@ fn main() {
             pid: t,
             tgid: t,
             callchain: vec![],
+            ..Default::default()
         }));
     }
     let data = e.finish();

@@ -426,6 +426,9 @@ impl Profile {
                         segment,
                     });
                 }
+                // The events and settings (version 2) and flight-recorder
+                // frames: not used by the analysis yet.
+                Record::Config(_) | Record::Snapshot(_) => {}
                 Record::Tracing(t) => {
                     segment += 1;
                     events.push(Event::Tracing {
@@ -522,6 +525,7 @@ mod tests {
             pid: 1,
             tgid: 1,
             callchain: vec![],
+            ..Default::default()
         })
     }
 

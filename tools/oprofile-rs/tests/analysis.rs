@@ -226,6 +226,7 @@ fn diff_gives_per_symbol_deltas() {
             pid: PID,
             tgid: PID,
             callchain: vec![],
+            ..Default::default()
         }));
     }
     let newdir = d.path().join("new");
@@ -438,6 +439,7 @@ fn annotate_counts_samples_per_instruction() {
                 pid: PID,
                 tgid: PID,
                 callchain: vec![],
+                ..Default::default()
             }));
         }
     };
@@ -452,6 +454,7 @@ fn annotate_counts_samples_per_instruction() {
         pid: PID,
         tgid: PID,
         callchain: vec![],
+        ..Default::default()
     }));
     let dir = tempfile::tempdir().unwrap();
     let file = write_recording(dir.path(), &e.finish(), &fake_maps(v, &v.path));

@@ -362,7 +362,10 @@ fn truncated_stream_warns_and_continues() {
     let (ok, out, err) = run(&["report", "-i", file.to_str().unwrap()]);
     assert!(ok, "{err}");
     assert!(
-        err.contains(&format!("truncated at offset {}", full - 32)),
+        err.contains(&format!(
+            "truncated at offset {}",
+            full - oprofile_stream::SAMPLE_EXT_SIZE
+        )),
         "{err}"
     );
     assert!(out.contains("# samples: 19,"));

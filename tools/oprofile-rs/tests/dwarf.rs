@@ -164,6 +164,7 @@ fn separate_debug_file_by_build_id() {
         pid: PID,
         tgid: PID,
         callchain: vec![],
+        ..Default::default()
     }));
     let file = write_recording(dir.path(), &e.finish(), &maps);
     let out = assert_cmd::Command::cargo_bin("oprofile-rs")

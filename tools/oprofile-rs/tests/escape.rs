@@ -42,6 +42,7 @@ fn hostile_recording(dir: &std::path::Path) -> std::path::PathBuf {
             } else {
                 vec![]
             },
+            ..Default::default()
         }));
     }
     write_recording(dir, &e.finish(), &fake_maps(v, &v.path))

@@ -99,6 +99,7 @@ fn pprof_has_mappings_lines_inlines_and_nanoseconds() {
             pid: PID,
             tgid: PID,
             callchain: vec![],
+            ..Default::default()
         }));
     }
     let file = write_recording(dir.path(), &e.finish(), &maps);

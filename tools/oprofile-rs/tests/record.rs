@@ -23,6 +23,7 @@ fn stream_for(pids: &[u32]) -> Vec<u8> {
                 pid: p,
                 tgid: p,
                 callchain: vec![],
+                ..Default::default()
             }));
         }
     }
@@ -85,6 +86,7 @@ fn sample(pid: u32, kernel: bool, time: u64) -> Record {
         } else {
             vec![]
         },
+        ..Default::default()
     })
 }
 
@@ -388,6 +390,7 @@ fn record_captures_jit_perf_maps_and_other_mount_namespaces() {
         pid: 4242,
         tgid: 4242,
         callchain: vec![],
+        ..Default::default()
     }));
     std::fs::write(&dev, e.finish()).unwrap();
     let dbg = dir.path().join("debugfs");

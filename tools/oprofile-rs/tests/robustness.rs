@@ -34,7 +34,8 @@ fn rec() -> impl Strategy<Value = Record> {
                     pc,
                     pid,
                     tgid,
-                    callchain
+                    callchain,
+                    ..Default::default()
                 })
             ),
         (0u16..4, any::<u64>(), 0u32..4, 0u32..4, "[ -~]{0,16}")

@@ -140,6 +140,7 @@ pub fn synthetic_stream(v: &Victim) -> Vec<u8> {
                 pid: PID,
                 tgid: PID,
                 callchain: chain,
+                ..Default::default()
             }));
         };
     for i in 0..10 {
