@@ -47,42 +47,6 @@ use crate::{
     snapshot_plan::{self, CpuPlan, Staged},
 };
 
-/// A SNAPSHOT record (stream format version 2, type 6).
-pub(crate) const SNAPSHOT: u16 = 6;
-/// Its size.
-pub(crate) const SNAPSHOT_LEN: usize = 40;
-
-/// A SNAPSHOT record's fields (`Documentation/stream-format.md`).
-pub(crate) struct SnapshotRecord {
-    pub(crate) cpu: u16,
-    pub(crate) time: u64,
-    pub(crate) end: bool,
-    pub(crate) seq: u32,
-    pub(crate) overwritten: u64,
-    pub(crate) records: u64,
-}
-
-impl SnapshotRecord {
-    /// The record's bytes.
-    pub(crate) fn encoded(&self, e: Endian) -> [u8; SNAPSHOT_LEN] {
-        let mut b = [0u8; SNAPSHOT_LEN];
-        let mut put = |at: usize, bytes: &[u8]| {
-            if let Some(dst) = b.get_mut(at..at + bytes.len()) {
-                dst.copy_from_slice(bytes);
-            }
-        };
-        put(0, &e.u16_bytes(SNAPSHOT));
-        put(2, &e.u16_bytes(SNAPSHOT_LEN as u16));
-        put(4, &e.u16_bytes(self.cpu));
-        put(6, &[u8::from(self.end), 0]);
-        put(8, &e.u64_bytes(self.time));
-        put(16, &e.u32_bytes(self.seq));
-        put(24, &e.u64_bytes(self.overwritten));
-        put(32, &e.u64_bytes(self.records));
-        b
-    }
-}
-
 /// Where a staged record lies.
 #[derive(Clone, Copy)]
 struct Entry {
@@ -222,15 +186,18 @@ impl SnapshotState {
         let mut lost_reported = KVVec::with_capacity(nr_cpus, GFP_KERNEL)?;
         // A record takes at least 40 bytes of a ring buffer (a header word
         // and a COMM or SAMPLE): the most records one can hold.
-        let max_records = if cpu_buffer_size == 0 {
-            0
+        let (max_records, staging_bytes) = if cpu_buffer_size == 0 {
+            (0, 0)
         } else {
-            cpu_buffer_size / 40 + 1
+            (cpu_buffer_size / 40 + 1, cpu_buffer_size + format::MAX_RECORD)
         };
         for _ in 0..nr_cpus {
             staged.push(
                 StagedCpu {
-                    bytes: KVVec::with_capacity(cpu_buffer_size, GFP_KERNEL)?,
+                    // The ring's records as stream records take fewer bytes
+                    // than the ring; the drain wants room for the largest
+                    // record before each copy.
+                    bytes: KVVec::with_capacity(staging_bytes, GFP_KERNEL)?,
                     index: KVVec::with_capacity(max_records, GFP_KERNEL)?,
                 },
                 GFP_KERNEL,
@@ -260,7 +227,7 @@ impl SnapshotState {
 /// Bytes of the event buffer a snapshot needs besides its records and the
 /// sync's reserve: a LOST and a SNAPSHOT BEGIN per CPU, and the END.
 pub(crate) fn framing_bytes(nr_cpus: usize) -> usize {
-    nr_cpus * (format::LOST_LEN + SNAPSHOT_LEN) + SNAPSHOT_LEN
+    nr_cpus * (format::LOST_LEN + format::SNAPSHOT_LEN) + format::SNAPSHOT_LEN
 }
 
 impl crate::sync::Buffers {
@@ -324,7 +291,7 @@ impl crate::sync::Buffers {
         let budget = eb
             .free()
             .saturating_sub(self.reserve_bytes())
-            .saturating_sub(nr_lost * format::LOST_LEN + (nr_begin + 1) * SNAPSHOT_LEN);
+            .saturating_sub(nr_lost * format::LOST_LEN + (nr_begin + 1) * format::SNAPSHOT_LEN);
         snapshot_plan::plan(&st.staged, budget, &mut st.plans);
 
         let e = Endian::native();
@@ -370,7 +337,7 @@ impl crate::sync::Buffers {
             total_records += records;
             total_overwritten += overwritten;
             total_dropped += p.dropped() as u64;
-            let begin = SnapshotRecord {
+            let begin = format::Snapshot {
                 cpu: c as u16,
                 time,
                 end: false,
@@ -385,7 +352,7 @@ impl crate::sync::Buffers {
                 push(&mut eb, s.record(i));
             }
         }
-        let end = SnapshotRecord {
+        let end = format::Snapshot {
             cpu: 0,
             time,
             end: true,
