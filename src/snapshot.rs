@@ -268,12 +268,14 @@ impl crate::sync::Buffers {
             }
         }
 
-        // The cut.
-        let cut = now();
+        // The cut: its time is when recording has stopped (a handler that
+        // read its clock before may still have committed its record).
+        let start = now();
         if recording {
             PAUSE_GEN.fetch_add(1, Full);
             pause_recording(running);
         }
+        let cut = now();
         for (cpu, staged) in self.cpus.iter().zip(st.staged.iter_mut()) {
             staged.drain(cpu);
             cpu.forget_comm();
@@ -282,10 +284,18 @@ impl crate::sync::Buffers {
             running.set(true);
             PAUSE_GEN.fetch_add(1, Full);
         }
-        let pause = now().saturating_sub(cut);
+        let pause = now().saturating_sub(start);
 
-        // What each CPU lost and had overwritten since the previous one.
-        let time = cut;
+        // What each CPU lost and had overwritten since the previous one. The
+        // snapshot's time is not before any of its records' (another CPU's
+        // clock may be ahead of this one).
+        let newest = st
+            .staged
+            .iter()
+            .flat_map(|s| s.index.iter().map(|e| e.time))
+            .max()
+            .unwrap_or(0);
+        let time = cut.max(newest);
         let mut eb = self.events.lock();
         let (mut nr_lost, mut nr_begin) = (0, 0);
         for (c, cpu) in self.cpus.iter().enumerate() {

@@ -146,6 +146,10 @@ struct Common {
     /// `script` prints them), e.g. `@1234.5,@1236`.
     #[arg(long, value_name = "START,END", allow_hyphen_values = true)]
     time: Option<TimeSpan>,
+    /// Only samples of the flight-recorder snapshot N (`record --snapshot`;
+    /// `script --events` lists the snapshots: `SNAPSHOT N end`).
+    #[arg(long, value_name = "N")]
+    snapshot: Option<u32>,
     /// Every process of the recording: do not limit the analysis to the
     /// command (`record -- CMD`) or the processes (`record -p`) it was
     /// recorded for, and their descendants.
@@ -176,7 +180,21 @@ impl Common {
             comms: self.comm.clone(),
             cpus: self.cpu.clone(),
             time: self.time,
+            snapshot: self.snapshot,
         });
+        if let Some(n) = self.snapshot {
+            let seqs: Vec<u32> = p.snapshots().iter().map(|s| s.0).collect();
+            if !seqs.contains(&n) {
+                match (seqs.first(), seqs.last()) {
+                    (Some(a), Some(b)) => {
+                        anyhow::bail!("--snapshot {n}: the recording has snapshots {a} to {b}")
+                    }
+                    _ => anyhow::bail!(
+                        "--snapshot {n}: the recording has no snapshot (record --snapshot makes them)"
+                    ),
+                }
+            }
+        }
         if !self.quiet {
             for w in &p.warnings {
                 eprintln!("oprofile-rs: warning: {}", esc(w));
@@ -315,7 +333,7 @@ struct ScriptArgs {
     /// Print each sample's callchain below it.
     #[arg(short = 'g', long)]
     callchain: bool,
-    /// Also print LOST and TRACING events.
+    /// Also print LOST, TRACING and SNAPSHOT events.
     #[arg(long)]
     events: bool,
     /// Output format: `oprofile` (default) or `perf` (the text of
