@@ -144,6 +144,39 @@ for cpu in $(stat_cpus /tmp/stats2.txt); do
 done
 echo 1 >$DBG/tracing_on
 
+# The tool: record --snapshot refuses consume mode; in overwrite mode it
+# writes one snapshot per SIGUSR2 and one at the end, as sections of one file
+# that script --events and --snapshot N read.
+check "rmmod" rmmod oprofile_rs
+check "insmod (consume mode)" insmod /oprofile_rs.ko
+out=$(oprofile-rs record --snapshot -q -o /tmp/r.data -d 1 2>&1); rc=$?
+echo "$out"
+check "record --snapshot refuses consume mode" sh -c "[ $rc -ne 0 ] && echo '$out' | grep -q 'needs the module in overwrite mode'"
+check "rmmod" rmmod oprofile_rs
+check "insmod overwrite, 16 KiB CPU buffers, 4 kHz" \
+    insmod /oprofile_rs.ko mode=overwrite cpu_buffer_size=16384 sample_period=250000
+/tmp/workload 5 & wl=$!
+oprofile-rs record --snapshot -q -o /tmp/r.data 2>/tmp/rec.err &
+rp=$!
+sleep 1.5; kill -USR2 $rp; sleep 1; kill -USR2 $rp; sleep 1; kill -INT $rp; wait $rp
+cat /tmp/rec.err
+check "record --snapshot: two on SIGUSR2, one at the end" grep -q ", 3 snapshots" /tmp/rec.err
+/tmp/snapcheck /tmp/r.data >/tmp/r.check; rc=$?
+grep -v '^snap ' /tmp/r.check; grep FAIL /tmp/r.check | head
+expect_eq "snapcheck of the recorded file" "$rc" 0
+oprofile-rs script -i /tmp/r.data --events >/tmp/r.txt 2>/dev/null
+grep SNAPSHOT /tmp/r.txt | head -20
+expect_eq "script --events shows 3 snapshot ends" "$(grep -c 'SNAPSHOT [0-9]* end' /tmp/r.txt)" 3
+for n in 1 2 3; do
+    want=$(awk -v n=$n '$1 == "snap" && $2 == n { s += $10 } END { print s + 0 }' /tmp/r.check)
+    got=$(oprofile-rs script -i /tmp/r.data --snapshot $n 2>/dev/null | wc -l)
+    expect_eq "script --snapshot $n: that snapshot's samples" "$got" "$want"
+done
+check "report --snapshot 2" sh -c "oprofile-rs report -i /tmp/r.data --snapshot 2 -n 3 | grep -q hot_"
+out=$(oprofile-rs report -i /tmp/r.data --snapshot 9 2>&1) && fail "report --snapshot 9 succeeded"
+expect_eq "report --snapshot 9: an error naming the snapshots" "$(echo "$out" | grep -c 'snapshots 1 to 3')" 1
+wait $wl
+
 # rmmod while snapshotting: refused while the file is open, then fine.
 ( i=0; while [ $i -lt 40 ]; do echo 1 >$SNAP 2>/dev/null; i=$((i + 1)); done ) &
 sn=$!

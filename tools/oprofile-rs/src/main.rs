@@ -93,6 +93,22 @@ struct RecordArgs {
         conflicts_with = "command"
     )]
     pid: Vec<u32>,
+    /// Flight recorder: the module must have been loaded with
+    /// `mode=overwrite` (its per-CPU buffers keep the newest samples). Each
+    /// SIGUSR2 (`kill -USR2 PID`) writes a snapshot of what they hold, the
+    /// samples of the last moments, into FILE, and so does the end of the
+    /// recording (SIGINT, SIGTERM, --duration, the command's exit). Each
+    /// snapshot is a section of FILE: `script --events` shows them,
+    /// `--snapshot N` selects one in every analysis command.
+    #[arg(long)]
+    snapshot: bool,
+    /// The module's `mode` parameter file (read with --snapshot).
+    #[arg(
+        long,
+        default_value = "/sys/module/oprofile_rs/parameters/mode",
+        hide = true
+    )]
+    mode_param: PathBuf,
     /// Command to run while recording; recording stops when it exits, and
     /// analyses show only it and its descendants unless given --all.
     #[arg(last = true, value_name = "COMMAND")]
@@ -406,6 +422,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
             o.maps = a.maps;
             o.pids = a.pid;
             o.buffer_size = a.buffer_size;
+            o.snapshot = a.snapshot;
+            o.mode_param = a.mode_param;
             o.progress = !a.quiet && std::io::stderr().is_terminal();
             let sum = record::record(&o, stop)?;
             for w in &sum.warnings {
