@@ -177,13 +177,16 @@ out=$(oprofile-rs report -i /tmp/r.data --snapshot 9 2>&1) && fail "report --sna
 expect_eq "report --snapshot 9: an error naming the snapshots" "$(echo "$out" | grep -c 'snapshots 1 to 3')" 1
 wait $wl
 
-# rmmod while snapshotting: refused while the file is open, then fine.
-( i=0; while [ $i -lt 40 ]; do echo 1 >$SNAP 2>/dev/null; i=$((i + 1)); done ) &
+# rmmod while snapshotting: an open snapshot file (one open, many writes)
+# pins the module, rmmod says "in use" meanwhile, and works afterwards.
+( exec 3>$SNAP; i=0; while [ $i -lt 200 ]; do echo 1 >&3 || exit 1; i=$((i + 1)); done; sleep 1 ) &
 sn=$!
+sleep 0.2
 refused=0
-for i in 1 2 3 4 5 6 7 8 9 10; do rmmod oprofile_rs 2>/dev/null && break; refused=$((refused + 1)); done
-wait $sn
-echo "rmmod refused $refused times while snapshotting"
+for i in 1 2 3 4 5; do rmmod oprofile_rs 2>/dev/null || refused=$((refused + 1)); sleep 0.05; done
+wait $sn; rc=$?
+expect_eq "rmmod refused while snapshots are taken" "$refused" 5
+expect_eq "every snapshot of the pinned file succeeded" "$rc" 0
 lsmod | grep -q oprofile_rs && check "rmmod after the snapshots" rmmod oprofile_rs
 check "module unloaded" sh -c "! lsmod | grep -q oprofile_rs"
 check_kmemleak

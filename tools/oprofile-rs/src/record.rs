@@ -573,7 +573,10 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
     if opts.snapshot {
         check_overwrite_mode(&opts.mode_param)?;
         catch_sigusr2()?;
-        info.push("snapshots: flight recorder (mode=overwrite), one per SIGUSR2 and one at the end".into());
+        info.push(
+            "snapshots: flight recorder (mode=overwrite), one per SIGUSR2 and one at the end"
+                .into(),
+        );
     }
     let mut dev = OpenOptions::new()
         .read(true)
@@ -731,7 +734,9 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
     let mut command_status = None;
     let mut last_progress = Instant::now() - Duration::from_secs(1);
     let mut snapshots = 0u32;
-    let mut snapshots_asked = SNAPSHOT_REQUESTS.load(Ordering::SeqCst);
+    // SIGUSR2s since the handler was installed (before the device was
+    // opened): one that came while the side-car was read counts too.
+    let mut snapshots_asked = 0;
     // Reads what the device holds now into the output.
     macro_rules! drain {
         () => {
