@@ -80,7 +80,10 @@ fn store_flush(p: &Arc<Profiler>, reader: &mut UserSliceReader) -> Result {
 
 fn store_snapshot(p: &Arc<Profiler>, reader: &mut UserSliceReader) -> Result {
     if !read_switch("snapshot", reader)? {
-        pr_ratelimited!(pr_warn, "snapshot: refused 0 (write 1 to take a snapshot)\n");
+        pr_ratelimited!(
+            pr_warn,
+            "snapshot: refused 0 (write 1 to take a snapshot)\n"
+        );
         return Err(EINVAL);
     }
     p.snapshot().map(|_| ())

@@ -335,7 +335,13 @@ mod tests {
         assert_eq!(parse_mode(b""), Ok(RecordMode::Consume));
         assert_eq!(parse_mode(b"consume"), Ok(RecordMode::Consume));
         assert_eq!(parse_mode(b"overwrite"), Ok(RecordMode::Overwrite));
-        for bad in [&b"Overwrite"[..], b"overwrite ", b"1", b"flight", b"consume\n"] {
+        for bad in [
+            &b"Overwrite"[..],
+            b"overwrite ",
+            b"1",
+            b"flight",
+            b"consume\n",
+        ] {
             assert_eq!(parse_mode(bad), Err(EINVAL));
         }
     }

@@ -96,7 +96,10 @@ impl StagedCpu {
         while self.index.len() < self.index.capacity() {
             let off = self.bytes.len();
             if off + format::MAX_RECORD > self.bytes.capacity()
-                || self.bytes.resize(off + format::MAX_RECORD, 0, GFP_KERNEL).is_err()
+                || self
+                    .bytes
+                    .resize(off + format::MAX_RECORD, 0, GFP_KERNEL)
+                    .is_err()
             {
                 break;
             }
@@ -189,7 +192,10 @@ impl SnapshotState {
         let (max_records, staging_bytes) = if cpu_buffer_size == 0 {
             (0, 0)
         } else {
-            (cpu_buffer_size / 40 + 1, cpu_buffer_size + format::MAX_RECORD)
+            (
+                cpu_buffer_size / 40 + 1,
+                cpu_buffer_size + format::MAX_RECORD,
+            )
         };
         for _ in 0..nr_cpus {
             staged.push(
@@ -249,7 +255,11 @@ impl crate::sync::Buffers {
     ///
     /// `EINVAL` in consume mode; `ENOSPC` if the event buffer cannot take
     /// the framing (nothing changes then).
-    pub(crate) fn snapshot(&self, running: &RecordSwitch, recording: bool) -> Result<SnapshotStats> {
+    pub(crate) fn snapshot(
+        &self,
+        running: &RecordSwitch,
+        recording: bool,
+    ) -> Result<SnapshotStats> {
         if !self.overwrite {
             return Err(EINVAL);
         }
@@ -259,7 +269,8 @@ impl crate::sync::Buffers {
         let framing = framing_bytes(n);
         {
             let mut eb = self.events.lock();
-            let room = self.write_pending_on(&mut eb) && eb.free() >= self.reserve_bytes() + framing;
+            let room =
+                self.write_pending_on(&mut eb) && eb.free() >= self.reserve_bytes() + framing;
             if !room {
                 drop(eb);
                 // The reader has a full buffer to take.
