@@ -120,7 +120,8 @@ fn show_stats(p: &Arc<Profiler>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
             f,
             "cpu{} sample_received={} sample_lost_overflow={} sample_invalid_eip={} backtrace_aborted={} \
              handler_avg_ns={} handler_max_ns={} buffer_entries={} buffer_dropped_full={} buffer_read={} \
-             sample_lost_snapshot={} comm_records={} buffer_committed={} buffer_overrun={}",
+             sample_lost_snapshot={} comm_records={} buffer_committed={} buffer_overrun={} \
+             sync_records={} sync_ns={}",
             s.cpu,
             received,
             c.sample_lost_overflow.load(Relaxed),
@@ -135,6 +136,8 @@ fn show_stats(p: &Arc<Profiler>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
             c.comm_records.load(Relaxed),
             rb.committed,
             rb.overrun,
+            c.sync_records.load(Relaxed),
+            c.sync_ns.load(Relaxed),
         )?;
     }
     let eb = p.buffers.events.lock();

@@ -27,12 +27,21 @@
 //! (writes 0 or 1 as a `__u32`), `OPROFILE_RS_IOC_SNAPSHOT` (as `echo 1 >
 //! snapshot`: a flight-recorder snapshot, `EINVAL` in consume mode, `ENOSPC`
 //! when the event buffer cannot take it). Other commands get `ENOTTY`.
+//!
+//!
+//! Zero-copy reading (`Documentation/mmap.md`): a reader may `mmap` the
+//! event buffer read-only (a meta page with the positions, then the ring's
+//! pages twice back to back) and consume what it processed with
+//! `OPROFILE_RS_IOC_CONSUME`, after `read` delivered the stream's opening.
+//! `read` keeps working on the same file: both consume the one stream (the
+//! consumer position is shared), one at a time (the busy flag).
 
 use kernel::{
     bindings,
     fs::{File, Kiocb},
-    ioctl::{_IO, _IOR},
+    ioctl::{_IO, _IOR, _IOW},
     iov::IovIterDest,
+    mm::virt::VmaNew,
     prelude::*,
     sync::{
         atomic::{Acquire, Atomic, Full, Relaxed, Release},
@@ -47,7 +56,7 @@ use crate::{
     format::{self, Endian},
     params::Config,
     perf::Event,
-    poll_misc::{mask, PollMiscDevice, PollMiscRegistration},
+    poll_misc::{map_read_only, mask, PollMiscDevice, PollMiscRegistration},
     profiler::{Profiler, TRACING_ON},
     ratelimit::pr_ratelimited,
     sampler::now,
@@ -69,6 +78,10 @@ pub(crate) mod ioctl {
     pub(crate) const FLUSH: u32 = _IO(MAGIC, 3);
     /// Write the `tracing_on` state (0 or 1) to a `__u32`.
     pub(crate) const GET_TRACING: u32 = _IOR::<u32>(MAGIC, 4);
+    /// Consume from a mapping: `{ __u64 tail; __u64 new_tail; }`, the
+    /// consumer position the caller saw and the one after the whole records
+    /// it processed (`Documentation/mmap.md`).
+    pub(crate) const CONSUME: u32 = _IOW::<[u64; 2]>(MAGIC, 5);
     /// Take a flight-recorder snapshot (`mode=overwrite`). Number 32: far
     /// from the control ioctls that follow 4.
     pub(crate) const SNAPSHOT: u32 = _IO(MAGIC, 32);
@@ -193,6 +206,10 @@ impl BufferReader {
             copied += whole;
             self.prefix_pending.store(st.prefix_pending(), Release);
         }
+        if copied > 0 {
+            // What a mapped reader must still read before it consumes.
+            p.buffers.events.lock().set_opening(st.prefix_remaining());
+        }
         Ok(copied)
     }
 }
@@ -230,6 +247,10 @@ pub(crate) fn stream_header(
 
 /// Bytes of the whole records at the start of `a` then `b` within `n`.
 fn whole_records(a: &[u8], b: &[u8], n: usize) -> usize {
+    if n == a.len() + b.len() {
+        // The whole chunk: whole records by construction.
+        return n;
+    }
     let byte = |i: usize| -> u8 {
         if i < a.len() {
             a.get(i).copied().unwrap_or(0)
@@ -260,7 +281,14 @@ impl PollMiscDevice for BufferReader {
             );
             return Err(EBUSY);
         }
-        let seen = profiler.buffers.events.lock().flush_seq;
+        let seen = {
+            let eb = profiler.buffers.events.lock();
+            if reads {
+                // A new stream: its header comes first.
+                eb.set_opening(format::HEADER_LEN);
+            }
+            eb.flush_seq
+        };
         let open = profiler.clone();
         KBox::new(
             BufferReader {
@@ -358,7 +386,7 @@ impl PollMiscDevice for BufferReader {
         Ok(copied + whole)
     }
 
-    fn ioctl(me: &Self, _file: &File, cmd: u32, arg: usize) -> Result<isize> {
+    fn ioctl(me: &Self, file: &File, cmd: u32, arg: usize) -> Result<isize> {
         let p = &*me.profiler;
         match cmd {
             ioctl::TRACING_ON => p.set_tracing(true),
@@ -366,6 +394,12 @@ impl PollMiscDevice for BufferReader {
             ioctl::FLUSH => p.flush(),
             ioctl::SNAPSHOT => {
                 p.snapshot()?;
+            }
+            ioctl::CONSUME => {
+                let mut r = UserSlice::new(UserPtr::from_addr(arg), 16).reader();
+                let tail = r.read::<u64>()?;
+                let new_tail = r.read::<u64>()?;
+                me.consume_mapped(tail, new_tail, file.flags() & O_NONBLOCK != 0)?;
             }
             ioctl::GET_TRACING => {
                 let v = u32::from(TRACING_ON.is_on());
@@ -378,6 +412,19 @@ impl PollMiscDevice for BufferReader {
         Ok(0)
     }
 
+    fn mmap(me: &Self, _file: &File, vma: &VmaNew) -> Result {
+        // A control file has no reader slot (and, opened `O_WRONLY`, the
+        // kernel refuses a readable mapping itself).
+        if !me.reads {
+            return Err(EACCES);
+        }
+        let view = me.profiler.buffers.events.lock().view();
+        // SAFETY: `me` holds the profiler, which owns the event buffer, for
+        // the whole call; the pages are used only during it (each mapped page
+        // then holds its own reference).
+        map_read_only(vma, view.map_pages(), |i| unsafe { view.map_page(i) })
+    }
+
     fn poll(me: &Self, file: &File, table: PollTable<'_>) -> u32 {
         if !me.reads {
             return 0;
@@ -388,6 +435,52 @@ impl PollMiscDevice for BufferReader {
         } else {
             0
         }
+    }
+}
+
+impl BufferReader {
+    /// `OPROFILE_RS_IOC_CONSUME`: the whole records from consumer position
+    /// `tail` (the caller's view) to `new_tail` were processed through the
+    /// mapping. `ESTALE` if the position is no longer `tail` (another
+    /// consumer moved it: the caller's view of those bytes may be torn),
+    /// `EINVAL` if `new_tail` is not the end of a whole record within the
+    /// waiting bytes, or the stream's opening was not read yet, `EBADF` on a
+    /// control file (no reader slot), `EAGAIN` with `O_NONBLOCK` while a
+    /// `read` of the same file is in progress.
+    fn consume_mapped(&self, tail: u64, new_tail: u64, nonblock: bool) -> Result {
+        if !self.reads {
+            return Err(EBADF);
+        }
+        let p = &*self.profiler;
+        let _busy = Busy::take(p, nonblock)?;
+        if !self.header_sent.load(Acquire) || self.prefix_pending.load(Acquire) {
+            return Err(EINVAL);
+        }
+        let (chunk, view) = {
+            let eb = p.buffers.events.lock();
+            if tail != eb.consumed() {
+                return Err(ESTALE);
+            }
+            let n = new_tail.checked_sub(tail).ok_or(EINVAL)?;
+            if n > eb.len() as u64 {
+                return Err(EINVAL);
+            }
+            let chunk = eb.chunk(n as usize);
+            if chunk.len as u64 != n {
+                return Err(EINVAL);
+            }
+            (chunk, eb.view())
+        };
+        // SAFETY: `p` owns the event buffer; this is the only consumer
+        // (`_busy`), so nothing is consumed until the slices are gone.
+        let (a, b) = unsafe { view.bytes(chunk) };
+        p.reader.lock().delivered(a, b, chunk.len);
+        let mut eb = p.buffers.events.lock();
+        eb.consume(chunk.len);
+        if eb.len() == 0 {
+            self.seen_flush.store(eb.flush_seq, Relaxed);
+        }
+        Ok(())
     }
 }
 

@@ -15,10 +15,55 @@
 //! Appends write only the free part of the ring, which never overlaps a
 //! chunk: the chunk's bytes stay counted in [`EventBuffer::len`] until they
 //! are consumed, and there is one reader at a time (see `device.rs`).
-
-use kernel::prelude::*;
+//!
+//! The storage is page-backed (vmalloc) and preceded by a *meta page*, so
+//! that `/dev/oprofile/buffer` can map both into a reader's address space
+//! read-only (`Documentation/mmap.md`): the meta page publishes the
+//! producer position (`head`, bytes ever appended) and the consumer position
+//! (`tail`, bytes ever consumed); the bytes between them are whole records
+//! at ring offsets `tail % data_size` onwards. Appends store the data, then
+//! `head` (release); consumes store `tail`. The storage lives as long as the
+//! buffer, and the buffer as long as any open file of the device; a mapping
+//! holds its file (and the pages it mapped hold page references).
+use kernel::{
+    bindings,
+    page::{BorrowedPage, PAGE_SIZE},
+    prelude::*,
+    sync::atomic::{Atomic, Relaxed, Release},
+};
 
 use crate::format::{self, Endian};
+
+/// The meta page's layout (`Documentation/mmap.md`): byte offsets of its
+/// fields, all native-endian, aligned.
+pub(crate) mod meta {
+    /// `u32`: the layout's version, [`VERSION`].
+    pub(crate) const VERSION_AT: usize = 0;
+    /// `u32`: bytes of the meta page (the page size).
+    pub(crate) const META_SIZE_AT: usize = 4;
+    /// `u64`: the mmap offset of the data (the page size).
+    pub(crate) const DATA_OFFSET_AT: usize = 8;
+    /// `u64`: bytes of ring storage (a multiple of the page size); the data
+    /// may be mapped twice back to back.
+    pub(crate) const DATA_SIZE_AT: usize = 16;
+    /// `u64`: producer position, bytes ever appended (stored with release
+    /// after the bytes).
+    pub(crate) const HEAD_AT: usize = 24;
+    /// `u64`: consumer position, bytes ever consumed (by `read` or the
+    /// consume ioctl). It only grows; a reader that finds it moved while it
+    /// looked at the data has lost its view (another consumer).
+    pub(crate) const TAIL_AT: usize = 32;
+    /// `u64`: bytes of the stream's opening (header and restated records)
+    /// that `read` must deliver before records are consumed from the
+    /// mapping; 0 once read.
+    pub(crate) const OPENING_AT: usize = 40;
+    /// `u64`: appends refused because the ring was full (back-pressure: the
+    /// refused records wait in the CPU buffers, whose drops the stream
+    /// reports as LOST records).
+    pub(crate) const FULL_AT: usize = 48;
+    /// The layout's version.
+    pub(crate) const VERSION: u32 = 1;
+}
 
 /// Ring storage: written under the event buffer's lock (appends, into free
 /// space) and read without it (the reader's chunk, which appends never
@@ -26,11 +71,14 @@ use crate::format::{self, Endian};
 ///
 /// # Invariants
 ///
-/// `ptr` points to `cap` bytes owned by `_storage` (never resized or touched
-/// after construction, so the allocation does not move); `cap` is a
-/// non-zero multiple of 8.
+/// `base` points to `PAGE_SIZE + cap` bytes of vmalloc memory owned by
+/// `_storage` (never resized or touched after construction, so the
+/// allocation does not move), page aligned: the meta page, then the ring's
+/// `cap` bytes at `ptr = base + PAGE_SIZE`; `cap` is a non-zero multiple of
+/// `PAGE_SIZE`.
 struct Storage {
-    _storage: KVVec<u8>,
+    _storage: VVec<u8>,
+    base: *mut u8,
     ptr: *mut u8,
     cap: usize,
 }
@@ -68,20 +116,34 @@ pub(crate) struct EventBuffer {
     /// Appends refused because the ring was full (stats). A reader that
     /// sleeps is woken when this happens, whatever the watershed.
     pub(crate) full: u64,
+    /// Total bytes ever consumed (`head` is its ring offset).
+    consumed: u64,
 }
 
 impl EventBuffer {
-    /// A ring of `size` bytes (rounded down to a multiple of 8, at least 8).
+    /// A ring of `size` bytes rounded up to whole pages (at least one),
+    /// behind a meta page.
     pub(crate) fn new(size: usize) -> Result<Self> {
-        let cap = (size & !7).max(8);
-        let mut data = KVVec::with_capacity(cap, GFP_KERNEL)?;
-        data.resize(cap, 0, GFP_KERNEL)?;
-        let ptr = data.as_mut_ptr();
-        Ok(Self {
-            // INVARIANT: `data` holds `cap` bytes and is not touched again.
+        let cap = size
+            .max(1)
+            .checked_next_multiple_of(PAGE_SIZE)
+            .ok_or(EINVAL)?;
+        let total = cap.checked_add(PAGE_SIZE).ok_or(EINVAL)?;
+        let mut data = VVec::with_capacity(total, GFP_KERNEL)?;
+        data.resize(total, 0, GFP_KERNEL)?;
+        let base = data.as_mut_ptr();
+        if base as usize % PAGE_SIZE != 0 {
+            // vmalloc memory starts on a page; never seen otherwise.
+            return Err(ENOMEM);
+        }
+        let eb = Self {
+            // INVARIANT: `data` holds `PAGE_SIZE + cap` page-aligned bytes
+            // of vmalloc memory and is not touched again.
             storage: Storage {
                 _storage: data,
-                ptr,
+                base,
+                // SAFETY: within the allocation of `total` bytes.
+                ptr: unsafe { base.add(PAGE_SIZE) },
                 cap,
             },
             head: 0,
@@ -89,7 +151,41 @@ impl EventBuffer {
             flush_seq: 0,
             bytes_in: 0,
             full: 0,
-        })
+            consumed: 0,
+        };
+        eb.meta_u32(meta::VERSION_AT).store(meta::VERSION, Relaxed);
+        eb.meta_u32(meta::META_SIZE_AT)
+            .store(PAGE_SIZE as u32, Relaxed);
+        eb.meta_u64(meta::DATA_OFFSET_AT)
+            .store(PAGE_SIZE as u64, Relaxed);
+        eb.meta_u64(meta::DATA_SIZE_AT).store(cap as u64, Relaxed);
+        Ok(eb)
+    }
+
+    /// The `u64` field of the meta page at byte `at` (a `meta::*_AT`).
+    fn meta_u64(&self, at: usize) -> &Atomic<u64> {
+        // SAFETY: `at` is one of the meta page's aligned field offsets,
+        // within its first bytes; the page lives as long as `self`; the
+        // kernel touches it only through these atomics, user space only
+        // reads it.
+        unsafe { Atomic::from_ptr(self.storage.base.add(at).cast::<u64>()) }
+    }
+
+    /// The `u32` field of the meta page at byte `at`.
+    fn meta_u32(&self, at: usize) -> &Atomic<u32> {
+        // SAFETY: as for `meta_u64`.
+        unsafe { Atomic::from_ptr(self.storage.base.add(at).cast::<u32>()) }
+    }
+
+    /// Total bytes ever consumed: the consumer position of the meta page.
+    pub(crate) fn consumed(&self) -> u64 {
+        self.consumed
+    }
+
+    /// Publishes in the meta page how many bytes of the stream's opening
+    /// `read` must deliver before records are consumed from a mapping.
+    pub(crate) fn set_opening(&self, bytes: usize) {
+        self.meta_u64(meta::OPENING_AT).store(bytes as u64, Relaxed);
     }
 
     /// Bytes waiting.
@@ -144,6 +240,7 @@ impl EventBuffer {
         let cap = self.storage.cap;
         if record.len() + reserve > self.free() || record.is_empty() {
             self.full += 1;
+            self.meta_u64(meta::FULL_AT).store(self.full, Relaxed);
             return false;
         }
         let tail = self.wrap(self.head + self.len);
@@ -160,6 +257,9 @@ impl EventBuffer {
         // INVARIANT: a whole record was added after the waiting ones.
         self.len += record.len();
         self.bytes_in += record.len() as u64;
+        // The bytes before the position that covers them (a mapped reader
+        // loads `head` with acquire, then reads the bytes).
+        self.meta_u64(meta::HEAD_AT).store(self.bytes_in, Release);
         true
     }
 
@@ -171,6 +271,13 @@ impl EventBuffer {
     /// The longest run of whole waiting records from the head that fits in
     /// `max` bytes.
     pub(crate) fn chunk(&self, max: usize) -> Chunk {
+        if max >= self.len {
+            // Everything waiting: whole records by the invariant.
+            return Chunk {
+                start: self.head,
+                len: self.len,
+            };
+        }
         let mut n = 0;
         while n < self.len {
             let len = self.len_at(self.head + n);
@@ -194,6 +301,7 @@ impl EventBuffer {
     /// storage does not move while the buffer lives.
     pub(crate) fn view(&self) -> RingView {
         RingView {
+            base: self.storage.base,
             ptr: self.storage.ptr,
             cap: self.storage.cap,
         }
@@ -205,17 +313,50 @@ impl EventBuffer {
         // INVARIANT: whole records are dropped from the front.
         self.head = self.wrap(self.head + n);
         self.len -= n;
+        self.consumed += n as u64;
+        self.meta_u64(meta::TAIL_AT).store(self.consumed, Release);
     }
 }
 
 /// The storage of an event buffer, to read a [`Chunk`] without its lock.
 #[derive(Clone, Copy)]
 pub(crate) struct RingView {
+    base: *mut u8,
     ptr: *mut u8,
     cap: usize,
 }
 
 impl RingView {
+    /// Pages of the mapping window: the meta page, then the ring's pages
+    /// twice (so that a record wrapping the end is contiguous in a
+    /// mapping).
+    pub(crate) fn map_pages(self) -> usize {
+        1 + 2 * (self.cap / PAGE_SIZE)
+    }
+
+    /// Page `i` of the mapping window (see [`Self::map_pages`]).
+    ///
+    /// # Safety
+    ///
+    /// The event buffer this view came from is alive for `'a`.
+    pub(crate) unsafe fn map_page<'a>(self, i: usize) -> Option<BorrowedPage<'a>> {
+        let data_pages = self.cap / PAGE_SIZE;
+        let page = match i {
+            0 => 0,
+            _ if i < self.map_pages() => 1 + (i - 1) % data_pages,
+            _ => return None,
+        };
+        // SAFETY: `page` is below `1 + data_pages`, so the address lies in
+        // the vmalloc storage (type invariant of `Storage`).
+        let addr = unsafe { self.base.add(page * PAGE_SIZE) };
+        // SAFETY: a vmalloc address of a live allocation.
+        let raw = unsafe { bindings::vmalloc_to_page(addr.cast()) };
+        let raw = core::ptr::NonNull::new(raw)?;
+        // SAFETY: the page belongs to the storage, alive for `'a` (the
+        // caller's promise).
+        Some(unsafe { BorrowedPage::from_raw(raw) })
+    }
+
     /// The bytes of `chunk` as one or two slices.
     ///
     /// # Safety
@@ -256,41 +397,65 @@ mod tests {
         let Ok(mut eb) = EventBuffer::new(64) else {
             return;
         };
+        // Rounded up to a page.
+        assert_eq!(eb.storage.cap, PAGE_SIZE);
         let lost = |cpu, time, count| format::Lost { cpu, time, count }.encoded(Endian::native());
         let r = lost(1, 5, 9); // 24 bytes
-        assert!(eb.push(&r));
-        assert!(eb.push(&r));
-        // A third record does not fit in 64 bytes.
+        let fit = PAGE_SIZE / 24;
+        for _ in 0..fit {
+            assert!(eb.push(&r));
+        }
+        // One more does not fit (PAGE_SIZE % 24 bytes free).
         assert!(!eb.push(&r));
         assert_eq!(eb.full, 1);
-        assert_eq!(eb.len(), 48);
+        assert_eq!(eb.len(), fit * 24);
         assert_eq!(eb.chunk(30).len, 24);
         assert_eq!(eb.chunk(23).len, 0);
+        assert_eq!(eb.chunk(usize::MAX).len, fit * 24);
         assert_eq!(eb.first_len(), Some(24));
         eb.consume(24);
-        // 24 bytes wait at offset 24: the next record wraps (16 + 8 bytes).
+        assert_eq!(eb.consumed(), 24);
+        // The next record wraps around the end of the storage.
         let r2 = lost(2, 6, 10);
         assert!(eb.push(&r2));
-        assert_eq!(eb.len(), 48);
+        assert_eq!(eb.len(), fit * 24);
+        eb.consume((fit - 2) * 24);
         let c = eb.chunk(1000);
         assert_eq!(c.len, 48);
         let got = bytes(&eb, c);
         assert_eq!(&got[..24], &r[..]);
         assert_eq!(&got[24..], &r2[..]);
-        // A reserve keeps room: 16 bytes free, a 16-byte record with an
-        // 8-byte reserve does not go in, without one it does.
-        eb.consume(24);
-        assert_eq!(eb.first_len(), Some(24));
+        // The meta page publishes the positions.
+        assert_eq!(eb.meta_u64(meta::HEAD_AT).load(Relaxed), eb.bytes_in);
+        assert_eq!(eb.meta_u64(meta::TAIL_AT).load(Relaxed), eb.consumed());
+        assert_eq!(eb.bytes_in - eb.consumed(), 48);
+        assert_eq!(
+            eb.meta_u64(meta::DATA_SIZE_AT).load(Relaxed),
+            PAGE_SIZE as u64
+        );
+        assert_eq!(eb.meta_u32(meta::VERSION_AT).load(Relaxed), meta::VERSION);
+        // A reserve keeps room: with all but 16 bytes free, a 16-byte
+        // record with a reserve of everything else does not go in.
         let t = format::Tracing {
             cpu: 0,
             time: 7,
             on: false,
         }
         .encoded(Endian::native());
-        assert!(!eb.push_keeping(&t, 32));
-        assert!(eb.push_keeping(&t, 24));
+        let free = eb.free();
+        assert!(!eb.push_keeping(&t, free - 15));
+        assert!(eb.push_keeping(&t, free - 16));
         eb.consume(eb.len());
         assert_eq!(eb.len(), 0);
         assert_eq!(eb.first_len(), None);
+        // Every page of the mapping window exists; none past it.
+        let v = eb.view();
+        assert_eq!(v.map_pages(), 3);
+        // SAFETY: `eb` lives for the borrows.
+        unsafe {
+            assert!(v.map_page(0).is_some());
+            assert!(v.map_page(2).is_some());
+            assert!(v.map_page(3).is_none());
+        }
     }
 }

@@ -2,8 +2,10 @@
 
 //! A misc device with `poll`: the kernel crate's `MiscDevice` has no poll
 //! hook, so this is a small copy of its registration and vtable (open,
-//! release, read_iter, ioctl) plus `poll`, which `select`, `poll` and `epoll`
-//! use.
+//! release, read_iter, ioctl, mmap) plus `poll`, which `select`, `poll` and
+//! `epoll` use. [`map_read_only`] maps pages read-only into a new mapping
+//! (the policy of ftrace's ring-buffer mapping), with the kernel crate's
+//! `VmaNew` and `vm_insert_page`.
 //!
 //! Files are streams (`stream_open`): `lseek`, `pread` and `pwrite` fail with
 //! `ESPIPE`. The device's private data is a `KBox<T>` created by
@@ -17,6 +19,8 @@ use kernel::{
     error::to_result,
     fs::{File, Kiocb},
     iov::IovIterDest,
+    mm::virt::{flags as vm, VmaNew},
+    page::{BorrowedPage, PAGE_SIZE},
     prelude::*,
     sync::poll::PollTable,
     types::{ForeignOwnable, Opaque},
@@ -46,6 +50,53 @@ pub(crate) trait PollMiscDevice: Sized + Send + Sync + 'static {
     /// `poll`: registers `table` with the wait queues that signal a change and
     /// returns the current `EPOLL*` mask.
     fn poll(me: &Self, file: &File, table: PollTable<'_>) -> u32;
+    /// `mmap`: sets up the new mapping `vma` (see [`map_read_only`]).
+    fn mmap(me: &Self, file: &File, vma: &VmaNew) -> Result;
+}
+
+/// Fills the new mapping `vma` with pages of a window of `window` pages:
+/// the mapping's page offset `o` (its mmap offset in pages) gets
+/// `page(o)`, the next page `page(o + 1)`, and so on.
+///
+/// Read-only shared mappings only, as ftrace's ring-buffer mapping: a
+/// writable or executable one, or a private one (`MAP_PRIVATE`), gets
+/// `EPERM`; `mprotect` cannot make it writable or executable later (the
+/// `MAY` flags are cleared), it is not inherited by `fork` nor expanded by
+/// `mremap`, and core dumps leave it out. A mapping that reaches past the
+/// window gets `EINVAL` (the kernel itself refuses unaligned offsets and
+/// empty lengths with `EINVAL`).
+///
+/// The pages are inserted now (no fault handler: the mapping calls no code
+/// of this module afterwards); each holds a page reference until it is
+/// unmapped, and the mapping holds the file (so its release, and the
+/// module's unload, wait for the unmap).
+pub(crate) fn map_read_only<'a>(
+    vma: &VmaNew,
+    window: usize,
+    page: impl Fn(usize) -> Option<BorrowedPage<'a>>,
+) -> Result {
+    if vma.writable() || vma.executable() || vma.flags() & vm::MAYSHARE == 0 {
+        return Err(EPERM);
+    }
+    // SAFETY: the vma is being set up by this mmap call (`VmaNew`); its
+    // page offset is not changed meanwhile.
+    let pgoff: usize = unsafe { (*vma.as_ptr()).vm_pgoff };
+    let pages = (vma.end() - vma.start()) / PAGE_SIZE;
+    match pgoff.checked_add(pages) {
+        Some(end) if pages > 0 && end <= window => {}
+        _ => return Err(EINVAL),
+    }
+    vma.try_clear_maywrite()?;
+    vma.try_clear_mayexec()?;
+    vma.set_dontcopy();
+    vma.set_dontexpand();
+    vma.set_dontdump();
+    let mixed = vma.set_mixedmap();
+    for i in 0..pages {
+        let p = page(pgoff + i).ok_or(EINVAL)?;
+        mixed.vm_insert_page(vma.start() + i * PAGE_SIZE, &p)?;
+    }
+    Ok(())
 }
 
 /// A registered misc device whose file operations call `T`.
@@ -107,6 +158,7 @@ impl<T: PollMiscDevice> Vtable<T> {
         unlocked_ioctl: Some(Self::ioctl),
         compat_ioctl: Some(Self::compat_ioctl),
         poll: Some(Self::poll),
+        mmap: Some(Self::mmap),
         llseek: Some(bindings::noop_llseek),
         owner: <crate::LocalModule as ModuleMetadata>::THIS_MODULE.as_ptr(),
         ..pin_init::zeroed()
@@ -209,5 +261,26 @@ impl<T: PollMiscDevice> Vtable<T> {
         // SAFETY: `table` is null or valid for the duration of the call.
         let table = unsafe { PollTable::from_raw(table) };
         T::poll(me, file, table)
+    }
+
+    /// # Safety
+    ///
+    /// Called by the VFS (`mmap_region`, mmap lock held for writing) with a
+    /// file opened by `open` and a vma being set up for it.
+    unsafe extern "C" fn mmap(
+        raw: *mut bindings::file,
+        vma: *mut bindings::vm_area_struct,
+    ) -> c_int {
+        // SAFETY: the private data is the `KBox<T>` of `open`, alive until
+        // release, which cannot run during an mmap of the file.
+        let me = unsafe { <KBox<T> as ForeignOwnable>::borrow((*raw).private_data) };
+        // SAFETY: the file is valid for the call.
+        let file = unsafe { File::from_raw_file(raw) };
+        // SAFETY: the vma is undergoing its initial setup for this call.
+        let vma = unsafe { VmaNew::from_raw(vma) };
+        match T::mmap(me, file, vma) {
+            Ok(()) => 0,
+            Err(e) => e.to_errno(),
+        }
     }
 }

@@ -83,6 +83,11 @@ impl ReaderState {
         rest.get(..n).unwrap_or(&[])
     }
 
+    /// Bytes of opening records not read yet.
+    pub(crate) fn prefix_remaining(&self) -> usize {
+        self.prefix.len() - self.prefix_read
+    }
+
     /// Whether opening records remain.
     pub(crate) fn prefix_pending(&self) -> bool {
         self.prefix_read < self.prefix.len()
@@ -106,6 +111,23 @@ impl ReaderState {
         };
         let mut at = 0;
         while at + format::PREFIX_LEN <= n {
+            // Only COMM and TRACING records matter: skip the others reading
+            // their prefix straight from `a` (the slow path below copies the
+            // prefix, for the record at the seam of `a` and `b`).
+            if let Some(p) = a
+                .get(at..)
+                .and_then(|r| format::Prefix::read(Endian::native(), r))
+            {
+                let len = usize::from(p.size);
+                if p.kind != format::COMM
+                    && p.kind != format::TRACING
+                    && len >= format::PREFIX_LEN
+                    && at + len <= n
+                {
+                    at += len;
+                    continue;
+                }
+            }
             let mut head = [0u8; format::PREFIX_LEN];
             for (i, h) in head.iter_mut().enumerate() {
                 *h = byte(at + i);

@@ -116,6 +116,9 @@ pub(crate) struct Counters {
     /// COMM records committed to the ring buffer (so that its record count
     /// splits into COMMs and SAMPLEs).
     pub(crate) comm_records: Atomic<u64>,
+    /// Records moved by this CPU's periodic sync, and the ns it spent.
+    pub(crate) sync_records: Atomic<u64>,
+    pub(crate) sync_ns: Atomic<u64>,
 }
 
 impl Counters {
@@ -129,6 +132,8 @@ impl Counters {
             handler_ns_max: Atomic::new(0),
             sample_lost_snapshot: Atomic::new(0),
             comm_records: Atomic::new(0),
+            sync_records: Atomic::new(0),
+            sync_ns: Atomic::new(0),
         }
     }
 }

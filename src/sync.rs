@@ -363,7 +363,11 @@ impl Buffers {
             return;
         }
         if let Some(t) = self.target(cpu as usize) {
+            let start = now();
             let moved = sync_cpu(&t);
+            let c = &t.cpu.counters;
+            c.sync_ns.add(now().saturating_sub(start), Relaxed);
+            c.sync_records.add(moved.records as u64, Relaxed);
             let eb = self.events.lock();
             let wake = moved.full || self.nearly_full(&eb) || eb.len() >= self.watershed;
             drop(eb);

@@ -80,7 +80,7 @@ pub use oprofile_format::{Config, EventDesc, Snapshot};
 /// An [`EventDesc`]'s helpers for user space.
 pub trait EventDescExt {
     /// A descriptor; `name` is cut as the module cuts it.
-    fn new(name: &str, perf_type: u32, config: u64, value: u64, flags: u8) -> EventDesc;
+    fn new(name: &str, perf_type: u32, config: u64, value: u64, flags: u8) -> Self;
     /// The name up to the first NUL (lossy UTF-8).
     fn name(&self) -> String;
     /// Whether `value` is a frequency.
@@ -248,7 +248,9 @@ pub enum Record {
     Comm(Comm),
     Lost(Lost),
     Tracing(Tracing),
-    Config(Config),
+    /// Boxed: a CONFIG is a few hundred bytes, and records are held by the
+    /// million.
+    Config(Box<Config>),
     Snapshot(Snapshot),
 }
 
@@ -497,7 +499,7 @@ pub fn decode_record(buf: &[u8], endian: Endian, offset: u64) -> Result<Decoded1
             on: t.on,
             time: t.time,
         }),
-        Some(format::Fields::Config(c)) => Record::Config(c),
+        Some(format::Fields::Config(c)) => Record::Config(Box::new(c)),
         Some(format::Fields::Snapshot(s)) => Record::Snapshot(s),
     };
     if p.oversized() {

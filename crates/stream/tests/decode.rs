@@ -184,11 +184,14 @@ fn config_and_snapshot_records_round_trip() {
         records: 4,
     };
     let mut e = Encoder::new(&header());
-    e.record(&Record::Config(cfg))
+    e.record(&Record::Config(Box::new(cfg)))
         .record(&Record::Snapshot(snap));
     let d = decode(&e.finish()).unwrap();
     assert!(d.error.is_none() && d.warnings.is_empty());
-    assert_eq!(d.records, [Record::Config(cfg), Record::Snapshot(snap)]);
+    assert_eq!(
+        d.records,
+        [Record::Config(Box::new(cfg)), Record::Snapshot(snap)]
+    );
     match &d.records[0] {
         Record::Config(c) => {
             let names: Vec<String> = c.events().iter().map(|e| e.name()).collect();

@@ -7,6 +7,7 @@ use oprofile_stream::*;
 use proptest::prelude::*;
 
 /// One record as the module writes it.
+#[allow(clippy::large_enum_variant)] // a test's few dozen values
 #[derive(Debug, Clone)]
 enum Written {
     Sample(format::SampleHead, Vec<u64>, Vec<u64>),
@@ -173,7 +174,7 @@ fn expected(r: &Written) -> Record {
             period: h.period,
             event: h.event,
         }),
-        Written::Config(c) => Record::Config(*c),
+        Written::Config(c) => Record::Config(Box::new(*c)),
         Written::Snapshot(s) => Record::Snapshot(*s),
         Written::Comm(c) => Record::Comm(Comm {
             cpu: c.cpu,

@@ -6,6 +6,7 @@ pub mod annotate;
 pub mod firefox;
 pub mod folded;
 pub mod mapevents;
+pub mod mapped;
 pub mod pprof;
 pub mod profile;
 pub mod record;

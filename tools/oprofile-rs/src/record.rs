@@ -731,6 +731,44 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
     let mut buf = vec![0u8; opts.buffer_size.max(4096)];
     let mut scanner = Scanner::default();
     let mut bytes = 0u64;
+    // Zero-copy where the device offers it (Documentation/mmap.md): the
+    // opening by read(), then the records in place; else read().
+    let mapped = match crate::mapped::Mapped::new(&dev) {
+        Ok(m) => {
+            let mut opening = Vec::new();
+            m.read_opening(&mut dev, &mut opening)
+                .context("read of the stream's opening failed")?;
+            out.write_all(&opening).context("write failed")?;
+            bytes += opening.len() as u64;
+            scanner.feed(&opening)?;
+            info.push(format!("reader: mmap ({}-byte ring)", m.data_size()));
+            Some(m)
+        }
+        Err(e) => {
+            info.push(format!("reader: read() (no mapping: {e})"));
+            None
+        }
+    };
+    // The next data from the device, through `mapped` or `read`, handed to
+    // `take`; whether there was any.
+    let pull = |dev: &mut File,
+                buf: &mut Vec<u8>,
+                take: &mut dyn FnMut(&[u8]) -> Result<()>|
+     -> Result<bool> {
+        if let Some(m) = &mapped {
+            return Ok(m
+                .take(|d| take(d))
+                .context("consume from the mapping failed")?
+                > 0);
+        }
+        match read_some(dev, buf)? {
+            ReadOutcome::Data(n) => {
+                take(&buf[..n])?;
+                Ok(true)
+            }
+            ReadOutcome::Empty => Ok(false),
+        }
+    };
     let mut command_status = None;
     let mut last_progress = Instant::now() - Duration::from_secs(1);
     let mut snapshots = 0u32;
@@ -740,14 +778,15 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
     // Reads what the device holds now into the output.
     macro_rules! drain {
         () => {
-            while let ReadOutcome::Data(n) = read_some(&mut dev, &mut buf)? {
-                out.write_all(&buf[..n]).context("write failed")?;
-                bytes += n as u64;
-                scanner.feed(&buf[..n])?;
+            while pull(&mut dev, &mut buf, &mut |d: &[u8]| {
+                out.write_all(d).context("write failed")?;
+                bytes += d.len() as u64;
+                scanner.feed(d)?;
                 for t in scanner.take_new_tgids() {
                     tracker.track(t);
                 }
-            }
+                Ok(())
+            })? {}
         };
     }
     // One snapshot: what the CPUs hold goes to the device, then here. When
@@ -806,24 +845,21 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
         if let Some(c) = collector.as_mut() {
             c.poll();
         }
-        match read_some(&mut dev, &mut buf)? {
-            ReadOutcome::Data(n) => {
-                out.write_all(&buf[..n]).context("write failed")?;
-                bytes += n as u64;
-                scanner.feed(&buf[..n])?;
-                for t in scanner.take_new_tgids() {
-                    tracker.track(t);
-                }
+        let got = pull(&mut dev, &mut buf, &mut |d: &[u8]| {
+            out.write_all(d).context("write failed")?;
+            bytes += d.len() as u64;
+            scanner.feed(d)?;
+            for t in scanner.take_new_tgids() {
+                tracker.track(t);
             }
-            // Sleep in poll(2) until the module reports data (the watershed
-            // or a flush) or 100 ms pass (to check the duration, the command,
-            // signals); then read whatever waits. A file that polls readable
-            // with nothing to read (not the device) gets 20 ms naps instead.
-            ReadOutcome::Empty => {
-                if wait_readable(&dev, 100) {
-                    std::thread::sleep(Duration::from_millis(20));
-                }
-            }
+            Ok(())
+        })?;
+        // Sleep in poll(2) until the module reports data (the watershed or
+        // a flush) or 100 ms pass (to check the duration, the command,
+        // signals); then read whatever waits. A file that polls readable
+        // with nothing to read (not the device) gets 20 ms naps instead.
+        if !got && wait_readable(&dev, 100) {
+            std::thread::sleep(Duration::from_millis(20));
         }
         tracker.refresh(false);
         if let Some(pb) = &pb {
@@ -859,6 +895,7 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
         ));
     }
     drain!();
+    drop(mapped);
     drop(dev);
     out.flush().context("write failed")?;
     let mut map_events = Vec::new();

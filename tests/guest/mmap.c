@@ -1,0 +1,626 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * mmap: the zero-copy reading of /dev/oprofile/buffer (Documentation/mmap.md),
+ * driven by tests/guest/mmap.sh and scripts/bench-pipeline.
+ *
+ *   mmap stream OUT SECS [compare]  one stream: the opening by read(), then
+ *                    records through the mapping for SECS seconds (poll,
+ *                    then consume by ioctl), tracing off, flush, the rest;
+ *                    written to OUT. With "compare", every other view is
+ *                    checked against read(): the bytes the mapping shows
+ *                    must be those read() returns for the same length.
+ *                    Prints "mapped B read R compares C records N".
+ *   mmap hostile     every refused mapping and consume: prints one line per
+ *                    case and "violations V"
+ *   mmap slow OUT SECS   maps, reads the opening, and consumes nothing for
+ *                    SECS s while the workload runs: the waiting bytes must
+ *                    not change (the writer never laps the reader); then
+ *                    drains to OUT. Prints "full F unchanged B".
+ *   mmap threads OUT SECS   two threads share one mapping and race to
+ *                    consume (copy the view, then consume; ESTALE means the
+ *                    copy may be torn and is dropped); written to OUT in
+ *                    consumption order. Prints "consumed C stale S".
+ *   mmap hold SECS   maps, closes the fd, prints "held", sleeps SECS, checks
+ *                    the meta page still reads, unmaps, prints "unmapped"
+ *   mmap die         a child maps and consumes in a loop; SIGKILLed after
+ *                    200 ms (another child is killed between munmap and
+ *                    close); then the device opens again (the slot is free)
+ *   mmap drain       (bench) the waiting records through the mapping, one
+ *                    consume per view, to EAGAIN-empty; prints "drained B
+ *                    bytes R records in N ns"
+ *   mmap readdrain   (bench) the same through read() with 1 MiB reads, and
+ *                    a walk of the records as the mapped drain does
+ *   mmap ftrace BYTES   (bench) on CPU 0, fills ftrace's ring buffer with
+ *                    BYTES of 32-byte entries (trace_marker_raw writes of a
+ *                    4-byte id and 16 bytes), then drains
+ *                    per_cpu/cpu0/trace_pipe_raw with 1 MiB non-blocking
+ *                    reads; prints "ftrace wrote N entries, drained B bytes
+ *                    in T ns"
+ *
+ * Exit status 0 when every check held, 1 otherwise, 2 for usage.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define DEV "/dev/oprofile/buffer"
+#define HEADER 96
+
+#define IOC_TRACING_OFF _IO('O', 2)
+#define IOC_FLUSH _IO('O', 3)
+struct consume {
+	uint64_t tail, new_tail;
+};
+#define IOC_CONSUME _IOW('O', 5, struct consume)
+
+/* The meta page (Documentation/mmap.md). */
+struct meta {
+	uint32_t version, meta_size;
+	uint64_t data_offset, data_size;
+	uint64_t head, tail, opening, full;
+};
+
+static long page;
+static int violations;
+
+static void violation(const char *what, int err)
+{
+	printf("VIOLATION: %s: %s\n", what, err ? strerrorname_np(err) : "-");
+	violations++;
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec * 1000000000ull + t.tv_nsec;
+}
+
+struct map {
+	int fd;
+	volatile struct meta *m;
+	const uint8_t *data; /* the ring's pages, twice back to back */
+	uint64_t size;
+	size_t len;
+};
+
+/* Maps the whole window of `fd`: the meta page, then the data twice. */
+static int map_all(int fd, struct map *mp)
+{
+	struct meta *m = mmap(NULL, page, PROT_READ, MAP_SHARED, fd, 0);
+	if (m == MAP_FAILED)
+		return -1;
+	mp->fd = fd;
+	mp->size = m->data_size;
+	mp->len = page + 2 * mp->size;
+	if (m->version != 1 || m->meta_size != page || m->data_offset != (uint64_t)page ||
+	    !mp->size || mp->size % page) {
+		violation("meta page fields", 0);
+		return -1;
+	}
+	munmap(m, page);
+	uint8_t *all = mmap(NULL, mp->len, PROT_READ, MAP_SHARED, fd, 0);
+	if (all == MAP_FAILED)
+		return -1;
+	mp->m = (volatile struct meta *)all;
+	mp->data = all + page;
+	return 0;
+}
+
+static uint64_t head_of(struct map *mp)
+{
+	return __atomic_load_n(&mp->m->head, __ATOMIC_ACQUIRE);
+}
+
+static uint64_t tail_of(struct map *mp)
+{
+	return __atomic_load_n(&mp->m->tail, __ATOMIC_ACQUIRE);
+}
+
+/* Whole well-formed records exactly filling `n` bytes; their count. */
+static long walk(const uint8_t *p, uint64_t n)
+{
+	long recs = 0;
+	uint64_t at = 0;
+	while (at + 8 <= n) {
+		uint16_t type, size;
+		memcpy(&type, p + at, 2);
+		memcpy(&size, p + at + 2, 2);
+		if (size < 8 || size % 8 || at + size > n || type == 0)
+			return -1;
+		at += size;
+		recs++;
+	}
+	return at == n ? recs : -1;
+}
+
+/* Reads the stream's opening (header, restated records) into `out`. */
+static int read_opening(struct map *mp, FILE *out, uint64_t *bytes)
+{
+	static uint8_t buf[1 << 16];
+	uint64_t want;
+	int first = 1;
+	while ((want = mp->m->opening) > 0) {
+		if (first && want != HEADER) {
+			violation("opening before the header is not the header's size", 0);
+			return -1;
+		}
+		first = 0;
+		if (want > sizeof(buf))
+			return -1;
+		ssize_t r = read(mp->fd, buf, want);
+		if (r != (ssize_t)want) {
+			violation("read of the opening", r < 0 ? errno : 0);
+			return -1;
+		}
+		if (out)
+			fwrite(buf, 1, r, out);
+		*bytes += r;
+	}
+	return 0;
+}
+
+static int consume(int fd, uint64_t tail, uint64_t new_tail)
+{
+	struct consume c = { tail, new_tail };
+	return ioctl(fd, IOC_CONSUME, &c) ? errno : 0;
+}
+
+/* One stream: the opening by read(), then the mapping (see the top). */
+static int cmd_stream(const char *path, int secs, int compare)
+{
+	struct map mp;
+	FILE *out = fopen(path, "w");
+	int fd = open(DEV, O_RDONLY | O_NONBLOCK);
+	if (!out || fd < 0 || map_all(fd, &mp))
+		return violation("open/map", errno), 1;
+	uint64_t rbytes = 0, mbytes = 0, compares = 0, records = 0, round = 0;
+	if (read_opening(&mp, out, &rbytes))
+		return 1;
+	uint8_t *snap = malloc(mp.size), *rbuf = malloc(mp.size);
+	uint64_t end = now_ns() + secs * 1000000000ull;
+	int stopping = 0;
+	for (;;) {
+		uint64_t tail = tail_of(&mp), head = head_of(&mp);
+		if (head == tail) {
+			if (stopping)
+				break;
+			if (now_ns() >= end) {
+				/* Everything recorded, then the rest. */
+				if (ioctl(fd, IOC_TRACING_OFF) || ioctl(fd, IOC_FLUSH))
+					return violation("tracing off / flush", errno), 1;
+				stopping = 1;
+				continue;
+			}
+			struct pollfd p = { .fd = fd, .events = POLLIN };
+			poll(&p, 1, 100);
+			continue;
+		}
+		const uint8_t *view = mp.data + tail % mp.size;
+		uint64_t n = head - tail;
+		long recs = walk(view, n);
+		if (recs < 0)
+			return violation("records in the mapped view are not whole", 0), 1;
+		records += recs;
+		if (compare && round++ % 2) {
+			/* The same bytes through read(). */
+			memcpy(snap, view, n);
+			ssize_t r = read(fd, rbuf, n);
+			if (r != (ssize_t)n)
+				return violation("read() of a mapped view's length", r < 0 ? errno : 0), 1;
+			if (memcmp(snap, rbuf, n))
+				return violation("mapping and read() differ", 0), 1;
+			fwrite(rbuf, 1, n, out);
+			compares++;
+			rbytes += n;
+		} else {
+			mbytes += n;
+			/* Written straight from the mapping (no copy into this process). */
+			fwrite(view, 1, n, out);
+			int e = consume(fd, tail, head);
+			if (e)
+				return violation("consume", e), 1;
+		}
+	}
+	fclose(out);
+	printf("mapped %llu read %llu compares %llu records %llu\n", (unsigned long long)mbytes,
+	       (unsigned long long)rbytes, (unsigned long long)compares, (unsigned long long)records);
+	return violations != 0;
+}
+
+/* expect: `what` returned `got` (0 or an errno); it must be `want`. */
+static void expect(const char *what, int got, int want)
+{
+	printf("%s: %s\n", what, got ? strerrorname_np(got) : "ok");
+	if (got != want) {
+		char b[200];
+		snprintf(b, sizeof(b), "%s: expected %s", what, want ? strerrorname_np(want) : "ok");
+		violation(b, got);
+	}
+}
+
+static int try_map(int fd, size_t len, int prot, int flags, off_t off)
+{
+	void *p = mmap(NULL, len, prot, flags, fd, off);
+	if (p == MAP_FAILED)
+		return errno;
+	munmap(p, len);
+	return 0;
+}
+
+static int cmd_hostile(void)
+{
+	int fd = open(DEV, O_RDONLY | O_NONBLOCK);
+	struct map mp;
+	if (fd < 0 || map_all(fd, &mp))
+		return violation("open/map", errno), 1;
+	size_t win = mp.len;
+	expect("map the meta page alone", try_map(fd, page, PROT_READ, MAP_SHARED, 0), 0);
+	expect("map the data alone, once", try_map(fd, mp.size, PROT_READ, MAP_SHARED, page), 0);
+	expect("map the last data page", try_map(fd, page, PROT_READ, MAP_SHARED, win - page), 0);
+	expect("map past the window", try_map(fd, page, PROT_READ, MAP_SHARED, win), EINVAL);
+	expect("map one page too many", try_map(fd, win + page, PROT_READ, MAP_SHARED, 0), EINVAL);
+	expect("map far past the window", try_map(fd, page, PROT_READ, MAP_SHARED, (off_t)1 << 40),
+	       EINVAL);
+	expect("map an unaligned offset", try_map(fd, page, PROT_READ, MAP_SHARED, 12), EINVAL);
+	expect("map zero bytes", try_map(fd, 0, PROT_READ, MAP_SHARED, 0), EINVAL);
+	expect("map writable (O_RDONLY file)", try_map(fd, page, PROT_READ | PROT_WRITE, MAP_SHARED, 0),
+	       EACCES);
+	expect("map private", try_map(fd, page, PROT_READ, MAP_PRIVATE, 0), EPERM);
+	int e = try_map(fd, page, PROT_READ | PROT_EXEC, MAP_SHARED, 0);
+	printf("map executable: %s\n", e ? strerrorname_np(e) : "ok");
+	if (e != EPERM && e != EACCES)
+		violation("map executable: expected EPERM (or EACCES, noexec /dev)", e);
+	/* mprotect cannot make a mapping writable. */
+	void *p = mmap(NULL, page, PROT_READ, MAP_SHARED, fd, 0);
+	expect("mprotect PROT_WRITE", p == MAP_FAILED ? -1 : (mprotect(p, page, PROT_READ | PROT_WRITE) ? errno : 0),
+	       EACCES);
+	void *q = p == MAP_FAILED ? MAP_FAILED : mremap(p, page, 2 * page, MREMAP_MAYMOVE);
+	printf("mremap to grow: %s\n", q == MAP_FAILED ? strerrorname_np(errno) : "ok");
+	if (q != MAP_FAILED)
+		violation("mremap grew the mapping", 0);
+	munmap(p, page);
+	/* The two copies of the data are the same pages. */
+	if (memcmp(mp.data, mp.data + mp.size, mp.size))
+		violation("the data's two mappings differ", 0);
+	else
+		printf("double mapping: same bytes\n");
+	/* Consuming before the opening was read. */
+	uint64_t t = tail_of(&mp), h = head_of(&mp);
+	expect("consume before the opening", consume(fd, t, t), EINVAL);
+	uint64_t rb = 0;
+	if (read_opening(&mp, NULL, &rb))
+		return 1;
+	expect("consume nothing", consume(fd, t, t), 0);
+	expect("consume from a stale tail", consume(fd, t + 8, t + 8), ESTALE);
+	expect("consume backwards", consume(fd, t, t - 8), EINVAL);
+	h = head_of(&mp);
+	expect("consume past the head", consume(fd, t, h + 8), EINVAL);
+	expect("consume far past the head", consume(fd, t, ~0ull), EINVAL);
+	if (h - t >= 8)
+		expect("consume to the middle of a record", consume(fd, t, t + 4), EINVAL);
+	expect("consume with a bad pointer",
+	       ioctl(fd, IOC_CONSUME, (void *)8) ? errno : 0, EFAULT);
+	/* A control file can neither map nor consume. */
+	int w = open(DEV, O_WRONLY);
+	if (w < 0)
+		return violation("open O_WRONLY", errno), 1;
+	expect("map a control file (O_WRONLY)", try_map(w, page, PROT_READ, MAP_SHARED, 0), EACCES);
+	struct consume c = { t, t };
+	expect("consume on a control file", ioctl(w, IOC_CONSUME, &c) ? errno : 0, EBADF);
+	close(w);
+	/* O_RDWR: the writable mapping reaches the driver, which refuses it. */
+	close(fd);
+	munmap((void *)mp.m, mp.len);
+	int rw = open(DEV, O_RDWR | O_NONBLOCK);
+	if (rw < 0)
+		return violation("open O_RDWR", errno), 1;
+	expect("map writable (O_RDWR file)", try_map(rw, page, PROT_READ | PROT_WRITE, MAP_SHARED, 0),
+	       EPERM);
+	expect("map read-only (O_RDWR file)", try_map(rw, page, PROT_READ, MAP_SHARED, 0), 0);
+	close(rw);
+	printf("violations %d\n", violations);
+	return violations != 0;
+}
+
+static int cmd_slow(const char *path, int secs)
+{
+	struct map mp;
+	FILE *out = fopen(path, "w");
+	int fd = open(DEV, O_RDONLY | O_NONBLOCK);
+	if (!out || fd < 0 || map_all(fd, &mp))
+		return violation("open/map", errno), 1;
+	uint64_t rb = 0;
+	if (read_opening(&mp, out, &rb))
+		return 1;
+	/* Let records arrive, then snapshot what waits. */
+	sleep(1);
+	uint64_t t0 = tail_of(&mp), h0 = head_of(&mp), full0 = mp.m->full;
+	uint8_t *snap = malloc(h0 - t0 + 1);
+	memcpy(snap, mp.data + t0 % mp.size, h0 - t0);
+	sleep(secs);
+	uint64_t t1 = tail_of(&mp), h1 = head_of(&mp), full1 = mp.m->full;
+	printf("waiting %llu bytes at first, %llu later; full %llu\n", (unsigned long long)(h0 - t0),
+	       (unsigned long long)(h1 - t1), (unsigned long long)(full1 - full0));
+	if (t1 != t0)
+		violation("the consumer position moved without a consume", 0);
+	if (h1 - t1 > mp.size)
+		violation("more bytes wait than the ring holds", 0);
+	if (memcmp(snap, mp.data + t0 % mp.size, h0 - t0))
+		violation("waiting bytes changed: the writer lapped the reader", 0);
+	else
+		printf("unchanged %llu\n", (unsigned long long)(h0 - t0));
+	if (ioctl(fd, IOC_TRACING_OFF) || ioctl(fd, IOC_FLUSH))
+		return violation("tracing off / flush", errno), 1;
+	for (;;) {
+		uint64_t t = tail_of(&mp), h = head_of(&mp);
+		if (h == t)
+			break;
+		if (walk(mp.data + t % mp.size, h - t) < 0)
+			return violation("records not whole", 0), 1;
+		fwrite(mp.data + t % mp.size, 1, h - t, out);
+		int e = consume(fd, t, h);
+		if (e)
+			return violation("consume", e), 1;
+	}
+	fclose(out);
+	printf("full %llu\n", (unsigned long long)(full1 - full0));
+	return violations != 0;
+}
+
+struct shared_map {
+	struct map mp;
+	FILE *out;
+	pthread_mutex_t lock;
+	volatile int stop;
+	uint64_t consumed, stale;
+};
+
+static void *racer(void *arg)
+{
+	struct shared_map *s = arg;
+	uint8_t *copy = malloc(s->mp.size);
+	while (!s->stop) {
+		uint64_t t = tail_of(&s->mp), h = head_of(&s->mp);
+		if (h == t) {
+			struct pollfd p = { .fd = s->mp.fd, .events = POLLIN };
+			poll(&p, 1, 10);
+			continue;
+		}
+		memcpy(copy, s->mp.data + t % s->mp.size, h - t);
+		pthread_mutex_lock(&s->lock);
+		int e = consume(s->mp.fd, t, h);
+		if (!e) {
+			/* Never consumed meanwhile, so never overwritten: whole. */
+			if (walk(copy, h - t) < 0)
+				violation("a consumed copy is not whole records", 0);
+			fwrite(copy, 1, h - t, s->out);
+			s->consumed++;
+		} else if (e == ESTALE) {
+			s->stale++;
+		} else {
+			violation("consume", e);
+		}
+		pthread_mutex_unlock(&s->lock);
+	}
+	free(copy);
+	return NULL;
+}
+
+static int cmd_threads(const char *path, int secs)
+{
+	static struct shared_map s;
+	s.out = fopen(path, "w");
+	int fd = open(DEV, O_RDONLY | O_NONBLOCK);
+	if (!s.out || fd < 0 || map_all(fd, &s.mp))
+		return violation("open/map", errno), 1;
+	uint64_t rb = 0;
+	if (read_opening(&s.mp, s.out, &rb))
+		return 1;
+	pthread_mutex_init(&s.lock, NULL);
+	pthread_t a, b;
+	pthread_create(&a, NULL, racer, &s);
+	pthread_create(&b, NULL, racer, &s);
+	sleep(secs);
+	if (ioctl(fd, IOC_TRACING_OFF) || ioctl(fd, IOC_FLUSH))
+		violation("tracing off / flush", errno);
+	/* Let the racers drain what is left. */
+	while (head_of(&s.mp) != tail_of(&s.mp))
+		usleep(10000);
+	s.stop = 1;
+	pthread_join(a, NULL);
+	pthread_join(b, NULL);
+	fclose(s.out);
+	printf("consumed %llu stale %llu\n", (unsigned long long)s.consumed,
+	       (unsigned long long)s.stale);
+	return violations != 0;
+}
+
+static int cmd_hold(int secs)
+{
+	int fd = open(DEV, O_RDONLY | O_NONBLOCK);
+	struct map mp;
+	if (fd < 0 || map_all(fd, &mp))
+		return violation("open/map", errno), 1;
+	close(fd);
+	printf("held\n");
+	fflush(stdout);
+	sleep(secs);
+	if (mp.m->version != 1)
+		violation("the meta page after close", 0);
+	/* Touch every page of the window. */
+	volatile uint8_t sum = 0;
+	for (size_t i = page; i < mp.len; i += page)
+		sum += mp.data[i - page];
+	munmap((void *)mp.m, mp.len);
+	printf("unmapped\n");
+	return violations != 0;
+}
+
+/* A reader that consumes forever (until killed). */
+static void endless(int unmap_first)
+{
+	int fd = open(DEV, O_RDONLY | O_NONBLOCK);
+	struct map mp;
+	uint64_t rb = 0;
+	if (fd < 0 || map_all(fd, &mp) || read_opening(&mp, NULL, &rb))
+		_exit(3);
+	if (unmap_first) {
+		munmap((void *)mp.m, mp.len);
+		pause();
+	}
+	for (;;) {
+		uint64_t t = tail_of(&mp), h = head_of(&mp);
+		if (h != t)
+			consume(fd, t, h);
+	}
+}
+
+static int cmd_die(void)
+{
+	for (int unmap_first = 0; unmap_first < 2; unmap_first++) {
+		pid_t c = fork();
+		if (!c)
+			endless(unmap_first);
+		usleep(200000);
+		kill(c, SIGKILL);
+		int st;
+		waitpid(c, &st, 0);
+		if (!WIFSIGNALED(st))
+			violation("the reader did not run until killed", 0);
+		int fd = open(DEV, O_RDONLY | O_NONBLOCK);
+		if (fd < 0)
+			violation("open after the killed reader", errno);
+		else
+			close(fd);
+	}
+	printf("violations %d\n", violations);
+	return violations != 0;
+}
+
+/* Bench: the waiting records through the mapping. */
+static int cmd_drain(void)
+{
+	int fd = open(DEV, O_RDONLY | O_NONBLOCK);
+	struct map mp;
+	uint64_t rb = 0, bytes = 0, records = 0;
+	if (fd < 0 || map_all(fd, &mp) || read_opening(&mp, NULL, &rb))
+		return violation("open/map", errno), 1;
+	uint64_t t0 = now_ns();
+	for (;;) {
+		uint64_t t = tail_of(&mp), h = head_of(&mp);
+		if (h == t)
+			break;
+		long r = walk(mp.data + t % mp.size, h - t);
+		if (r < 0 || consume(fd, t, h))
+			return violation("drain", errno), 1;
+		bytes += h - t;
+		records += r;
+	}
+	uint64_t t1 = now_ns();
+	printf("drained %llu bytes %llu records in %llu ns\n", (unsigned long long)bytes,
+	       (unsigned long long)records, (unsigned long long)(t1 - t0));
+	return 0;
+}
+
+static int cmd_readdrain(void)
+{
+	static uint8_t buf[1 << 20];
+	int fd = open(DEV, O_RDONLY | O_NONBLOCK);
+	uint64_t bytes = 0, records = 0;
+	ssize_t r = fd < 0 ? -1 : read(fd, buf, HEADER);
+	if (r != HEADER)
+		return violation("open/header", errno), 1;
+	/* The restated records (if any) are part of the drain: few bytes. */
+	uint64_t t0 = now_ns();
+	while ((r = read(fd, buf, sizeof(buf))) > 0) {
+		long n = walk(buf, r);
+		if (n < 0)
+			return violation("records not whole", 0), 1;
+		bytes += r;
+		records += n;
+	}
+	uint64_t t1 = now_ns();
+	if (errno != EAGAIN)
+		return violation("read", errno), 1;
+	printf("drained %llu bytes %llu records in %llu ns\n", (unsigned long long)bytes,
+	       (unsigned long long)records, (unsigned long long)(t1 - t0));
+	return 0;
+}
+
+/* Bench: ftrace's buffer, the same volume in 32-byte entries. */
+static int cmd_ftrace(long bytes)
+{
+	static uint8_t buf[1 << 20];
+	cpu_set_t set;
+	CPU_ZERO(&set);
+	CPU_SET(0, &set);
+	if (sched_setaffinity(0, sizeof(set), &set))
+		return violation("sched_setaffinity", errno), 1;
+	int m = open("/sys/kernel/tracing/trace_marker_raw", O_WRONLY);
+	int p = open("/sys/kernel/tracing/per_cpu/cpu0/trace_pipe_raw", O_RDONLY | O_NONBLOCK);
+	if (m < 0 || p < 0)
+		return violation("open tracefs files", errno), 1;
+	/* Empty the buffer first. */
+	while (read(p, buf, sizeof(buf)) > 0)
+		;
+	/* An entry: the ring's 4-byte event header, the 8-byte trace entry,
+	 * the 4-byte id and 16 bytes of data: 32 bytes. */
+	uint8_t rec[20] = { 1, 0, 0, 0 };
+	long n = bytes / 32, written = 0;
+	for (long i = 0; i < n; i++) {
+		memcpy(rec + 4, &i, sizeof(i));
+		if (write(m, rec, sizeof(rec)) == (ssize_t)sizeof(rec))
+			written++;
+	}
+	uint64_t t0 = now_ns(), total = 0;
+	ssize_t r;
+	while ((r = read(p, buf, sizeof(buf))) > 0)
+		total += r;
+	uint64_t t1 = now_ns();
+	if (r < 0 && errno != EAGAIN)
+		return violation("read trace_pipe_raw", errno), 1;
+	printf("ftrace wrote %ld entries, drained %llu bytes in %llu ns\n", written,
+	       (unsigned long long)total, (unsigned long long)(t1 - t0));
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	page = sysconf(_SC_PAGESIZE);
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	const char *cmd = argc > 1 ? argv[1] : "";
+	if (!strcmp(cmd, "stream") && argc >= 4)
+		return cmd_stream(argv[2], atoi(argv[3]), argc > 4 && !strcmp(argv[4], "compare"));
+	if (!strcmp(cmd, "hostile"))
+		return cmd_hostile();
+	if (!strcmp(cmd, "slow") && argc == 4)
+		return cmd_slow(argv[2], atoi(argv[3]));
+	if (!strcmp(cmd, "threads") && argc == 4)
+		return cmd_threads(argv[2], atoi(argv[3]));
+	if (!strcmp(cmd, "hold") && argc == 3)
+		return cmd_hold(atoi(argv[2]));
+	if (!strcmp(cmd, "die"))
+		return cmd_die();
+	if (!strcmp(cmd, "drain"))
+		return cmd_drain();
+	if (!strcmp(cmd, "readdrain"))
+		return cmd_readdrain();
+	if (!strcmp(cmd, "ftrace") && argc == 3)
+		return cmd_ftrace(atol(argv[2]));
+	fprintf(stderr, "usage: see the top of tests/guest/mmap.c\n");
+	return 2;
+}

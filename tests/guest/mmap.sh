@@ -1,0 +1,106 @@
+#!/bin/sh
+# vm-run: --smp 2
+# Zero-copy reading (Documentation/mmap.md): mmap of /dev/oprofile/buffer.
+# - hostile mappings and consumes get their documented errors;
+# - a stream read through the mapping is byte-identical to what read() gives
+#   for the same bytes, and its accounting is exact;
+# - a slow mapped reader is never lapped: the waiting bytes do not change,
+#   the loss shows as LOST records and the accounting stays exact;
+# - two threads racing to consume one mapping: the loser gets ESTALE, the
+#   stream written in consumption order is whole and exact;
+# - a mapping held after close pins the module (rmmod refused) and stays
+#   readable; readers killed mid-stream leave nothing behind (kmemleak on
+#   the debug kernel);
+# - `oprofile-rs record` reads through the mapping.
+. /tmp/lib.sh
+
+# stream_check NAME FILE: the stream FILE is well formed and its accounting
+# exact against the stats saved in /tmp/stats.txt.
+stream_check() {
+    oprofile-rs report -i "$2" -n 1 >/tmp/rep.txt 2>/tmp/rep.err
+    check "$1: the stream decodes" [ -s /tmp/rep.txt ]
+    grep '^#' /tmp/rep.txt
+    check_accounting /tmp/stats.txt /tmp/rep.txt
+}
+
+check "insmod" insmod /oprofile_rs.ko sample_period=250000
+/tmp/workload 1 >/dev/null
+out=$(/tmp/mmap hostile); rc=$?
+echo "$out"
+expect_eq "hostile mappings and consumes: documented answers only" "$rc" 0
+check "rmmod" rmmod oprofile_rs
+
+# The same bytes through the mapping and read().
+check "insmod 4 kHz" insmod /oprofile_rs.ko sample_period=250000 buffer_watershed=4096
+/tmp/workload 4 >/dev/null & /tmp/workload 4 >/dev/null &
+out=$(/tmp/mmap stream /tmp/s.bin 4 compare); rc=$?
+echo "$out"
+wait
+expect_eq "mapped stream (compare): no violation" "$rc" 0
+compares=$(echo "$out" | sed -n 's/.* compares \([0-9]*\).*/\1/p')
+mapped=$(echo "$out" | sed -n 's/^mapped \([0-9]*\).*/\1/p')
+check "views compared with read() ($compares)" [ "${compares:-0}" -gt 0 ]
+check "bytes consumed through the mapping ($mapped)" [ "${mapped:-0}" -gt 0 ]
+cat $DBG/stats >/tmp/stats.txt
+stream_check "mapped+read stream" /tmp/s.bin
+check "rmmod" rmmod oprofile_rs
+
+# A slow reader: small buffers fill up while it consumes nothing.
+check "insmod small buffers" insmod /oprofile_rs.ko cpu_buffer_size=4096 buffer_size=65536 sample_period=100000
+/tmp/workload 4 >/dev/null & /tmp/workload 4 >/dev/null &
+out=$(/tmp/mmap slow /tmp/slow.bin 3); rc=$?
+echo "$out"
+wait
+expect_eq "slow mapped reader: no violation (never lapped)" "$rc" 0
+full=$(echo "$out" | sed -n 's/^full \([0-9]*\)$/\1/p')
+check "the event buffer filled up meanwhile (full $full)" [ "${full:-0}" -gt 0 ]
+cat $DBG/stats >/tmp/stats.txt
+stream_check "slow reader's stream" /tmp/slow.bin
+check "the loss is reported as LOST records ($lost_total)" [ "$lost_total" -gt 0 ]
+check "rmmod" rmmod oprofile_rs
+
+# Two threads share the mapping.
+check "insmod" insmod /oprofile_rs.ko sample_period=100000 buffer_watershed=4096
+/tmp/workload 3 >/dev/null & /tmp/workload 3 >/dev/null &
+out=$(/tmp/mmap threads /tmp/t.bin 3); rc=$?
+echo "$out"
+wait
+expect_eq "two threads on one mapping: no violation" "$rc" 0
+consumed=$(echo "$out" | sed -n 's/^consumed \([0-9]*\).*/\1/p')
+check "the threads consumed ($consumed views)" [ "${consumed:-0}" -gt 0 ]
+cat $DBG/stats >/tmp/stats.txt
+stream_check "shared mapping's stream" /tmp/t.bin
+
+# A mapping held after close pins the module.
+/tmp/mmap hold 4 >/tmp/hold.txt &
+holder=$!
+sleep 1.5
+check "the holder mapped and closed ($(cat /tmp/hold.txt))" grep -q held /tmp/hold.txt
+out=$(rmmod oprofile_rs 2>&1); rc=$?
+check "rmmod refused while a mapping is held ($out)" [ "$rc" -ne 0 ]
+check "the module is still loaded" grep -q '^oprofile_rs ' /proc/modules
+out=$(/tmp/probe reads $DEV nonblock 96)
+expect_eq "the held mapping keeps the reader slot" "$out" "err EBUSY"
+wait $holder; rc=$?
+expect_eq "the holder read its mapping after close and unmapped" "$rc" 0
+check "unmapped" grep -q unmapped /tmp/hold.txt
+
+# Readers killed mid-stream, with and without their mapping.
+out=$(/tmp/mmap die); rc=$?
+echo "$out"
+expect_eq "killed mapped readers: the device opens again" "$rc" 0
+check "rmmod after the killed readers" rmmod oprofile_rs
+
+# oprofile-rs record reads through the mapping.
+check "insmod" insmod /oprofile_rs.ko sample_period=250000
+oprofile-rs record -o /tmp/r.bin -- /tmp/workload 2 >/tmp/rec.txt 2>&1
+cat /tmp/rec.txt
+check "record says it read through the mapping" grep -q "reader: mmap" /tmp/r.bin.meta/info
+oprofile-rs report -i /tmp/r.bin -n 3 >/tmp/rep.txt 2>&1
+cat /tmp/rep.txt
+samples=$(sed -n 's/.*recorded .*: \([0-9]*\) samples.*/\1/p' /tmp/rec.txt)
+check "record's stream holds samples ($samples)" [ "${samples:-0}" -gt 0 ]
+check "the workload is in the report" grep -q workload /tmp/rep.txt
+check "rmmod" rmmod oprofile_rs
+check_kmemleak "after the mapped readers"
+finish
