@@ -58,7 +58,9 @@ struct Entry {
 
 /// One CPU's records, moved out of its ring buffer, oldest first.
 struct StagedCpu {
+    /// The records, back to back in `..used`; its length is its capacity.
     bytes: KVVec<u8>,
+    used: usize,
     index: KVVec<Entry>,
 }
 
@@ -90,26 +92,22 @@ impl StagedCpu {
     }
 
     /// Moves `cpu`'s records (all of them, or as many as the staging area
-    /// holds: the rest waits for the next snapshot).
+    /// holds: the rest waits for the next snapshot). No allocation and no
+    /// clearing: `bytes` has its full length from the start (this runs while
+    /// recording is paused).
     fn drain(&mut self, cpu: &CpuSampler) {
         let mut retries = 0;
         while self.index.len() < self.index.capacity() {
-            let off = self.bytes.len();
-            if off + format::MAX_RECORD > self.bytes.capacity()
-                || self
-                    .bytes
-                    .resize(off + format::MAX_RECORD, 0, GFP_KERNEL)
-                    .is_err()
-            {
+            let off = self.used;
+            let Some(room) = self.bytes.get_mut(off..) else {
+                break;
+            };
+            if room.len() < format::MAX_RECORD {
                 break;
             }
-            let got = cpu
-                .buffer
-                .consume(self.bytes.get_mut(off..).unwrap_or(&mut []));
-            match got {
+            match cpu.buffer.consume(room) {
                 Ok(info) => {
-                    self.bytes.truncate(off + info.len);
-                    let rec = self.bytes.get(off..).unwrap_or(&[]);
+                    let rec = room.get(..info.len).unwrap_or(&[]);
                     let kind = format::Prefix::read(Endian::native(), rec).map(|p| p.kind);
                     let entry = Entry {
                         off: off as u32,
@@ -119,34 +117,29 @@ impl StagedCpu {
                     };
                     // Within the capacity checked above: no allocation.
                     if self.index.push(entry, GFP_KERNEL).is_err() {
-                        self.bytes.truncate(off);
                         break;
                     }
+                    self.used = off + info.len;
                 }
+                // Nothing else reads the buffer in overwrite mode and no
+                // writer runs; bounded all the same.
+                Err(ReadError::Busy | ReadError::Contended) if retries < 1000 => retries += 1,
+                Err(ReadError::Empty) => break,
                 Err(e) => {
-                    self.bytes.truncate(off);
-                    match e {
-                        ReadError::Empty => break,
-                        // Nothing else reads the buffer in overwrite mode
-                        // and no writer runs; bounded all the same.
-                        ReadError::Busy | ReadError::Contended if retries < 1000 => retries += 1,
-                        e => {
-                            pr_ratelimited!(
-                                pr_warn,
-                                "cpu{}: snapshot: ring buffer read failed: {:?}\n",
-                                cpu.cpu,
-                                e
-                            );
-                            break;
-                        }
-                    }
+                    pr_ratelimited!(
+                        pr_warn,
+                        "cpu{}: snapshot: ring buffer read failed: {:?}\n",
+                        cpu.cpu,
+                        e
+                    );
+                    break;
                 }
             }
         }
     }
 
     fn clear(&mut self) {
-        self.bytes.clear();
+        self.used = 0;
         self.index.clear();
     }
 }
@@ -198,12 +191,15 @@ impl SnapshotState {
             )
         };
         for _ in 0..nr_cpus {
+            // The ring's records as stream records take fewer bytes than
+            // the ring; the drain wants room for the largest record before
+            // each copy.
+            let mut bytes = KVVec::with_capacity(staging_bytes, GFP_KERNEL)?;
+            bytes.resize(staging_bytes, 0, GFP_KERNEL)?;
             staged.push(
                 StagedCpu {
-                    // The ring's records as stream records take fewer bytes
-                    // than the ring; the drain wants room for the largest
-                    // record before each copy.
-                    bytes: KVVec::with_capacity(staging_bytes, GFP_KERNEL)?,
+                    bytes,
+                    used: 0,
                     index: KVVec::with_capacity(max_records, GFP_KERNEL)?,
                 },
                 GFP_KERNEL,
