@@ -19,18 +19,18 @@
 //! record as read or overrun.
 
 use core::ffi::{c_int, c_void};
-use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use kernel::{
     bindings,
     cpu::CpuId,
     cpumask::Cpumask,
     prelude::*,
+    sync::atomic::{Acquire, Atomic, Relaxed, Release},
     time::{delay::fsleep, Delta, Instant, Monotonic},
 };
 
 use crate::kthread::{park, Thread};
-use crate::ringbuf::{CpuBuffer, Mode, ReadError, RecordSwitch, Switches};
+use crate::ringbuf::{atomics::AtomicU64, CpuBuffer, Mode, ReadError, RecordSwitch, Switches};
 
 /// Buffer size: ftrace's benchmark allocates 1,000,000 bytes per CPU.
 const BUFFER_WORDS: usize = (1 << 20) / 8;
@@ -45,16 +45,16 @@ static SET_ON: RecordSwitch = RecordSwitch::new(true);
 struct Bench {
     buf: CpuBuffer<'static, KVec<AtomicU64>>,
     run_ns: u64,
-    consumer_started: AtomicBool,
-    producer_done: AtomicBool,
-    consumer_done: AtomicBool,
+    consumer_started: Atomic<bool>,
+    producer_done: Atomic<bool>,
+    consumer_done: Atomic<bool>,
     /// Producer results.
-    hit: AtomicU64,
-    missed: AtomicU64,
-    elapsed_ns: AtomicU64,
+    hit: Atomic<u64>,
+    missed: Atomic<u64>,
+    elapsed_ns: Atomic<u64>,
     /// Consumer results.
-    read: AtomicU64,
-    torn: AtomicU64,
+    read: Atomic<u64>,
+    torn: Atomic<u64>,
 }
 
 fn clock() -> u64 {
@@ -72,7 +72,7 @@ fn cpu_online(cpu: CpuId) -> bool {
 
 impl Bench {
     fn producer(&self) {
-        while !self.consumer_started.load(Ordering::Acquire) {
+        while !self.consumer_started.load(Acquire) {
             fsleep(Delta::from_millis(1));
         }
         let (mut hit, mut missed, mut seq) = (0u64, 0u64, 0u64);
@@ -95,18 +95,18 @@ impl Bench {
                 break;
             }
         }
-        self.hit.store(hit, Ordering::Relaxed);
-        self.missed.store(missed, Ordering::Relaxed);
-        self.elapsed_ns.store(elapsed, Ordering::Relaxed);
-        self.producer_done.store(true, Ordering::Release);
+        self.hit.store(hit, Relaxed);
+        self.missed.store(missed, Relaxed);
+        self.elapsed_ns.store(elapsed, Relaxed);
+        self.producer_done.store(true, Release);
     }
 
     fn consumer(&self) {
         let mut out = [0u8; 8];
         let (mut read, mut torn, mut last) = (0u64, 0u64, 0u64);
-        self.consumer_started.store(true, Ordering::Release);
+        self.consumer_started.store(true, Release);
         loop {
-            let done = self.producer_done.load(Ordering::Acquire);
+            let done = self.producer_done.load(Acquire);
             match self.buf.consume(&mut out) {
                 Ok(info) => {
                     let seq = u64::from_ne_bytes(out);
@@ -127,9 +127,9 @@ impl Bench {
                 }
             }
         }
-        self.read.store(read, Ordering::Relaxed);
-        self.torn.store(torn, Ordering::Relaxed);
-        self.consumer_done.store(true, Ordering::Release);
+        self.read.store(read, Relaxed);
+        self.torn.store(torn, Relaxed);
+        self.consumer_done.store(true, Release);
     }
 }
 
@@ -186,14 +186,14 @@ pub(crate) fn run(secs: u64) -> Result {
         Bench {
             buf: CpuBuffer::new(storage, Mode::Overwrite, switches).map_err(|_| EINVAL)?,
             run_ns: secs.saturating_mul(1_000_000_000),
-            consumer_started: AtomicBool::new(false),
-            producer_done: AtomicBool::new(false),
-            consumer_done: AtomicBool::new(false),
-            hit: AtomicU64::new(0),
-            missed: AtomicU64::new(0),
-            elapsed_ns: AtomicU64::new(0),
-            read: AtomicU64::new(0),
-            torn: AtomicU64::new(0),
+            consumer_started: Atomic::new(false),
+            producer_done: Atomic::new(false),
+            consumer_done: Atomic::new(false),
+            hit: Atomic::new(0),
+            missed: Atomic::new(0),
+            elapsed_ns: Atomic::new(0),
+            read: Atomic::new(0),
+            torn: Atomic::new(0),
         },
         GFP_KERNEL,
     )?;
@@ -210,25 +210,23 @@ pub(crate) fn run(secs: u64) -> Result {
             Err(e) => {
                 // The consumer reads until the producer is done: tell it, or
                 // stopping it (dropping `consumer`) would wait forever.
-                bench.producer_done.store(true, Ordering::Release);
+                bench.producer_done.store(true, Release);
                 pr_err!("bench: cannot start the producer kthread: {e:?}\n");
                 return Err(e);
             }
         };
-        while !(bench.producer_done.load(Ordering::Acquire)
-            && bench.consumer_done.load(Ordering::Acquire))
-        {
+        while !(bench.producer_done.load(Acquire) && bench.consumer_done.load(Acquire)) {
             fsleep(Delta::from_millis(10));
         }
         drop(producer);
         drop(consumer);
     }
     let st = bench.buf.stats();
-    let hit = bench.hit.load(Ordering::Relaxed);
-    let missed = bench.missed.load(Ordering::Relaxed);
-    let read = bench.read.load(Ordering::Relaxed);
-    let torn = bench.torn.load(Ordering::Relaxed);
-    let elapsed = bench.elapsed_ns.load(Ordering::Relaxed);
+    let hit = bench.hit.load(Relaxed);
+    let missed = bench.missed.load(Relaxed);
+    let read = bench.read.load(Relaxed);
+    let torn = bench.torn.load(Relaxed);
+    let elapsed = bench.elapsed_ns.load(Relaxed);
     let accounted = st.committed == hit
         && st.read == read
         && st.entries == 0

@@ -72,12 +72,15 @@ module_build_dir() {
 
 # guest_bins: builds the guest programs (tests/guest/*.c, static) of this
 # checkout into their own directory (two checkouts sharing a cache never
-# run each other's) and prints that directory.
+# run each other's) and prints that directory. A program's own compiler
+# flags follow `// cflags:` on a line of its own (e.g. frame pointers).
 guest_bins() {
     local dir=$CACHE/guest-bin/$(checkout_key) c
     mkdir -p "$dir"
     for c in "$REPO"/tests/guest/*.c; do
-        gcc -static -O2 -Wall -Werror -o "$dir/$(basename "$c" .c)" "$c" || die "building $c failed"
+        # shellcheck disable=SC2046 # the flags are words
+        gcc -static -O2 -Wall -Werror $(sed -n 's|^// cflags: ||p' "$c" | head -1) \
+            -o "$dir/$(basename "$c" .c)" "$c" || die "building $c failed"
     done
     echo "$dir"
 }

@@ -119,7 +119,8 @@ fn show_stats(p: &Arc<Profiler>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
             "cpu{} sample_received={} sample_lost_overflow={} sample_invalid_eip={} backtrace_aborted={} \
-             handler_avg_ns={} handler_max_ns={} buffer_entries={} buffer_dropped_full={} buffer_read={} \
+             user_backtrace_aborted={} user_backtrace_truncated={} handler_avg_ns={} handler_max_ns={} \
+             buffer_entries={} buffer_dropped_full={} buffer_read={} \
              sample_lost_snapshot={} comm_records={} buffer_committed={} buffer_overrun={} \
              sync_records={} sync_ns={}",
             s.cpu,
@@ -127,6 +128,8 @@ fn show_stats(p: &Arc<Profiler>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
             c.sample_lost_overflow.load(Relaxed),
             c.sample_invalid_eip.load(Relaxed),
             c.backtrace_aborted.load(Relaxed),
+            c.user_backtrace_aborted.load(Relaxed),
+            c.user_backtrace_truncated.load(Relaxed),
             c.handler_ns_sum.load(Relaxed).checked_div(received).unwrap_or(0),
             c.handler_ns_max.load(Relaxed),
             rb.entries,
@@ -155,7 +158,8 @@ fn show_event(p: &Arc<Profiler>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     let c = &p.config;
     writeln!(
         f,
-        "{} period={} freq={} context={} exclude_user={} exclude_kernel={} backtrace_depth={}",
+        "{} period={} freq={} context={} exclude_user={} exclude_kernel={} backtrace_depth={} \
+         user_backtrace_depth={}",
         e.name(),
         c.sample_period,
         c.sample_freq,
@@ -163,6 +167,7 @@ fn show_event(p: &Arc<Profiler>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         u8::from(c.exclude_user),
         u8::from(c.exclude_kernel),
         c.backtrace_depth,
+        c.user_backtrace_depth,
     )
 }
 

@@ -57,6 +57,35 @@ bool oprofile_rs_unwind_kernel(struct pt_regs *regs, bool (*frame)(void *ctx, un
 	return unwind_error(&state);
 }
 
+/*
+ * The user registers a user-space stack walk starts from (src/user_stack.rs):
+ * task_pt_regs(), current, user_64bit_mode() and TASK_SIZE_MAX are macros or
+ * inline functions, and the task's mm and flags are fields of struct
+ * task_struct, whose layout bindgen gets wrong (see oprofile_rs_current_task).
+ * For a user-mode sample, the interrupted registers; for a kernel-mode sample
+ * of a user task (an mm, neither a kernel thread nor a user worker: perf's
+ * is_user_task()), the registers it entered the kernel with, whose ip is the
+ * user address it entered from (as perf's get_perf_callchain()). Returns
+ * false when there is no user stack to walk: a kernel thread, or a 32-bit
+ * (compat) context, which is not walked. *limit is the end of the user address
+ * space. Safe in NMI context: it only reads registers and the current task.
+ */
+bool oprofile_rs_user_regs(struct pt_regs *regs, u64 *ip, u64 *sp, u64 *bp, u64 *limit)
+{
+	if (!user_mode(regs)) {
+		if (!current->mm || (current->flags & (PF_KTHREAD | PF_USER_WORKER)))
+			return false;
+		regs = task_pt_regs(current);
+	}
+	if (!user_64bit_mode(regs))
+		return false;
+	*ip = regs->ip;
+	*sp = regs->sp;
+	*bp = regs->bp;
+	*limit = TASK_SIZE_MAX;
+	return true;
+}
+
 /* instruction_pointer() and user_mode() are inline (src/perf.rs, Regs). */
 unsigned long oprofile_rs_regs_ip(struct pt_regs *regs)
 {

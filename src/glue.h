@@ -21,6 +21,8 @@ bool oprofile_rs_unwind_kernel(struct pt_regs *regs, bool (*frame)(void *ctx, un
 			       void *ctx);
 unsigned long oprofile_rs_regs_ip(struct pt_regs *regs);
 bool oprofile_rs_regs_user_mode(struct pt_regs *regs);
+/* src/user_stack.rs */
+bool oprofile_rs_user_regs(struct pt_regs *regs, u64 *ip, u64 *sp, u64 *bp, u64 *limit);
 /* src/sampler.rs */
 u64 oprofile_rs_clock(void);
 void oprofile_rs_current_task(u32 *pid, u32 *tgid, char comm[16]);

@@ -42,6 +42,16 @@ extern "C" {
     pub(crate) fn oprofile_rs_regs_ip(regs: *mut bindings::pt_regs) -> c_ulong;
     /// `user_mode(regs)`.
     pub(crate) fn oprofile_rs_regs_user_mode(regs: *mut bindings::pt_regs) -> bool;
+    /// The user registers (ip, sp, bp) a user stack walk starts from, and
+    /// the end of the user address space; false if there is no 64-bit user
+    /// context (kernel thread, compat task).
+    pub(crate) fn oprofile_rs_user_regs(
+        regs: *mut bindings::pt_regs,
+        ip: *mut u64,
+        sp: *mut u64,
+        bp: *mut u64,
+        limit: *mut u64,
+    ) -> bool;
     /// `local_clock()`.
     pub(crate) fn oprofile_rs_clock() -> u64;
     /// The current task's pid, tgid and comm (16 bytes).

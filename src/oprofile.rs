@@ -40,6 +40,7 @@ mod snapshot;
 #[allow(unreachable_pub)]
 mod snapshot_plan;
 mod sync;
+mod user_stack;
 // The ring-buffer core is shared with the host crate `crates/ringbuf`; parts of
 // its public API serve only the host tests and benchmarks.
 #[allow(unreachable_pub)]
@@ -84,6 +85,10 @@ module! {
         backtrace_depth: u64 {
             default: 0,
             description: "Kernel callchain entries recorded per sample (0..64)",
+        },
+        user_backtrace_depth: u64 {
+            default: 32,
+            description: "User callchain entries recorded per sample, by frame pointers (0..64; 0: none)",
         },
     },
 }
@@ -133,6 +138,7 @@ impl kernel::InPlaceModule for OprofileModule {
             exclude_user: module_parameters::exclude_user.value(),
             exclude_kernel: module_parameters::exclude_kernel.value(),
             backtrace_depth: module_parameters::backtrace_depth.value(),
+            user_backtrace_depth: module_parameters::user_backtrace_depth.value(),
             mode: mode_param(),
         };
         try_pin_init!(&this in Self {

@@ -25,6 +25,9 @@ pub(crate) mod limits {
     /// Kernel callchain entries recorded per sample (the stream format's
     /// limit).
     pub(crate) const BACKTRACE_DEPTH: (u64, u64) = (0, crate::format::MAX_DEPTH as u64);
+    /// User callchain entries recorded per sample (the stream format's
+    /// limit).
+    pub(crate) const USER_BACKTRACE_DEPTH: (u64, u64) = (0, crate::format::MAX_USER_DEPTH as u64);
 }
 
 /// The default sample period when neither `sample_period` nor `sample_freq` is given.
@@ -86,6 +89,8 @@ pub(crate) struct Config {
     pub(crate) exclude_kernel: bool,
     /// Maximum kernel callchain depth (0: none).
     pub(crate) backtrace_depth: u32,
+    /// Maximum user callchain depth (0: none).
+    pub(crate) user_backtrace_depth: u32,
     /// Consume or overwrite (flight recorder).
     pub(crate) mode: RecordMode,
 }
@@ -103,6 +108,7 @@ pub(crate) struct Raw<'a> {
     pub(crate) exclude_user: bool,
     pub(crate) exclude_kernel: bool,
     pub(crate) backtrace_depth: u64,
+    pub(crate) user_backtrace_depth: u64,
     /// `mode=`, as given (without the NUL).
     pub(crate) mode: &'a [u8],
 }
@@ -191,6 +197,11 @@ impl Config {
             raw.backtrace_depth,
             limits::BACKTRACE_DEPTH,
         )?;
+        let user_backtrace_depth = in_range(
+            "user_backtrace_depth",
+            raw.user_backtrace_depth,
+            limits::USER_BACKTRACE_DEPTH,
+        )?;
         Ok(Config {
             cpu_buffer_size: to_usize(cpu_buffer_size)?,
             buffer_size: to_usize(buffer_size)?,
@@ -201,6 +212,7 @@ impl Config {
             exclude_user: raw.exclude_user,
             exclude_kernel: raw.exclude_kernel,
             backtrace_depth: u32::try_from(backtrace_depth).map_err(|_| EINVAL)?,
+            user_backtrace_depth: u32::try_from(user_backtrace_depth).map_err(|_| EINVAL)?,
             mode,
         })
     }
@@ -222,6 +234,8 @@ mod tests {
             exclude_user: false,
             exclude_kernel: false,
             backtrace_depth: 0,
+            // The parameter's default (oprofile.rs): user stacks are on.
+            user_backtrace_depth: 32,
             mode: b"consume",
         }
     }
@@ -367,5 +381,28 @@ mod tests {
             ..good()
         })
         .is_ok());
+    }
+
+    #[test]
+    fn user_depth_range() {
+        for bad in [65, 1000, u64::MAX] {
+            assert_eq!(
+                Config::validate(Raw {
+                    user_backtrace_depth: bad,
+                    ..good()
+                }),
+                Err(EINVAL)
+            );
+        }
+        for ok in [0, 1, 64] {
+            assert_eq!(
+                Config::validate(Raw {
+                    user_backtrace_depth: ok,
+                    ..good()
+                })
+                .map(|c| c.user_backtrace_depth),
+                Ok(ok as u32)
+            );
+        }
     }
 }

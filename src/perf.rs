@@ -149,6 +149,12 @@ impl Regs {
         unsafe { glue::oprofile_rs_regs_user_mode(self.regs) }
     }
 
+    /// The raw registers, for the user stack walk (`user_stack.rs`); valid
+    /// during the interrupt being handled only (invariant).
+    pub(crate) fn as_raw(&self) -> *mut bindings::pt_regs {
+        self.regs
+    }
+
     /// The kernel callchain of the interrupted context, innermost caller
     /// first, without the interrupted address itself, written into `out`.
     /// Returns how many entries were written and whether the unwinder failed

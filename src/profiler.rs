@@ -99,6 +99,7 @@ impl Profiler {
                     cpu,
                     config.cpu_buffer_size,
                     config.backtrace_depth,
+                    config.user_backtrace_depth,
                     switches,
                     config.mode == RecordMode::Overwrite,
                 )?,

@@ -14,10 +14,15 @@ use kernel::{
 };
 
 use crate::{
-    format::{self, Endian, MAX_DEPTH},
+    format::{self, Endian, MAX_DEPTH, MAX_USER_DEPTH},
     perf::{OverflowHandler, Regs},
     ringbuf::{CpuBuffer, Mode, ReserveError, Switches},
+    user_stack::{self, UserRegs},
 };
+
+/// Entries of a CPU's callchain scratch space: the kernel chain, then the
+/// user chain.
+const CHAIN_LEN: usize = MAX_DEPTH + MAX_USER_DEPTH;
 
 /// A CPU's callchain scratch space, so that the NMI stack does not hold it.
 ///
@@ -28,7 +33,7 @@ use crate::{
 /// another on the same CPU finds it busy and records no callchain).
 struct Scratch {
     busy: Atomic<bool>,
-    chain: UnsafeCell<[u64; MAX_DEPTH]>,
+    chain: UnsafeCell<[u64; CHAIN_LEN]>,
 }
 
 // SAFETY: access to `chain` is exclusive by the invariant.
@@ -38,12 +43,12 @@ impl Scratch {
     fn new() -> Self {
         Self {
             busy: Atomic::new(false),
-            chain: UnsafeCell::new([0; MAX_DEPTH]),
+            chain: UnsafeCell::new([0; CHAIN_LEN]),
         }
     }
 
     /// Runs `f` on the scratch space, or returns `None` if it is in use.
-    fn with<R>(&self, f: impl FnOnce(&mut [u64; MAX_DEPTH]) -> R) -> Option<R> {
+    fn with<R>(&self, f: impl FnOnce(&mut [u64; CHAIN_LEN]) -> R) -> Option<R> {
         if self.busy.xchg(true, Acquire) {
             return None;
         }
@@ -107,6 +112,16 @@ pub(crate) struct Counters {
     /// frame, or (an overflow nested in another on this CPU) no scratch space
     /// was free. Chains deeper than `backtrace_depth` are cut there silently.
     pub(crate) backtrace_aborted: Atomic<u64>,
+    /// User callchains cut short by a fault (a frame record not mapped or
+    /// not present) or a bad frame pointer (misaligned, not above the
+    /// previous frame, outside user space; or a return address outside it),
+    /// or not walked because the scratch space was busy (nested overflow).
+    /// Code built without frame pointers ends its chains so, and so does
+    /// the C library's start code above `main` in most programs.
+    pub(crate) user_backtrace_aborted: Atomic<u64>,
+    /// User callchains cut at `user_backtrace_depth` with a frame still to
+    /// follow.
+    pub(crate) user_backtrace_truncated: Atomic<u64>,
     /// Overflow handler cost: sum and maximum in ns.
     pub(crate) handler_ns_sum: Atomic<u64>,
     pub(crate) handler_ns_max: Atomic<u64>,
@@ -128,6 +143,8 @@ impl Counters {
             sample_lost_overflow: Atomic::new(0),
             sample_invalid_eip: Atomic::new(0),
             backtrace_aborted: Atomic::new(0),
+            user_backtrace_aborted: Atomic::new(0),
+            user_backtrace_truncated: Atomic::new(0),
             handler_ns_sum: Atomic::new(0),
             handler_ns_max: Atomic::new(0),
             sample_lost_snapshot: Atomic::new(0),
@@ -162,6 +179,8 @@ pub(crate) struct CpuSampler {
     pub(crate) counters: Counters,
     /// Kernel callchain entries to record (0: none).
     depth: usize,
+    /// User callchain entries to record (0: none).
+    user_depth: usize,
     scratch: Scratch,
     /// Overwrite mode: bytes of SAMPLE records after which the running task
     /// is named again (a new COMM record), so that a COMM overwritten in the
@@ -176,6 +195,7 @@ impl CpuSampler {
         cpu: u32,
         bytes: usize,
         depth: u32,
+        user_depth: u32,
         switches: Switches<'static>,
         overwrite: bool,
     ) -> Result<Self> {
@@ -197,6 +217,7 @@ impl CpuSampler {
             last_comm: [Atomic::new(0), Atomic::new(0)],
             counters: Counters::new(),
             depth: (depth as usize).min(MAX_DEPTH),
+            user_depth: (user_depth as usize).min(MAX_USER_DEPTH),
             scratch: Scratch::new(),
             rename_bytes: if overwrite { bytes as u64 / 8 } else { 0 },
             since_comm: Atomic::new(0),
@@ -276,12 +297,13 @@ impl CpuSampler {
             c.sample_invalid_eip.add(1, Relaxed);
             return;
         }
-        // The SAMPLE record with `chain` (at most MAX_DEPTH entries) after it.
-        let sample = |chain: &[u64]| {
+        // The SAMPLE record with `chain` after it: `kernel` kernel entries
+        // (at most MAX_DEPTH), then the user entries (at most MAX_USER_DEPTH).
+        let sample = |chain: &[u64], kernel: usize| {
             let head = format::SampleHead {
                 cpu,
                 kernel: kernel_mode,
-                depth: chain.len() as u8,
+                depth: kernel as u8,
                 time: ts,
                 pc,
                 pid,
@@ -289,7 +311,7 @@ impl CpuSampler {
                 // Not known here yet: readers take the CONFIG's period.
                 period: 0,
                 event: 0,
-                user_depth: 0,
+                user_depth: chain.len().saturating_sub(kernel) as u8,
                 ext: true,
             };
             let head = head.encoded(Endian::native());
@@ -300,22 +322,48 @@ impl CpuSampler {
             }
             r
         };
-        let result = if kernel_mode && self.depth > 0 {
+        let want_kernel = kernel_mode && self.depth > 0;
+        let user = if self.user_depth > 0 {
+            UserRegs::of(regs)
+        } else {
+            None
+        };
+        let result = if want_kernel || user.is_some() {
             self.scratch
                 .with(|chain| {
-                    let chain = chain.get_mut(..self.depth).unwrap_or(&mut []);
-                    let (n, aborted) = regs.kernel_backtrace(chain);
-                    if aborted {
-                        c.backtrace_aborted.add(1, Relaxed);
+                    let mut k = 0;
+                    if want_kernel {
+                        let out = chain.get_mut(..self.depth).unwrap_or(&mut []);
+                        let (n, aborted) = regs.kernel_backtrace(out);
+                        if aborted {
+                            c.backtrace_aborted.add(1, Relaxed);
+                        }
+                        k = n;
                     }
-                    sample(chain.get(..n).unwrap_or(&[]))
+                    let mut u = 0;
+                    if let Some(start) = &user {
+                        let out = chain.get_mut(k..k + self.user_depth).unwrap_or(&mut []);
+                        let (n, stop) = user_stack::walk(start, out, user_stack::read_frame);
+                        if stop.aborted() {
+                            c.user_backtrace_aborted.add(1, Relaxed);
+                        } else if stop == user_stack::Stop::Depth {
+                            c.user_backtrace_truncated.add(1, Relaxed);
+                        }
+                        u = n;
+                    }
+                    sample(chain.get(..k + u).unwrap_or(&[]), k)
                 })
                 .unwrap_or_else(|| {
-                    c.backtrace_aborted.add(1, Relaxed);
-                    sample(&[])
+                    if want_kernel {
+                        c.backtrace_aborted.add(1, Relaxed);
+                    }
+                    if user.is_some() {
+                        c.user_backtrace_aborted.add(1, Relaxed);
+                    }
+                    sample(&[], 0)
                 })
         } else {
-            sample(&[])
+            sample(&[], 0)
         };
         match result {
             Ok(()) => {

@@ -41,7 +41,8 @@ use crate::{
     snapshot::SnapshotState,
 };
 
-/// Records moved per hold of the event buffer's lock.
+/// Records moved per hold of the event buffer's lock (one batched read of
+/// the CPU buffer: `CpuBuffer::consume_batch`).
 const BATCH: usize = 64;
 /// Upper bound of records moved by one sync of one CPU, so that a flood
 /// cannot keep a work running forever.
@@ -171,26 +172,8 @@ fn sync_cpu(t: &Target<'_>) -> Moved {
             st.lost_reported = lost;
         }
         let mut batch = 0;
-        while batch < BATCH {
-            if st.staged.len == 0 {
-                match t.cpu.buffer.consume(&mut st.staged.buf) {
-                    Ok(info) => {
-                        st.staged.len = info.len;
-                        crate::sampler::store_max(t.last_ts, info.ts);
-                    }
-                    Err(ReadError::Empty | ReadError::Busy | ReadError::Contended) => break,
-                    // Cannot happen: every record the module writes fits.
-                    Err(e) => {
-                        pr_ratelimited!(
-                            pr_warn,
-                            "cpu{}: ring buffer read failed: {:?}\n",
-                            t.cpu.cpu,
-                            e
-                        );
-                        break;
-                    }
-                }
-            }
+        // A record that did not fit last time goes first.
+        if st.staged.len != 0 {
             if !eb.push_keeping(st.staged.buf.get(..st.staged.len).unwrap_or(&[]), reserve) {
                 moved.full = true;
                 break;
@@ -198,7 +181,43 @@ fn sync_cpu(t: &Target<'_>) -> Moved {
             st.staged.len = 0;
             batch += 1;
         }
+        // One batched read of the CPU buffer per hold of the lock: each
+        // record is copied into `staged.buf`, then appended; one that does
+        // not fit stays there (staged) and ends the batch.
+        let (mut staged_len, mut max_ts) = (0, None);
+        let read = t
+            .cpu
+            .buffer
+            .consume_batch(&mut st.staged.buf, |info, payload| {
+                max_ts = max_ts.max(Some(info.ts));
+                if !eb.push_keeping(payload, reserve) {
+                    staged_len = info.len;
+                    return false;
+                }
+                batch += 1;
+                batch < BATCH
+            });
+        st.staged.len = staged_len;
+        if let Some(ts) = max_ts {
+            crate::sampler::store_max(t.last_ts, ts);
+        }
+        match read {
+            Ok(_) | Err(ReadError::Empty | ReadError::Busy | ReadError::Contended) => {}
+            // Cannot happen: every record the module writes fits.
+            Err(e) => {
+                pr_ratelimited!(
+                    pr_warn,
+                    "cpu{}: ring buffer read failed: {:?}\n",
+                    t.cpu.cpu,
+                    e
+                );
+            }
+        }
         moved.records += batch;
+        if staged_len != 0 {
+            moved.full = true;
+            break;
+        }
         if batch < BATCH {
             break;
         }

@@ -74,7 +74,8 @@ struct Outcome {
     other_records: u64,
     /// SAMPLEs not of the test task, not in kernel mode, or with PC 0.
     bad_samples: u64,
-    /// SAMPLEs with a callchain deeper than asked or with a non-kernel address.
+    /// SAMPLEs with a callchain deeper than asked or with a non-kernel
+    /// address, or with a user callchain.
     bad_chains: u64,
     /// SAMPLEs with at least one callchain entry.
     with_chain: u64,
@@ -90,7 +91,7 @@ fn run(bytes: usize, depth: u32, n: u32) -> Result<Outcome> {
         set: &SET_ON,
     };
     let sampler = KBox::new(
-        CpuSampler::new(0, bytes, depth, switches, false)?,
+        CpuSampler::new(0, bytes, depth, 8, switches, false)?,
         GFP_KERNEL,
     )?;
     let reg = KBox::pin_init(nmi::Registration::<SampleNmi>::new(), GFP_KERNEL)?;
@@ -153,7 +154,11 @@ fn run(bytes: usize, depth: u32, n: u32) -> Result<Outcome> {
                                 out.with_chain += 1;
                             }
                             let bad_entry = p.callchain().any(|a| a < 0xffff_8000_0000_0000);
-                            if u32::from(s.depth) > depth || p.oversized() || bad_entry {
+                            // A kernel thread has no user stack: its samples
+                            // carry no user chain (the sampler walks user
+                            // stacks to depth 8 here).
+                            let user = s.user_depth != 0 || p.user_callchain().next().is_some();
+                            if u32::from(s.depth) > depth || p.oversized() || bad_entry || user {
                                 out.bad_chains += 1;
                             }
                         }

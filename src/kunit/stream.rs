@@ -28,6 +28,7 @@ fn config(event: Event) -> Config {
         exclude_user: false,
         exclude_kernel: false,
         backtrace_depth: format::MAX_DEPTH as u32,
+        user_backtrace_depth: 0,
         mode: crate::params::RecordMode::Consume,
     }
 }

@@ -2,17 +2,74 @@
 
 //! Atomic primitives used by the ring buffer.
 //!
-//! Everything shared in the ring buffer goes through these re-exports so that
-//! the very same source can be model-checked with `loom` (`--cfg loom`) on the
-//! host and compiled against `core` in the kernel.
+//! Everything shared in the ring buffer goes through this shim, so that the
+//! very same source runs on three memory-model implementations:
+//!
+//! * in the kernel, the kernel's atomics (`kernel::sync::atomic`, which follow
+//!   the Linux kernel memory model, LKMM) behind an adapter ([`AtomicU64`],
+//!   [`AtomicU32`], [`AtomicBool`] with `core`'s method names and an
+//!   [`Ordering`] with `core`'s names; see the mapping below);
+//! * on the host, `core::sync::atomic`;
+//! * under `--cfg loom` (host), loom's model-checked atomics.
+//!
+//! The core never calls a fence with an ordering: it asks for what it needs,
+//! [`read_fence`] (loads before it are ordered before loads after it:
+//! `smp_rmb()`) and [`write_fence`] (stores before it before stores after it:
+//! `smp_wmb()`); the host uses the `Acquire` and `Release` fences, which
+//! order at least that.
+//!
+//! # Kernel mapping of the orderings
+//!
+//! | core asks for | load | store | read-modify-write |
+//! |---|---|---|---|
+//! | `Relaxed` | `Relaxed` (`READ_ONCE`) | `Relaxed` (`WRITE_ONCE`) | `Relaxed` (`_relaxed`) |
+//! | `Acquire` | `Acquire` | (not used) | `Acquire` (`_acquire`) |
+//! | `Release` | (not used) | `Release` | `Release` (`_release`) |
+//! | `AcqRel` | (not used) | (not used) | `Full` (fully ordered) |
+//! | `SeqCst` | `Acquire`, see below | `xchg` `Full` | `Full` (fully ordered) |
+//!
+//! The LKMM has no sequentially consistent load. The core's `SeqCst` loads
+//! are the second half of Dekker pairs (the switch loads of `reserve` after
+//! its `nest` read-modify-write; `writers_active` after the control side's
+//! `fence(SeqCst)`): what orders them there is the fully ordered
+//! read-modify-write or full fence before them, which the LKMM provides
+//! (a fully ordered RMW is an `smp_mb()` on each side). A failed
+//! compare-and-exchange is unordered in the LKMM; where the core asks for
+//! more than `Relaxed` on failure, the adapter adds an `smp_mb()`.
+//! The orderings not used (an `Acquire` store, a `Release` load, which
+//! `core` rejects at run time) map to the next stronger one.
 
-#[cfg(not(loom))]
+#[cfg(all(ringbuf_host, not(loom)))]
 #[allow(unused_imports)]
-pub use core::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+pub use core::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 #[cfg(loom)]
 #[allow(unused_imports)]
-pub use loom::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+pub use loom::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
+
+#[cfg(not(ringbuf_host))]
+pub use lkmm::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+
+/// Orders the loads before it before the loads after it (seqlock-style
+/// validation of a copy): `smp_rmb()` in the kernel, `fence(Acquire)` on the
+/// host.
+#[inline(always)]
+pub(crate) fn read_fence() {
+    #[cfg(ringbuf_host)]
+    fence(Ordering::Acquire);
+    #[cfg(not(ringbuf_host))]
+    kernel::sync::barrier::smp_mb(kernel::sync::barrier::Read);
+}
+
+/// Orders the stores before it before the stores after it: `smp_wmb()` in
+/// the kernel, `fence(Release)` on the host.
+#[inline(always)]
+pub(crate) fn write_fence() {
+    #[cfg(ringbuf_host)]
+    fence(Ordering::Release);
+    #[cfg(not(ringbuf_host))]
+    kernel::sync::barrier::smp_mb(kernel::sync::barrier::Write);
+}
 
 /// Adds `n` to a counter that only one context can update at a time.
 ///
@@ -34,12 +91,153 @@ pub(crate) fn bump(counter: &AtomicU64, n: u64) {
 ///
 /// In the C++20/Rust memory model (and on x86 and arm64), `SeqCst` operations
 /// already form one total order, so the Dekker-style pattern in `reserve`
-/// (nesting counter RMW, then switch load) needs no fence. `loom` treats
-/// `SeqCst` accesses as `AcqRel` (a documented limitation) but models
-/// `fence(SeqCst)`, so under `--cfg loom` this is a real fence; otherwise it
-/// compiles to nothing.
+/// (nesting counter RMW, then switch load) needs no fence; in the LKMM the
+/// fully ordered RMW is the fence. `loom` treats `SeqCst` accesses as
+/// `AcqRel` (a documented limitation) but models `fence(SeqCst)`, so under
+/// `--cfg loom` this is a real fence; otherwise it compiles to nothing.
 #[inline(always)]
 pub(crate) fn seqcst_rmw_load_order() {
     #[cfg(loom)]
     fence(Ordering::SeqCst);
+}
+
+/// The kernel side: `kernel::sync::atomic` behind `core`'s method names.
+#[cfg(not(ringbuf_host))]
+mod lkmm {
+    use kernel::sync::atomic::{Acquire, Atomic, Full, Relaxed, Release};
+    use kernel::sync::barrier::smp_mb;
+
+    /// The orderings the core asks for, with `core::sync::atomic`'s names;
+    /// see the module documentation for what each becomes.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum Ordering {
+        /// No ordering.
+        Relaxed,
+        /// Acquire (loads and read-modify-writes).
+        Acquire,
+        /// Release (stores and read-modify-writes).
+        Release,
+        /// Acquire and release (read-modify-writes): fully ordered.
+        AcqRel,
+        /// Sequentially consistent: fully ordered read-modify-writes and
+        /// stores, acquire loads.
+        SeqCst,
+    }
+
+    /// Runs `$body` with `$ord` bound to the kernel ordering of the
+    /// read-modify-write ordering `$o`.
+    macro_rules! rmw {
+        ($o:expr, |$ord:ident| $body:expr) => {
+            match $o {
+                Ordering::Relaxed => {
+                    let $ord = Relaxed;
+                    $body
+                }
+                Ordering::Acquire => {
+                    let $ord = Acquire;
+                    $body
+                }
+                Ordering::Release => {
+                    let $ord = Release;
+                    $body
+                }
+                Ordering::AcqRel | Ordering::SeqCst => {
+                    let $ord = Full;
+                    $body
+                }
+            }
+        };
+    }
+
+    /// An atomic `$t` with the `core` methods the core uses.
+    macro_rules! atomic {
+        ($(#[$doc:meta])* $name:ident, $t:ty $(, $extra:ident)*) => {
+            $(#[$doc])*
+            #[repr(transparent)]
+            pub struct $name(Atomic<$t>);
+
+            impl $name {
+                /// A new atomic holding `v`.
+                pub const fn new(v: $t) -> Self {
+                    Self(Atomic::new(v))
+                }
+
+                /// Loads the value.
+                #[inline(always)]
+                pub fn load(&self, o: Ordering) -> $t {
+                    match o {
+                        Ordering::Relaxed => self.0.load(Relaxed),
+                        _ => self.0.load(Acquire),
+                    }
+                }
+
+                $(atomic!(@$extra $t);)*
+            }
+        };
+        (@store $t:ty) => {
+            /// Stores `v`.
+            #[inline(always)]
+            pub fn store(&self, v: $t, o: Ordering) {
+                match o {
+                    Ordering::Relaxed => self.0.store(v, Relaxed),
+                    Ordering::Release => self.0.store(v, Release),
+                    _ => {
+                        self.0.xchg(v, Full);
+                    }
+                }
+            }
+        };
+        (@swap $t:ty) => {
+            /// Stores `v`, returns the previous value.
+            #[inline(always)]
+            pub fn swap(&self, v: $t, o: Ordering) -> $t {
+                rmw!(o, |ord| self.0.xchg(v, ord))
+            }
+        };
+        (@cmpxchg $t:ty) => {
+            /// Stores `new` if the value is `current`: `Ok(current)`, or
+            /// `Err(value)` and nothing stored.
+            #[inline(always)]
+            pub fn compare_exchange(
+                &self,
+                current: $t,
+                new: $t,
+                success: Ordering,
+                failure: Ordering,
+            ) -> Result<$t, $t> {
+                let r = rmw!(success, |ord| self.0.cmpxchg(current, new, ord));
+                if r.is_err() && failure != Ordering::Relaxed {
+                    // A failed cmpxchg is unordered in the LKMM.
+                    smp_mb(Full);
+                }
+                r
+            }
+        };
+        (@arith $t:ty) => {
+            /// Adds `v` (wrapping), returns the previous value.
+            #[inline(always)]
+            pub fn fetch_add(&self, v: $t, o: Ordering) -> $t {
+                rmw!(o, |ord| self.0.fetch_add(v, ord))
+            }
+
+            /// Subtracts `v` (wrapping), returns the previous value.
+            #[inline(always)]
+            pub fn fetch_sub(&self, v: $t, o: Ordering) -> $t {
+                rmw!(o, |ord| self.0.fetch_sub(v, ord))
+            }
+        };
+    }
+
+    atomic!(
+        /// An atomic `u64` (storage words, positions, counters).
+        AtomicU64, u64, store, cmpxchg, arith
+    );
+    atomic!(
+        /// An atomic `u32` (the per-CPU switch state).
+        AtomicU32, u32
+    );
+    atomic!(
+        /// An atomic `bool` (switches, the reader lock).
+        AtomicBool, bool, store, swap, cmpxchg
+    );
 }

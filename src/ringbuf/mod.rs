@@ -18,6 +18,7 @@
 //!   [`CpuBuffer::reserve`] → [`Slot`] (`write_word`/`write_bytes`) →
 //!   [`Slot::commit`] / [`Slot::discard`] (dropping a slot discards it).
 //! * Reader (one at a time, any CPU): [`CpuBuffer::consume`],
+//!   [`CpuBuffer::consume_batch`] (many records per lock and `tail` update),
 //!   [`CpuBuffer::peek`], [`CpuBuffer::iter`], [`CpuBuffer::entries`],
 //!   [`CpuBuffer::bytes`], [`CpuBuffer::stats`].
 //! * Control (recording off for that CPU buffer): [`CpuBuffer::writers_active`],

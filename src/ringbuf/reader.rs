@@ -6,13 +6,13 @@
 //! reader gets [`ReadError::Busy`]). The reader copies a record out of the
 //! buffer and then validates it: when consuming, by the compare-and-swap that
 //! advances `tail`; when peeking/iterating, by re-reading `tail` after an
-//! acquire fence. In overwrite mode a writer advances `tail` past a record
-//! (and issues a release fence) before overwriting it, so a copy that may have
+//! read fence. In overwrite mode a writer advances `tail` past a record
+//! (and issues a write fence) before overwriting it, so a copy that may have
 //! seen overwritten words always fails validation and is retried.
 
 use core::ops::Deref;
 
-use super::atomics::{bump, fence, AtomicBool, AtomicU64, Ordering};
+use super::atomics::{bump, read_fence, AtomicBool, AtomicU64, Ordering};
 use super::header::{parse_record, Record};
 use super::{load_word, CpuBuffer};
 
@@ -112,6 +112,16 @@ impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
             .then(|| self.read_ts.load(Ordering::Relaxed))
     }
 
+    /// Time of the record before `pos` in a batch that has read up to the
+    /// record ending at `timed.0` (time `timed.1`) without storing it yet.
+    #[inline(always)]
+    fn batch_base(&self, pos: u64, timed: Option<(u64, u64)>) -> Option<u64> {
+        match timed {
+            Some((p, ts)) if p == pos => Some(ts),
+            _ => self.base_for(pos),
+        }
+    }
+
     /// Lost records not yet reported (optionally marking them reported).
     fn take_lost(&self, mark: bool) -> u64 {
         let total = self.stats.lost_total();
@@ -164,8 +174,8 @@ impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
                 (rec, Ok(deliver))
             });
             // Validate what we read: a writer that overwrote any of it moved
-            // tail first (then fence(Release), then the stores).
-            fence(Ordering::Acquire);
+            // tail first (then a write fence, then the stores).
+            read_fence();
             let (rec, deliver) = match outcome {
                 Some((rec, Ok(deliver))) => (rec, deliver),
                 Some((_, Err(needed))) => {
@@ -223,6 +233,193 @@ impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
         }
     }
 
+    /// Consumes a batch of records in one pass: one reader lock, one `commit`
+    /// load, one `tail` update (in overwrite mode one `tail` CAS per record,
+    /// since writers advance `tail` too), one sum of the lost counters.
+    ///
+    /// Each record's payload is copied into `scratch` and handed to `f`
+    /// with its [`RecordInfo`]; the record is consumed whatever `f` does with
+    /// it (the bytes stay in `scratch` until the next copy, so a caller that
+    /// cannot take a record can keep them there). `f` returns whether to go on.
+    /// The batch covers the records committed when it starts; in
+    /// producer/consumer mode `tail` is also published every quarter buffer,
+    /// so that a long batch does not keep the writers full.
+    ///
+    /// `lost` is reported as [`CpuBuffer::consume`] does: with the first
+    /// record of the batch, and again with a later one only if a writer
+    /// lapped the reader meanwhile (overwrite mode); other losses the writers
+    /// count during the batch are reported by the next batch.
+    ///
+    /// Returns the number of records handed to `f`. Errors only when none
+    /// was: [`ReadError::Empty`], [`ReadError::Busy`], [`ReadError::Contended`],
+    /// [`ReadError::Corrupt`], or [`ReadError::BufferTooSmall`] if the first
+    /// record does not fit in `scratch` (nothing consumed). A later record that
+    /// does not fit, or is corrupt, ends the batch before it.
+    pub fn consume_batch<F>(&self, scratch: &mut [u8], mut f: F) -> Result<usize, ReadError>
+    where
+        F: FnMut(RecordInfo, &[u8]) -> bool,
+    {
+        let _guard = self.lock_reader().ok_or(ReadError::Busy)?;
+        let words = self.words();
+        // Stable while we hold the reader lock (control operations take it).
+        let mask = self.mask.load(Ordering::Relaxed);
+        let size = mask.wrapping_add(1);
+        let overwrite = self.overwrite.load(Ordering::Relaxed);
+        let mut pos = self.tail.load(Ordering::Acquire);
+        // Acquire: pairs with the release store of the outermost writer.
+        let mut commit = self.commit.load(Ordering::Acquire);
+        let mut base = self.base_for(pos);
+        // Position and time of the last record with a known time.
+        let mut timed: Option<(u64, u64)> = None;
+        let mut published = pos;
+        let (mut n, mut bytes, mut retries) = (0usize, 0u64, 0u32);
+        // Whether `lost` must be computed before the next delivered record.
+        let mut lost_due = true;
+        let mut err = ReadError::Empty;
+        loop {
+            let avail = commit.wrapping_sub(pos);
+            if avail == 0 {
+                break;
+            }
+            if avail > size {
+                // Overwrite mode: a writer moved `tail` past our position
+                // (and possibly past our `commit`): start again from it.
+                retries = retries.wrapping_add(1);
+                if retries > MAX_RETRIES {
+                    err = ReadError::Contended;
+                    break;
+                }
+                pos = self.tail.load(Ordering::Acquire);
+                commit = self.commit.load(Ordering::Acquire);
+                base = self.batch_base(pos, timed);
+                lost_due = true;
+                continue;
+            }
+            let parsed = parse_record(words, mask, pos, avail, base);
+            let outcome = parsed.map(|rec| {
+                let len = usize::try_from(rec.header.len).unwrap_or(usize::MAX);
+                let deliver = rec.header.is_data && rec.ts.is_some();
+                if deliver && scratch.len() < len {
+                    return (rec, Err(len));
+                }
+                if deliver {
+                    copy_payload(words, mask, &rec, scratch);
+                }
+                (rec, Ok(deliver))
+            });
+            let rec = if overwrite {
+                // Validate the copy as `consume` does: claim the record with a
+                // CAS of `tail`, which fails if a writer moved it (and maybe
+                // overwrote what we copied).
+                read_fence();
+                let claimable = matches!(outcome, Some((_, Ok(_))));
+                let moved = match outcome {
+                    Some((rec, Ok(_))) => self
+                        .tail
+                        .compare_exchange(
+                            pos,
+                            pos.wrapping_add(rec.total),
+                            Ordering::AcqRel,
+                            Ordering::Relaxed,
+                        )
+                        .is_err(),
+                    _ => self.tail.load(Ordering::Relaxed) != pos,
+                };
+                if moved {
+                    retries = retries.wrapping_add(1);
+                    if retries > MAX_RETRIES {
+                        err = ReadError::Contended;
+                        break;
+                    }
+                    pos = self.tail.load(Ordering::Acquire);
+                    commit = self.commit.load(Ordering::Acquire);
+                    base = self.batch_base(pos, timed);
+                    lost_due = true;
+                    continue;
+                }
+                if !claimable {
+                    err = match outcome {
+                        Some((_, Err(needed))) => ReadError::BufferTooSmall { needed },
+                        _ => ReadError::Corrupt,
+                    };
+                    break;
+                }
+                outcome
+            } else {
+                // Producer/consumer mode: only the reader moves `tail`, so
+                // nothing we copy can be overwritten.
+                match outcome {
+                    Some((_, Err(needed))) => {
+                        err = ReadError::BufferTooSmall { needed };
+                        break;
+                    }
+                    None => {
+                        err = ReadError::Corrupt;
+                        break;
+                    }
+                    ok => ok,
+                }
+            };
+            let Some((rec, Ok(deliver))) = rec else {
+                break;
+            };
+            pos = pos.wrapping_add(rec.total);
+            if let Some(ts) = rec.ts {
+                base = Some(ts);
+                timed = Some((pos, ts));
+            }
+            if !deliver {
+                // A record whose time is unknown: only before the first
+                // record with a known time (when the batch starts or
+                // restarts, `lost_due` is set then).
+                if rec.header.is_data {
+                    bump(&self.stats.reader.skipped, 1);
+                    bump(&self.stats.reader.skipped_bytes, rec.header.len);
+                }
+                continue;
+            }
+            let lost = if lost_due {
+                lost_due = false;
+                self.take_lost(true)
+            } else {
+                0
+            };
+            let len = usize::try_from(rec.header.len).unwrap_or(usize::MAX);
+            n = n.wrapping_add(1);
+            bytes = bytes.wrapping_add(rec.header.len);
+            let more = f(
+                RecordInfo {
+                    ts: rec.ts.unwrap_or(0),
+                    len,
+                    lost,
+                },
+                scratch.get(..len).unwrap_or(&[]),
+            );
+            if !more {
+                break;
+            }
+            if !overwrite && pos.wrapping_sub(published) >= size >> 2 {
+                // Release: our copies are done before a writer reuses the space.
+                self.tail.store(pos, Ordering::Release);
+                published = pos;
+            }
+        }
+        if !overwrite && pos != published {
+            // Release: as above.
+            self.tail.store(pos, Ordering::Release);
+        }
+        if let Some((p, ts)) = timed {
+            self.read_pos.store(p, Ordering::Relaxed);
+            self.read_ts.store(ts, Ordering::Relaxed);
+        }
+        if n == 0 {
+            return Err(err);
+        }
+        bump(&self.stats.reader.read, n as u64);
+        bump(&self.stats.reader.read_bytes, bytes);
+        Ok(n)
+    }
+
     /// Reads the next deliverable record at or after `cur`, below `limit`,
     /// without consuming. Copies at most `out.len()` payload bytes.
     #[cfg(ringbuf_host)]
@@ -254,7 +451,7 @@ impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
                 }
                 (rec, deliver)
             });
-            fence(Ordering::Acquire);
+            read_fence();
             let t2 = self.tail.load(Ordering::Relaxed);
             if before(cur.pos, t2) {
                 // Overwritten while we read it.

@@ -11,7 +11,7 @@
 use core::marker::PhantomData;
 use core::ops::Deref;
 
-use super::atomics::{bump, fence, seqcst_rmw_load_order, AtomicU64, Ordering};
+use super::atomics::{bump, seqcst_rmw_load_order, write_fence, AtomicU64, Ordering};
 use super::header::{self, parse_record, Prefix, TYPE_DATA};
 use super::{
     load_word, store_word, sync_interval, CpuBuffer, DEPTH_MASK, MAX_NESTING, NEST_ONE, STATE_ON,
@@ -135,7 +135,7 @@ impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
             }
             // Overwrite mode: our tail advance must be visible to a reader
             // that sees any of the stores below (seqlock-style validation).
-            fence(Ordering::Release);
+            write_fence();
             if prefix != Prefix::None {
                 store_word(words, mask, head, prefix.encode());
                 if let Prefix::Stamp(_) = prefix {

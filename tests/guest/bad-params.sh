@@ -6,6 +6,7 @@ n=0
 for p in cpu_buffer_size=5000 cpu_buffer_size=1024 cpu_buffer_size=134217728 \
          buffer_size=1 buffer_size=1073741824 buffer_watershed=1048576 \
          sample_period=9999 sample_period=2000000000 backtrace_depth=65 \
+         user_backtrace_depth=65 user_backtrace_depth=-1 user_backtrace_depth=18446744073709551615 \
          cpu_buffer_size=abc sample_period=-1 sample_freq=100001 event=bogus event=CYCLES \
          exclude_user=maybe; do
     name=${p%%=*}
@@ -46,6 +47,7 @@ fi
 check "event=cpu-clock sample_freq=2000 exclude_kernel=1 loads" insmod /oprofile_rs.ko event=cpu-clock sample_freq=2000 exclude_kernel=1
 expect_eq "debugfs event shows them" "$(cut -d' ' -f1-6 $DBG/event)" "cpu-clock period=0 freq=2000 context=hardirq exclude_user=0 exclude_kernel=1"
 check "rmmod" rmmod oprofile_rs
-check "good parameters load" insmod /oprofile_rs.ko cpu_buffer_size=4096 buffer_size=65536 sample_period=10000 backtrace_depth=64
+check "good parameters load" insmod /oprofile_rs.ko cpu_buffer_size=4096 buffer_size=65536 sample_period=10000 backtrace_depth=64 user_backtrace_depth=64
+expect_eq "debugfs event shows the user depth" "$(sed -n 's/.* user_backtrace_depth=\([0-9]*\).*/\1/p' $DBG/event)" 64
 check "rmmod" rmmod oprofile_rs
 finish

@@ -7,9 +7,12 @@
 //! (a) no concurrent reader: the buffer is filled in batches and drained,
 //!     untimed, between batches (overwrite mode: no draining at all);
 //! (b) a concurrent reader thread consumes while the writer writes; the
-//!     writer retries on Full so every record goes through.
+//!     writer retries on Full so every record goes through. The reader
+//!     consumes record by record (`consume`), then in batches
+//!     (`consume_batch`: every record committed when the call starts).
 //! The same workloads run through `rtrb` (a well-known SPSC queue of
-//! `[u64; 2]` items) for reference.
+//! `[u64; 2]` items) for reference, and the writer's floor: the three locked
+//! read-modify-writes every reserve+commit does, alone.
 
 use oprofile_ringbuf::atomics::AtomicU64;
 use oprofile_ringbuf::{CpuBuffer, Mode, ReadError, RecordSwitch, Switches};
@@ -110,8 +113,17 @@ fn ours_overwrite(total: u64) -> Row {
     }
 }
 
+/// How the concurrent reader reads.
+#[derive(Clone, Copy, PartialEq)]
+enum Reader {
+    /// `consume`, one record per call.
+    PerRecord,
+    /// `consume_batch`, every committed record per call.
+    Batched,
+}
+
 /// (b) ours with a concurrent reader.
-fn ours_concurrent(total: u64) -> Row {
+fn ours_concurrent(total: u64, how: Reader) -> Row {
     let b = buffer(Mode::ProducerConsumer);
     let stop = AtomicBool::new(false);
     let (elapsed, read, full) = std::thread::scope(|s| {
@@ -119,22 +131,48 @@ fn ours_concurrent(total: u64) -> Row {
             let mut out = [0u8; PAYLOAD];
             let mut n = 0u64;
             let mut expect = 0u64;
-            loop {
-                match b.consume(&mut out) {
-                    Ok(info) => {
-                        let v = u64::from_ne_bytes(out[..8].try_into().unwrap());
+            if how == Reader::Batched {
+                let mut batches = 0u64;
+                loop {
+                    let got = b.consume_batch(&mut out, |info, p| {
+                        let v = u64::from_ne_bytes(p[..8].try_into().unwrap());
                         assert_eq!(v, expect, "out of order or torn");
                         assert_eq!(info.ts, v * 10);
                         expect += 1;
-                        n += 1;
-                    }
-                    Err(ReadError::Empty) => {
-                        if stop.load(Ordering::Acquire) && b.consume(&mut out).is_err() {
-                            break n;
+                        true
+                    });
+                    match got {
+                        Ok(k) => {
+                            n += k as u64;
+                            batches += 1;
                         }
-                        std::hint::spin_loop();
+                        Err(ReadError::Empty) => {
+                            if stop.load(Ordering::Acquire) && b.entries() == 0 {
+                                break (n, batches);
+                            }
+                            std::hint::spin_loop();
+                        }
+                        Err(e) => panic!("{e:?}"),
                     }
-                    Err(e) => panic!("{e:?}"),
+                }
+            } else {
+                loop {
+                    match b.consume(&mut out) {
+                        Ok(info) => {
+                            let v = u64::from_ne_bytes(out[..8].try_into().unwrap());
+                            assert_eq!(v, expect, "out of order or torn");
+                            assert_eq!(info.ts, v * 10);
+                            expect += 1;
+                            n += 1;
+                        }
+                        Err(ReadError::Empty) => {
+                            if stop.load(Ordering::Acquire) && b.entries() == 0 {
+                                break (n, n);
+                            }
+                            std::hint::spin_loop();
+                        }
+                        Err(e) => panic!("{e:?}"),
+                    }
                 }
             }
         });
@@ -150,12 +188,42 @@ fn ours_concurrent(total: u64) -> Row {
         stop.store(true, Ordering::Release);
         (e, reader.join().unwrap(), full)
     });
+    let (read, calls) = read;
     assert_eq!(read, total);
     Row {
-        name: "ringbuf  (b) concurrent reader",
+        name: match how {
+            Reader::PerRecord => "ringbuf  (b) concurrent reader, consume",
+            Reader::Batched => "ringbuf  (b) concurrent reader, consume_batch",
+        },
         records: total,
         elapsed,
-        note: format!("(all {read} read in order, {full} full retries)"),
+        note: format!(
+            "(all {read} read in order, {:.1} per call, {full} full retries)",
+            read as f64 / calls.max(1) as f64
+        ),
+    }
+}
+
+/// The floor of our writer: its three locked read-modify-writes alone (the
+/// nesting counter in, the `head` CAS, the nesting counter out), on fields
+/// laid out as in the buffer, with nothing else.
+fn locked_floor(total: u64) -> Row {
+    let nest = std::sync::atomic::AtomicU64::new(0);
+    let head = std::sync::atomic::AtomicU64::new(0);
+    let t = Instant::now();
+    for _ in 0..total {
+        nest.fetch_add(black_box(1 | 1 << 16), Ordering::SeqCst);
+        let h = head.load(Ordering::Acquire);
+        let _ = head.compare_exchange(h, h + 3, Ordering::AcqRel, Ordering::Acquire);
+        nest.fetch_sub(1, Ordering::SeqCst);
+    }
+    let elapsed = t.elapsed();
+    black_box((nest.load(Ordering::Relaxed), head.load(Ordering::Relaxed)));
+    Row {
+        name: "floor    3 locked RMWs of a reserve+commit",
+        records: total,
+        elapsed,
+        note: String::new(),
     }
 }
 
@@ -235,7 +303,9 @@ fn main() {
         ours_batches(total),
         rtrb_batches(total),
         ours_overwrite(total),
-        ours_concurrent(total),
+        locked_floor(total),
+        ours_concurrent(total, Reader::PerRecord),
+        ours_concurrent(total, Reader::Batched),
         rtrb_concurrent(total),
     ];
     for r in &rows {

@@ -37,6 +37,8 @@ enum Op {
         commit: bool,
     },
     Consume,
+    /// `consume_batch`, stopping after `max` records.
+    ConsumeBatch(usize),
     Peek,
     Iter,
     Enable(bool),
@@ -59,6 +61,7 @@ fn op() -> impl Strategy<Value = Op> {
             .prop_map(|(len, time, then)| Op::Reserve { len, time, then }),
         3 => (0usize..8, proptest::bool::weighted(0.8)).prop_map(|(idx, commit)| Op::Close { idx, commit }),
         4 => Just(Op::Consume),
+        2 => (1usize..6).prop_map(Op::ConsumeBatch),
         1 => Just(Op::Peek),
         1 => Just(Op::Iter),
         1 => proptest::bool::weighted(0.8).prop_map(Op::Enable),
@@ -80,6 +83,54 @@ enum State {
 
 fn words(len: usize) -> u64 {
     len.div_ceil(8) as u64
+}
+
+/// Checks one consumed record (`None`: the reader found nothing) against the
+/// model's published records, removing what it consumed or skipped.
+fn check_read(
+    got: Option<(u64, Vec<u8>, u64)>,
+    overwrite: bool,
+    visible: &mut VecDeque<Option<Rec>>,
+    lost_pending: &mut u64,
+) -> Result<(), TestCaseError> {
+    match got {
+        None => {
+            if !overwrite {
+                prop_assert!(visible.iter().all(|r| r.is_none()));
+            }
+            // the reader may skip records it cannot time (overwrite)
+            *lost_pending += visible.iter().flatten().count() as u64;
+            visible.clear();
+        }
+        Some((gts, gdata, glost)) => {
+            // candidates: records equal to what was read (several
+            // may be identical); pick the one consistent with
+            // `lost`, and in producer mode it must be the first
+            let recs: Vec<(usize, &Rec)> = visible
+                .iter()
+                .enumerate()
+                .filter_map(|(i, r)| r.as_ref().map(|r| (i, r)))
+                .collect();
+            let pick = recs
+                .iter()
+                .enumerate()
+                .filter(|(_, (_, r))| r.ts == gts && r.data == gdata)
+                .find(|(k, _)| !overwrite || *k as u64 + *lost_pending == glost)
+                .map(|(k, (i, _))| (k as u64, *i));
+            let Some((removed, idx)) = pick else {
+                return Err(TestCaseError::fail(format!(
+                    "read ({gts}, {gdata:?}, lost {glost}) not consistent with model"
+                )));
+            };
+            if !overwrite {
+                prop_assert_eq!(removed, 0, "producer mode skipped a record");
+            }
+            visible.drain(..=idx);
+            prop_assert_eq!(glost, removed + *lost_pending);
+            *lost_pending = 0;
+        }
+    }
+    Ok(())
 }
 
 fn run(mode: Mode, size: usize, ops: Vec<Op>) -> Result<(), TestCaseError> {
@@ -202,42 +253,18 @@ fn run(mode: Mode, size: usize, ops: Vec<Op>) -> Result<(), TestCaseError> {
             }
             Op::Consume => {
                 let got = read(&b);
-                match got {
-                    None => {
-                        if !overwrite {
-                            prop_assert!(visible.iter().all(|r| r.is_none()));
-                        }
-                        // the reader may skip records it cannot time (overwrite)
-                        lost_pending += visible.iter().flatten().count() as u64;
-                        visible.clear();
-                    }
-                    Some((gts, gdata, glost)) => {
-                        // candidates: records equal to what was read (several
-                        // may be identical); pick the one consistent with
-                        // `lost`, and in producer mode it must be the first
-                        let recs: Vec<(usize, &Rec)> = visible
-                            .iter()
-                            .enumerate()
-                            .filter_map(|(i, r)| r.as_ref().map(|r| (i, r)))
-                            .collect();
-                        let pick = recs
-                            .iter()
-                            .enumerate()
-                            .filter(|(_, (_, r))| r.ts == gts && r.data == gdata)
-                            .find(|(k, _)| !overwrite || *k as u64 + lost_pending == glost)
-                            .map(|(k, (i, _))| (k as u64, *i));
-                        let Some((removed, idx)) = pick else {
-                            return Err(TestCaseError::fail(format!(
-                                "read ({gts}, {gdata:?}, lost {glost}) not consistent with model"
-                            )));
-                        };
-                        if !overwrite {
-                            prop_assert_eq!(removed, 0, "producer mode skipped a record");
-                        }
-                        visible.drain(..=idx);
-                        prop_assert_eq!(glost, removed + lost_pending);
-                        lost_pending = 0;
-                    }
+                check_read(got, overwrite, &mut visible, &mut lost_pending)?;
+            }
+            Op::ConsumeBatch(max) => {
+                let got = read_batch(&b, max).unwrap_or_default();
+                let all = got.len() < max;
+                for r in got {
+                    check_read(Some(r), overwrite, &mut visible, &mut lost_pending)?;
+                }
+                if all {
+                    // the batch stopped by itself: it read (or skipped)
+                    // everything committed, as a read finding nothing would
+                    check_read(None, overwrite, &mut visible, &mut lost_pending)?;
                 }
             }
             Op::Peek => {

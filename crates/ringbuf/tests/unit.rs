@@ -558,3 +558,163 @@ fn accounting_invariant_mixed() {
         assert_eq!(left, s.entries);
     }
 }
+
+#[test]
+fn batch_reads_everything_in_order_once() {
+    let b = buf(1024, Mode::ProducerConsumer);
+    assert_eq!(read_batch(&b, usize::MAX), None);
+    for len in 0..41usize {
+        write(&b, &payload(len as u64, len), 10 * len as u64).unwrap();
+    }
+    let got = read_batch(&b, usize::MAX).unwrap();
+    assert_eq!(got.len(), 41);
+    for (len, r) in got.iter().enumerate() {
+        assert_eq!(*r, (10 * len as u64, payload(len as u64, len), 0));
+    }
+    assert_eq!(read_batch(&b, usize::MAX), None);
+    let s = b.stats();
+    assert_eq!((s.read, s.entries), (41, 0));
+    assert_eq!(s.read_bytes, (0..41).sum::<u64>());
+}
+
+#[test]
+fn batch_stops_when_asked_and_resumes() {
+    let b = buf(256, Mode::ProducerConsumer);
+    for i in 0..10u64 {
+        write(&b, &payload(i, 16), 100 + i).unwrap();
+    }
+    let first = read_batch(&b, 3).unwrap();
+    assert_eq!(
+        first.iter().map(|r| r.0).collect::<Vec<_>>(),
+        [100, 101, 102]
+    );
+    assert_eq!(b.entries(), 7);
+    // the time base carries over to a per-record read and back
+    assert_eq!(read(&b).unwrap().0, 103);
+    let rest = drain_batched(&b, 2);
+    assert_eq!(
+        rest.iter().map(|r| r.0).collect::<Vec<_>>(),
+        (104..110).collect::<Vec<_>>()
+    );
+    for r in &rest {
+        assert_eq!(r.1, payload(r.0 - 100, 16));
+    }
+}
+
+#[test]
+fn batch_scratch_too_small() {
+    let b = buf(64, Mode::ProducerConsumer);
+    write(&b, &payload(1, 8), 1).unwrap();
+    write(&b, &payload(2, 20), 2).unwrap();
+    write(&b, &payload(3, 8), 3).unwrap();
+    let mut small = [0u8; 8];
+    let mut got = Vec::new();
+    // the second record does not fit: the batch ends before it
+    assert_eq!(
+        b.consume_batch(&mut small, |i, p| {
+            got.push((i.ts, p.to_vec()));
+            true
+        }),
+        Ok(1)
+    );
+    assert_eq!(got, [(1, payload(1, 8))]);
+    // first record too large: nothing consumed
+    assert_eq!(
+        b.consume_batch(&mut small, |_, _| panic!("nothing fits")),
+        Err(ReadError::BufferTooSmall { needed: 20 })
+    );
+    assert_eq!(b.entries(), 2);
+    let rest = drain_batched(&b, usize::MAX);
+    assert_eq!(
+        rest.iter().map(|r| r.0).collect::<Vec<_>>(),
+        [2, 3],
+        "nothing was lost"
+    );
+}
+
+#[test]
+fn batch_busy_while_another_reader_holds_the_lock() {
+    let b = buf(64, Mode::ProducerConsumer);
+    write(&b, &payload(1, 8), 1).unwrap();
+    let it = b.iter().unwrap();
+    let mut scratch = [0u8; 64];
+    assert_eq!(
+        b.consume_batch(&mut scratch, |_, _| true),
+        Err(ReadError::Busy)
+    );
+    drop(it);
+    assert_eq!(b.consume_batch(&mut scratch, |_, _| true), Ok(1));
+}
+
+#[test]
+fn batch_reports_drops_with_its_first_record() {
+    let b = buf(16, Mode::ProducerConsumer);
+    let mut dropped = 0;
+    for i in 0..10u64 {
+        if write(&b, &payload(i, 16), i).is_err() {
+            dropped += 1;
+        }
+    }
+    assert!(dropped > 0);
+    let got = read_batch(&b, usize::MAX).unwrap();
+    assert_eq!(got[0].2, dropped);
+    assert!(got[1..].iter().all(|r| r.2 == 0));
+    assert_eq!(b.stats().read, got.len() as u64);
+}
+
+#[test]
+fn batch_publishes_tail_during_a_long_batch() {
+    // A writer (here: the closure itself, as a nested writer on the reader's
+    // CPU would) finds room again once a quarter buffer has been read.
+    let b = buf(64, Mode::ProducerConsumer);
+    let mut n = 0u64;
+    while write(&b, &payload(n, 8), n).is_ok() {
+        n += 1;
+    }
+    let mut scratch = [0u8; 8];
+    let (mut seen, mut wrote_at) = (0u64, None);
+    let got = b.consume_batch(&mut scratch, |_, _| {
+        seen += 1;
+        if wrote_at.is_none() && write(&b, &payload(99, 8), 1000).is_ok() {
+            wrote_at = Some(seen);
+        }
+        true
+    });
+    assert_eq!(got, Ok(n as usize), "the batch covers what was committed");
+    let at = wrote_at.expect("room was published during the batch");
+    assert!(
+        at < n,
+        "published before the end of the batch ({at} of {n})"
+    );
+    assert_eq!(read(&b).map(|r| r.0), Some(1000));
+}
+
+#[test]
+fn batch_overwrite_laps_keep_newest_exact() {
+    for max in [1, 2, 5, usize::MAX] {
+        let b = buf(32, Mode::Overwrite);
+        let mut expect_next = 0u64;
+        let mut lost_total = 0;
+        for i in 0..500u64 {
+            write(&b, &payload(i, 8 + (i as usize % 2) * 8), i).unwrap();
+            if i % 7 == 0 {
+                for (ts, data, lost) in read_batch(&b, max).unwrap_or_default() {
+                    lost_total += lost;
+                    assert_eq!(ts - expect_next, lost, "lost counts the skipped records");
+                    assert_eq!(data, payload(ts, 8 + (ts as usize % 2) * 8));
+                    expect_next = ts + 1;
+                }
+            }
+        }
+        for (ts, _, lost) in drain_batched(&b, max) {
+            lost_total += lost;
+            assert_eq!(ts - expect_next, lost);
+            expect_next = ts + 1;
+        }
+        assert_eq!(expect_next, 500);
+        let s = b.stats();
+        assert_eq!(lost_total, s.overrun);
+        assert_eq!(s.committed, s.read + s.entries + s.overrun);
+        assert_eq!(s.entries, 0);
+    }
+}

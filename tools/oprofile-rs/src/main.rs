@@ -29,16 +29,24 @@ struct Cli {
 enum Cmd {
     /// Record /dev/oprofile/buffer to FILE (and the FILE.meta side-car).
     Record(RecordArgs),
-    /// Flat profile: samples per symbol (or process, or CPU).
+    /// Flat profile (samples per symbol, process or CPU) and call graph.
     Report(ReportArgs),
     /// One line per sample, in time order.
     Script(ScriptArgs),
     /// Folded stacks (input for flamegraph tools).
+    ///
+    /// One line per distinct stack: the comm, the user frames from the
+    /// outermost, then the kernel frames (`_[k]`) down to the sampled
+    /// function, and the count.
     Folded(OutArgs),
     /// Flame graph SVG.
     Flamegraph(FlameArgs),
     /// Gzipped pprof profile (perftools.profiles.Profile).
     Pprof(PprofArgs),
+    /// Print a pprof file's stacks as folded lines (root first) with their
+    /// sample counts: for checking a written profile.
+    #[command(hide = true)]
+    PprofFolded(PprofFoldedArgs),
     /// Firefox Profiler JSON (every sample with its time, thread and CPU).
     Firefox(FirefoxArgs),
     /// Per-symbol comparison of two recordings.
@@ -257,10 +265,12 @@ struct ReportArgs {
     #[arg(short = 'n', long, default_value_t = 0)]
     top: usize,
     /// Add each function's inclusive share (samples with it anywhere in the
-    /// stack) and sort by it, as `perf report --children`.
+    /// stack: kernel callchain and user call stack) and sort by it, as
+    /// `perf report --children`.
     #[arg(long)]
     children: bool,
-    /// Print each row's callers and callees (call graph, as `opreport -c`).
+    /// Print each row's callers and callees, across kernel and user frames
+    /// (call graph, as `perf report -g` and `opreport -c`).
     #[arg(short = 'g', long)]
     callers: bool,
     /// Only rows of these functions (comma-separated exact names).
@@ -335,7 +345,7 @@ fn write_man_pages(dir: &Path) -> Result<Vec<PathBuf>> {
         written.push(path);
         Ok(())
     };
-    for sub in cmd.get_subcommands() {
+    for sub in cmd.get_subcommands().filter(|c| !c.is_hide_set()) {
         page(sub.clone(), format!("oprofile-rs-{}", sub.get_name()))?;
     }
     page(cmd, "oprofile-rs".into())?;
@@ -346,7 +356,8 @@ fn write_man_pages(dir: &Path) -> Result<Vec<PathBuf>> {
 struct ScriptArgs {
     #[command(flatten)]
     input: Input,
-    /// Print each sample's callchain below it.
+    /// Print each sample's callchain below it: kernel callers, then the user
+    /// call stack (innermost first).
     #[arg(short = 'g', long)]
     callchain: bool,
     /// Also print LOST, TRACING and SNAPSHOT events.
@@ -378,6 +389,13 @@ struct FlameArgs {
     /// Title of the graph.
     #[arg(long, default_value = "oprofile-rs")]
     title: String,
+}
+
+#[derive(Args)]
+struct PprofFoldedArgs {
+    /// A pprof profile (gzipped or not).
+    #[arg(value_name = "FILE")]
+    file: PathBuf,
 }
 
 #[derive(Args)]
@@ -429,9 +447,26 @@ fn run(cli: Cli) -> Result<ExitCode> {
             for w in &sum.warnings {
                 eprintln!("oprofile-rs: warning: {}", esc(w));
             }
+            // One line per reason: user call stacks make every process
+            // sampled in a system call need its maps, many short-lived ones.
+            let mut missing: std::collections::BTreeMap<&str, Vec<u32>> = Default::default();
             for (t, why) in &sum.maps_missing {
+                missing.entry(why.as_str()).or_default().push(*t);
+            }
+            for (why, pids) in missing {
+                let who = match pids.as_slice() {
+                    [t] => format!("pid {t}"),
+                    _ => {
+                        let mut list: Vec<String> =
+                            pids.iter().take(8).map(u32::to_string).collect();
+                        if pids.len() > 8 {
+                            list.push("...".into());
+                        }
+                        format!("{} processes (pids {})", pids.len(), list.join(", "))
+                    }
+                };
                 eprintln!(
-                    "oprofile-rs: warning: maps of pid {t} not captured: {}",
+                    "oprofile-rs: warning: maps of {who} not captured: {}",
                     esc(why)
                 );
             }
@@ -544,6 +579,17 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 a.output.display(),
                 p.total_samples()
             );
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::PprofFolded(a) => {
+            let data = std::fs::read(&a.file)
+                .with_context(|| format!("cannot read {}", a.file.display()))?;
+            let p = pprof::read(&data)?;
+            let mut out = BufWriter::new(std::io::stdout().lock());
+            for l in pprof::folded(&p) {
+                writeln!(out, "{}", esc(&l))?;
+            }
+            out.flush()?;
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Pprof(a) => {

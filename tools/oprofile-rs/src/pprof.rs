@@ -369,6 +369,42 @@ pub fn write(prof: &Prof, out: &mut dyn Write) -> Result<()> {
     Ok(())
 }
 
+/// The stacks of profile `p` as folded lines, `root;...;leaf COUNT`
+/// (functions inlined at a location after the function holding them),
+/// with the first sample value summed per stack, sorted: what a viewer's
+/// flame graph of the profile shows. Names are looked up defensively: a
+/// dangling id reads `?`.
+pub fn folded(p: &Profile) -> Vec<String> {
+    let string = |i: i64| -> &str {
+        usize::try_from(i)
+            .ok()
+            .and_then(|i| p.string_table.get(i))
+            .map_or("?", String::as_str)
+    };
+    let function = |id: u64| -> &str {
+        p.function
+            .iter()
+            .find(|f| f.id == id)
+            .map_or("?", |f| string(f.name))
+    };
+    let mut stacks: std::collections::BTreeMap<String, i64> = Default::default();
+    for s in &p.sample {
+        let mut names: Vec<&str> = Vec::new();
+        for id in s.location_id.iter().rev() {
+            match p.location.iter().find(|l| l.id == *id) {
+                // Lines: innermost inlined first, the holding function last.
+                Some(l) => names.extend(l.line.iter().rev().map(|l| function(l.function_id))),
+                None => names.push("?"),
+            }
+        }
+        *stacks.entry(names.join(";")).or_default() += s.value.first().copied().unwrap_or(0);
+    }
+    stacks
+        .into_iter()
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect()
+}
+
 /// Reads a (gzipped or plain) profile back, for tests and tooling.
 pub fn read(data: &[u8]) -> Result<Profile> {
     let raw = if data.starts_with(&[0x1f, 0x8b]) {

@@ -45,7 +45,12 @@ pub struct ResolvedSample {
     pub weight: u64,
     pub kernel: bool,
     pub pc: Rc<Frame>,
-    /// Callers, innermost first.
+    /// Callers, innermost first: the kernel callchain (kernel-mode
+    /// samples), then the user one (stream version 2; for a kernel-mode
+    /// sample it starts where the task entered the kernel). User return
+    /// addresses are named after their call ([`Resolver::resolve_return`]).
+    ///
+    /// [`Resolver::resolve_return`]: crate::symbols::Resolver::resolve_return
     pub callchain: Vec<Rc<Frame>>,
     /// TRACING records before this sample in the stream. The module writes
     /// a TRACING record after every record taken before the switch and
@@ -516,12 +521,25 @@ impl Profile {
                             c
                         });
                     let pc = resolver.resolve_at(s.kernel, s.tgid, s.time, s.pc);
-                    let callchain = s
+                    let mut callchain: Vec<Rc<Frame>> = s
                         .callchain
                         .iter()
                         .filter(|&&a| a < PERF_CONTEXT_MAX && a != 0)
                         .map(|&a| resolver.resolve(true, s.tgid, a))
                         .collect();
+                    // The user chain after the kernel chain: return
+                    // addresses, except the first entry of a kernel-mode
+                    // sample, where the task entered the kernel.
+                    for (i, &a) in s.user_callchain.iter().enumerate() {
+                        if a == 0 || a >= PERF_CONTEXT_MAX {
+                            continue;
+                        }
+                        callchain.push(if s.kernel && i == 0 {
+                            resolver.resolve_at(false, s.tgid, s.time, a)
+                        } else {
+                            resolver.resolve_return(s.tgid, s.time, a)
+                        });
+                    }
                     samples.push(ResolvedSample {
                         weight: sample_weight(&s),
                         time: s.time,

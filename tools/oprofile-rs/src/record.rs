@@ -236,7 +236,7 @@ impl Scanner {
                             if s.tgid != 0 && self.seen.insert(s.tgid) {
                                 self.new_tgids.push(s.tgid);
                             }
-                            if !s.kernel {
+                            if !s.kernel || !s.user_callchain.is_empty() {
                                 self.user.insert(s.tgid);
                             }
                         }
@@ -268,9 +268,10 @@ impl Scanner {
         self.seen.len()
     }
 
-    /// True if `tgid` has at least one user-mode sample so far.  Only those
-    /// processes need maps: kernel-mode samples and callchains (kernel
-    /// threads, system calls) are symbolised through kallsyms.
+    /// True if `tgid` has at least one user-mode sample or user callchain so
+    /// far.  Only those processes need maps: kernel-mode samples and kernel
+    /// callchains (kernel threads, system calls) are symbolised through
+    /// kallsyms.
     pub fn needs_maps(&self, tgid: u32) -> bool {
         self.user.contains(&tgid)
     }

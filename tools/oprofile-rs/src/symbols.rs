@@ -650,6 +650,8 @@ pub struct Resolver {
     by_offset: RefCell<HashMap<(PathBuf, u64), Rc<Symbolised>>>,
     /// (tgid, mapping id, address) → frame; tgid and id 0 for kernel addresses.
     cache: RefCell<HashMap<(u32, usize, u64), Rc<Frame>>>,
+    /// The same for return addresses of user stacks ([`Resolver::resolve_return`]).
+    return_cache: RefCell<HashMap<(u32, usize, u64), Rc<Frame>>>,
     /// The captured vDSO image's symbols (`[vdso]` mappings).
     vdso: Option<ElfSymbols>,
     warnings: RefCell<Vec<String>>,
@@ -711,6 +713,7 @@ impl Resolver {
             binaries: RefCell::default(),
             by_offset: RefCell::default(),
             cache: RefCell::default(),
+            return_cache: RefCell::default(),
             vdso: None,
             warnings: RefCell::default(),
             warned: RefCell::default(),
@@ -761,6 +764,31 @@ impl Resolver {
             self.resolve_user(tgid, time, addr)
         });
         self.cache.borrow_mut().insert(key, f.clone());
+        f
+    }
+
+    /// Resolves a return address found on process `tgid`'s user stack at
+    /// `time`: named after the instruction before it, `addr - 1` (the call),
+    /// as perf does, so that a call ending a function (to a `noreturn` one)
+    /// names that function and its source line is the call's. The frame
+    /// keeps `addr` (and its file offset).
+    pub fn resolve_return(&self, tgid: u32, time: u64, addr: u64) -> Rc<Frame> {
+        if addr == 0 {
+            return self.resolve_at(false, tgid, time, addr);
+        }
+        let key = match self.maps.lookup(tgid, time, addr - 1) {
+            Some((id, _)) => (tgid, id + 1, addr),
+            None => (tgid, 0, addr),
+        };
+        if let Some(f) = self.return_cache.borrow().get(&key) {
+            return f.clone();
+        }
+        let call = self.resolve_at(false, tgid, time, addr - 1);
+        let mut f = (*call).clone();
+        f.addr = addr;
+        f.file_offset = f.file_offset.map(|o| o.wrapping_add(1));
+        let f = Rc::new(f);
+        self.return_cache.borrow_mut().insert(key, f.clone());
         f
     }
 

@@ -53,3 +53,29 @@ pub fn read(b: &Buf) -> Option<(u64, Vec<u8>, u64)> {
 pub fn drain(b: &Buf) -> Vec<(u64, Vec<u8>, u64)> {
     std::iter::from_fn(|| read(b)).collect()
 }
+
+/// Consumes up to `max` records with one `consume_batch` (ts, payload, lost);
+/// `None` when the buffer is empty.
+pub fn read_batch(b: &Buf, max: usize) -> Option<Vec<(u64, Vec<u8>, u64)>> {
+    let mut scratch = vec![0u8; 4096];
+    let mut got = Vec::new();
+    match b.consume_batch(&mut scratch, |i, p| {
+        assert_eq!(p.len(), i.len);
+        got.push((i.ts, p.to_vec(), i.lost));
+        got.len() < max
+    }) {
+        Ok(n) => {
+            assert_eq!(n, got.len());
+            Some(got)
+        }
+        Err(ReadError::Empty) => None,
+        Err(e) => panic!("read error {e:?}"),
+    }
+}
+
+/// Drains the buffer with batches of at most `max` records.
+pub fn drain_batched(b: &Buf, max: usize) -> Vec<(u64, Vec<u8>, u64)> {
+    std::iter::from_fn(|| read_batch(b, max))
+        .flatten()
+        .collect()
+}

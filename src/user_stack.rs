@@ -1,0 +1,305 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! User-space call stacks: the frame-pointer walk of the sampled task's user
+//! stack, from the overflow handler (NMI or hard-IRQ context).
+//!
+//! The walk perf's `perf_callchain_user` (arch/x86/events/core.c) and
+//! oprofile's x86 backtrace do: from the user registers' frame pointer
+//! (`rbp`), each frame record is two words, the caller's frame pointer and
+//! the return address, read with `copy_from_user_nmi()` (range checked,
+//! `nmi_uaccess_okay()`, page faults disabled: a page that is not present
+//! ends the walk, nothing sleeps or faults anything in). The policy is here,
+//! in Rust ([`walk`]); C ([`crate::glue`]) only finds the registers. The walk
+//! is bounded whatever the user stack holds: at most the depth asked for,
+//! and it stops at a frame pointer of 0 (the outermost frame), at one that
+//! is not 8-aligned, not above the previous frame record (so loops and
+//! descending chains end), or not inside the user address space, and at a
+//! return address outside it.
+//!
+//! 32-bit (compat) tasks are not walked: their samples carry no user chain.
+
+use kernel::{bindings, ffi::c_void};
+
+use crate::{glue, perf::Regs};
+
+/// Bytes of a frame record: the caller's frame pointer, then the return
+/// address.
+const FRAME_LEN: u64 = 16;
+
+/// Where a walk starts: the sampled task's user registers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct UserRegs {
+    /// The user instruction pointer.
+    pub(crate) ip: u64,
+    /// The user stack pointer: the lowest address a frame record may be at.
+    pub(crate) sp: u64,
+    /// The user frame pointer (`rbp`): the innermost frame record.
+    pub(crate) bp: u64,
+    /// The end of the user address space (`TASK_SIZE_MAX`).
+    pub(crate) limit: u64,
+    /// The sample was taken in kernel mode: `ip` is where the task entered
+    /// the kernel, and is recorded first (as perf does).
+    pub(crate) from_kernel: bool,
+}
+
+impl UserRegs {
+    /// The user registers of the task interrupted with `regs`: the
+    /// interrupted ones for a user-mode sample, those the task entered the
+    /// kernel with for a kernel-mode sample of a user task. `None` for a
+    /// kernel thread or a user worker (no user stack), or a 32-bit task
+    /// (not walked).
+    pub(crate) fn of(regs: &Regs) -> Option<UserRegs> {
+        let (mut ip, mut sp, mut bp, mut limit) = (0, 0, 0, 0);
+        // SAFETY: `regs` are the live registers of the interrupt being
+        // handled (its invariant); the pointers are valid for the writes.
+        let ok = unsafe {
+            glue::oprofile_rs_user_regs(regs.as_raw(), &mut ip, &mut sp, &mut bp, &mut limit)
+        };
+        ok.then_some(UserRegs {
+            ip,
+            sp,
+            bp,
+            limit,
+            from_kernel: !regs.user_mode(),
+        })
+    }
+}
+
+/// Why a walk ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Stop {
+    /// A frame pointer or return address of 0: the outermost frame.
+    End,
+    /// The output is full and a frame pointer was still to follow.
+    Depth,
+    /// A frame pointer not 8-aligned, not above the previous frame record
+    /// (or below the stack pointer), or outside the user address space; or
+    /// a return address outside it.
+    BadFrame,
+    /// The frame record could not be read (not mapped, not present: page
+    /// faults are not handled here).
+    Fault,
+}
+
+impl Stop {
+    /// Whether the walk was cut by garbage or a fault rather than ending or
+    /// filling the output (the `user_backtrace_aborted` counter).
+    pub(crate) fn aborted(self) -> bool {
+        matches!(self, Stop::BadFrame | Stop::Fault)
+    }
+}
+
+/// Walks the user stack from `start` into `out`: for a kernel-mode sample
+/// `start.ip` first, then the return addresses of the frame records,
+/// innermost first. `read(fp)` reads the frame record at `fp` (the caller's
+/// frame pointer, the return address) or fails. Returns the entries written
+/// and why the walk ended; at most `out.len()` records are read.
+pub(crate) fn walk(
+    start: &UserRegs,
+    out: &mut [u64],
+    mut read: impl FnMut(u64) -> Option<[u64; 2]>,
+) -> (usize, Stop) {
+    let mut n = 0;
+    if start.from_kernel {
+        match out.first_mut() {
+            Some(slot) => {
+                *slot = start.ip;
+                n = 1;
+            }
+            None => return (0, Stop::Depth),
+        }
+    }
+    let last = start.limit.saturating_sub(FRAME_LEN);
+    let mut fp = start.bp;
+    // The lowest address the next frame record may start at.
+    let mut low = start.sp;
+    loop {
+        if fp == 0 {
+            return (n, Stop::End);
+        }
+        let Some(slot) = out.get_mut(n) else {
+            return (n, Stop::Depth);
+        };
+        if fp % 8 != 0 || fp < low || fp > last {
+            return (n, Stop::BadFrame);
+        }
+        let Some([next, ret]) = read(fp) else {
+            return (n, Stop::Fault);
+        };
+        if ret == 0 {
+            return (n, Stop::End);
+        }
+        if ret >= start.limit {
+            return (n, Stop::BadFrame);
+        }
+        *slot = ret;
+        n += 1;
+        // Strictly above this record (fp <= last: no overflow).
+        low = fp + FRAME_LEN;
+        fp = next;
+    }
+}
+
+/// Reads the frame record at user address `fp` of the current task, in any
+/// context (NMI included), without faulting pages in.
+pub(crate) fn read_frame(fp: u64) -> Option<[u64; 2]> {
+    let mut frame = [0u64; 2];
+    // SAFETY: `frame` is valid for 16 bytes of writes. copy_from_user_nmi()
+    // may be called in any context with any address: it checks that the
+    // range is user space and that the current mm is the loaded one
+    // (nmi_uaccess_okay()), and copies with page faults disabled (a fault
+    // ends the copy through the exception table, nothing sleeps).
+    let left = unsafe {
+        bindings::copy_from_user_nmi(
+            frame.as_mut_ptr().cast::<c_void>(),
+            fp as usize as *const c_void,
+            core::mem::size_of_val(&frame),
+        )
+    };
+    (left == 0).then_some(frame)
+}
+
+#[cfg(oprofile_rs_kunit)]
+#[kernel::prelude::kunit_tests(oprofile_rs_user_stack)]
+mod tests {
+    use super::*;
+    use kernel::prelude::*;
+
+    const LIMIT: u64 = 0x7fff_ffff_f000;
+    const STACK: u64 = 0x7ffd_0000_0000;
+
+    /// A fake user memory of frame records: `(address, [next, ret])`.
+    fn reader<'a>(
+        mem: &'a [(u64, [u64; 2])],
+        reads: &'a mut usize,
+    ) -> impl FnMut(u64) -> Option<[u64; 2]> + 'a {
+        move |fp| {
+            *reads += 1;
+            mem.iter().find(|(a, _)| *a == fp).map(|(_, f)| *f)
+        }
+    }
+
+    fn start(bp: u64) -> UserRegs {
+        UserRegs {
+            ip: 0x40_1000,
+            sp: STACK,
+            bp,
+            limit: LIMIT,
+            from_kernel: false,
+        }
+    }
+
+    #[test]
+    fn a_chain_of_three_frames_ends_at_zero() {
+        let mem = [
+            (STACK + 0x10, [STACK + 0x40, 0x40_1111]),
+            (STACK + 0x40, [STACK + 0x80, 0x40_2222]),
+            (STACK + 0x80, [0, 0x40_3333]),
+        ];
+        let mut reads = 0;
+        let mut out = [0u64; 8];
+        let r = walk(&start(STACK + 0x10), &mut out, reader(&mem, &mut reads));
+        assert_eq!(r, (3, Stop::End));
+        assert_eq!(out[..3], [0x40_1111, 0x40_2222, 0x40_3333]);
+        assert_eq!(reads, 3);
+    }
+
+    #[test]
+    fn kernel_mode_samples_start_with_the_entry_ip() {
+        let mem = [(STACK + 0x10, [0, 0x40_1111])];
+        let mut reads = 0;
+        let mut out = [0u64; 8];
+        let s = UserRegs {
+            from_kernel: true,
+            ..start(STACK + 0x10)
+        };
+        let r = walk(&s, &mut out, reader(&mem, &mut reads));
+        assert_eq!(r, (2, Stop::End));
+        assert_eq!(out[..2], [0x40_1000, 0x40_1111]);
+        // Depth 1: the entry ip only.
+        let r = walk(&s, &mut out[..1], reader(&mem, &mut reads));
+        assert_eq!(r, (1, Stop::Depth));
+        assert_eq!(
+            walk(&s, &mut [], reader(&mem, &mut reads)),
+            (0, Stop::Depth)
+        );
+    }
+
+    #[test]
+    fn a_frame_pointing_to_itself_is_read_once() {
+        let fp = STACK + 0x100;
+        let mem = [(fp, [fp, 0x40_1111])];
+        let mut reads = 0;
+        let mut out = [0u64; 64];
+        let r = walk(&start(fp), &mut out, reader(&mem, &mut reads));
+        assert_eq!(r, (1, Stop::BadFrame));
+        assert_eq!(reads, 1);
+        // A loop of two frames: the second points back below itself.
+        let mem = [(fp, [fp + 0x20, 0x40_1111]), (fp + 0x20, [fp, 0x40_2222])];
+        let mut reads = 0;
+        let r = walk(&start(fp), &mut out, reader(&mem, &mut reads));
+        assert_eq!(r, (2, Stop::BadFrame));
+        assert_eq!(reads, 2);
+        // Overlapping records (8 bytes up) are not above the previous one.
+        let mem = [(fp, [fp + 8, 0x40_1111])];
+        let r = walk(&start(fp), &mut out, reader(&mem, &mut 0));
+        assert_eq!(r, (1, Stop::BadFrame));
+    }
+
+    #[test]
+    fn bad_frame_pointers_read_nothing() {
+        let mut out = [0u64; 16];
+        for bp in [
+            STACK + 3,             // misaligned
+            STACK - 0x10,          // below the stack pointer
+            LIMIT - 8,             // the record would cross the limit
+            LIMIT,                 // not user space
+            0xffff_ffff_8100_0000, // a kernel address
+            u64::MAX - 7,          // wraps
+        ] {
+            let mut reads = 0;
+            let r = walk(&start(bp), &mut out, reader(&[], &mut reads));
+            assert_eq!(r, (0, Stop::BadFrame));
+            assert_eq!(reads, 0);
+        }
+    }
+
+    #[test]
+    fn kernel_return_addresses_are_not_recorded() {
+        let mem = [(STACK, [STACK + 0x10, 0xffff_ffff_8100_0000])];
+        let mut out = [0u64; 4];
+        let r = walk(&start(STACK), &mut out, reader(&mem, &mut 0));
+        assert_eq!(r, (0, Stop::BadFrame));
+        assert!(r.1.aborted());
+    }
+
+    #[test]
+    fn unreadable_frames_end_the_walk() {
+        let mem = [(STACK, [STACK + 0x1000, 0x40_1111])];
+        let mut out = [0u64; 4];
+        let r = walk(&start(STACK), &mut out, reader(&mem, &mut 0));
+        assert_eq!(r, (1, Stop::Fault));
+        assert!(r.1.aborted());
+    }
+
+    #[test]
+    fn long_chains_stop_at_the_depth() {
+        // 100 ascending records: the walk reads exactly `depth` of them.
+        let mut mem = KVec::new();
+        for i in 0..100u64 {
+            let at = STACK + 0x20 * i;
+            assert!(mem
+                .push((at, [at + 0x20, 0x40_0000 + i]), GFP_KERNEL)
+                .is_ok());
+        }
+        for depth in [1usize, 7, 64] {
+            let mut out = [0u64; 64];
+            let mut reads = 0;
+            let r = walk(&start(STACK), &mut out[..depth], reader(&mem, &mut reads));
+            assert_eq!(r, (depth, Stop::Depth));
+            assert!(!r.1.aborted());
+            assert_eq!(reads, depth);
+            assert_eq!(out[depth - 1], 0x40_0000 + depth as u64 - 1);
+        }
+    }
+}

@@ -1,0 +1,111 @@
+#!/bin/sh
+# User call stacks (user_backtrace_depth, on by default): a program built
+# with frame pointers whose split is known (ustack: main → outer → hot_a /
+# hot_b, 3:1) comes out whole and in that proportion in the folded stacks
+# and in pprof; the same program without frame pointers (ustack_nofp) gives
+# short stacks and no crash; a hostile process (badfp) whose frame pointer
+# leads to garbage (a loop, kernel addresses, unmapped or absent pages,
+# misaligned, 1000 records deep) costs a bounded walk and yields no user frame
+# above the garbage; user_backtrace_depth=0 turns them off.
+. /tmp/lib.sh
+# A share in percent of $1 in $2 (0 if $2 is 0).
+pct() { [ "$2" -gt 0 ] && echo $(($1 * 100 / $2)) || echo 0; }
+# The summed count of the folded lines of $2 whose stack matches $1.
+count() { awk -v re="$1" '$0 ~ re { n += $NF } END { print n + 0 }' "$2"; }
+
+check "insmod" insmod /oprofile_rs.ko
+expect_eq "user stacks are on by default (depth 32)" \
+    "$(sed -n 's/.* user_backtrace_depth=\([0-9]*\).*/\1/p' $DBG/event)" 32
+
+# --- the known split, with frame pointers
+oprofile-rs record -q -o /tmp/u.bin -- /tmp/ustack 4
+oprofile-rs folded -i /tmp/u.bin >/tmp/u.folded 2>/dev/null
+sort -k2 -n -r -t' ' /tmp/u.folded | head -8
+a=$(count ';main;outer;hot_a( |;)' /tmp/u.folded)
+b=$(count ';main;outer;hot_b( |;)' /tmp/u.folded)
+all=$(count . /tmp/u.folded)
+echo "folded: main;outer;hot_a $a, main;outer;hot_b $b, of $all samples"
+check "most samples have the whole stack main;outer;hot_x ($((a + b)) of $all)" \
+    [ "$(pct $((a + b)) "$all")" -ge 80 ]
+share=$(pct "$a" $((a + b)))
+check "hot_a:hot_b is about 3:1 (hot_a $share%)" [ "$share" -ge 65 ] && [ "$share" -le 85 ]
+# pprof: every sample's locations are its whole stack.
+oprofile-rs pprof -q -i /tmp/u.bin -o /tmp/u.pb.gz 2>/dev/null
+oprofile-rs pprof-folded /tmp/u.pb.gz >/tmp/u.pprof
+pa=$(count '(^|;)main;outer;hot_a( |;)' /tmp/u.pprof)
+pb=$(count '(^|;)main;outer;hot_b( |;)' /tmp/u.pprof)
+echo "pprof: main;outer;hot_a $pa, main;outer;hot_b $pb"
+pall=$(count . /tmp/u.pprof)
+check "pprof: most samples have the whole stack ($((pa + pb)) of $pall)" [ "$(pct $((pa + pb)) "$pall")" -ge 80 ]
+pshare=$(pct "$pa" $((pa + pb)))
+check "pprof: hot_a:hot_b is about 3:1 (hot_a $pshare%)" [ "$pshare" -ge 65 ] && [ "$pshare" -le 85 ]
+# script: the user frames under each sample line, innermost first. (A sample
+# at hot_a's first instruction, before it saved its frame pointer, misses
+# outer: the frame-pointer walk's known blind spot.)
+oprofile-rs script -i /tmp/u.bin --callchain 2>/dev/null >/tmp/u.script
+grep -A3 -m1 ' hot_a ' /tmp/u.script
+awk '/^\t/ { if (h) f = f " " $2; next } { if (h) print f; h = / hot_a /; f = "" }
+     END { if (h) print f }' /tmp/u.script >/tmp/u.hot_a
+under=$(grep -c '^ outer main' /tmp/u.hot_a)
+n=$(wc -l </tmp/u.hot_a)
+check "script: outer then main under most hot_a samples ($under of $n)" [ "$(pct "$under" "$n")" -ge 80 ]
+grep '^cpu' $DBG/stats | sed 's/ handler_avg/\n      handler_avg/'
+# report --children: main holds nearly everything, outer as much.
+oprofile-rs report -q -i /tmp/u.bin --children -n 4 2>/dev/null | tee /tmp/u.report
+main_share=$(awk '$NF ~ /ustack/ && $4 == "main" { print int($1) }' /tmp/u.report)
+check "report --children: main is in most stacks (${main_share:-none}%)" [ "${main_share:-0}" -ge 80 ]
+
+# --- without frame pointers: short stacks, never a crash
+before=$(stat_total user_backtrace_aborted)
+oprofile-rs record -q -o /tmp/n.bin -- /tmp/ustack_nofp 2
+oprofile-rs folded -i /tmp/n.bin >/tmp/n.folded 2>/dev/null
+sort -k2 -n -r -t' ' /tmp/n.folded | head -5
+whole=$(count ';main;outer;hot_[ab]( |;)' /tmp/n.folded)
+all=$(count . /tmp/n.folded)
+check "no frame pointers: the stacks are short ($whole of $all whole)" [ "$(pct "$whole" "$all")" -le 5 ]
+hot=$(count 'hot_[ab]( |;)' /tmp/n.folded)
+check "no frame pointers: the samples are still in hot_a/hot_b ($hot of $all)" [ "$(pct "$hot" "$all")" -ge 80 ]
+echo "user_backtrace_aborted: $before before, $(stat_total user_backtrace_aborted) after"
+check "rmmod" rmmod oprofile_rs
+
+# --- hostile frame pointers, at the deepest walk
+check "insmod user_backtrace_depth=64" insmod /oprofile_rs.ko user_backtrace_depth=64
+for mode in self loop2 down kernel kchain unmapped notpresent misaligned deep; do
+    ab0=$(stat_total user_backtrace_aborted)
+    tr0=$(stat_total user_backtrace_truncated)
+    out=$(oprofile-rs record -q -o /tmp/h.bin -- /tmp/badfp $mode 1 2>&1)
+    echo "$out" | grep '^badfp'
+    frames=$(echo "$out" | sed -n 's/.* frames=\(-*[0-9]*\)$/\1/p')
+    [ "$frames" = -1 ] && frames=64
+    ab=$(($(stat_total user_backtrace_aborted) - ab0))
+    tr=$(($(stat_total user_backtrace_truncated) - tr0))
+    # User frames below each sample of the loop (spin): their count, most
+    # and fewest.
+    oprofile-rs script -i /tmp/h.bin --callchain 2>/dev/null | awk '
+        /^\t/ { if (s && $1 !~ /^ffff/) u++; next }
+        { if (s) print u; s = / spin /; u = 0 }
+        END { if (s) print u }' | sort -n | uniq -c >/tmp/h.counts
+    n=$(awk '{ n += $1 } END { print n + 0 }' /tmp/h.counts)
+    most=$(awk '{ m = $2 } END { print m + 0 }' /tmp/h.counts)
+    fewest=$(awk 'NR == 1 { print $2 + 0 }' /tmp/h.counts)
+    echo "$mode: $n samples in the loop, user frames $fewest..$most; aborted +$ab, truncated +$tr"
+    check "$mode: samples in the loop" [ "$n" -gt 0 ]
+    expect_eq "$mode: every loop sample has exactly the $frames readable user frames" "$fewest $most" "$frames $frames"
+    if [ $mode = deep ]; then
+        check "$mode: chains cut at the depth are counted truncated" [ "$tr" -ge "$n" ]
+    else
+        check "$mode: chains cut by garbage are counted aborted" [ "$ab" -ge "$n" ]
+    fi
+done
+grep '^cpu' $DBG/stats
+check "rmmod" rmmod oprofile_rs
+
+# --- off
+check "insmod user_backtrace_depth=0" insmod /oprofile_rs.ko user_backtrace_depth=0
+oprofile-rs record -q -o /tmp/o.bin -- /tmp/ustack 1
+oprofile-rs folded -i /tmp/o.bin >/tmp/o.folded 2>/dev/null
+cat /tmp/o.folded
+expect_eq "no user frames with user_backtrace_depth=0" "$(count ';(main|outer);' /tmp/o.folded)" 0
+expect_eq "nothing counted" "$(stat_total user_backtrace_aborted) $(stat_total user_backtrace_truncated)" "0 0"
+check "rmmod" rmmod oprofile_rs
+finish
