@@ -159,7 +159,9 @@ check "insmod overwrite, 16 KiB CPU buffers, 4 kHz" \
 oprofile-rs record --snapshot -q -o /tmp/r.data 2>/tmp/rec.err &
 rp=$!
 sleep 1.5; kill -USR2 $rp; sleep 1; kill -USR2 $rp; sleep 1; kill -INT $rp; wait $rp
+echo "record exited with status $?"
 cat /tmp/rec.err
+grep -q ", 3 snapshots" /tmp/rec.err || dmesg | tail -20
 check "record --snapshot: two on SIGUSR2, one at the end" grep -q ", 3 snapshots" /tmp/rec.err
 /tmp/snapcheck /tmp/r.data >/tmp/r.check; rc=$?
 grep -v '^snap ' /tmp/r.check; grep FAIL /tmp/r.check | head
