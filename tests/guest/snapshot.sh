@@ -181,11 +181,15 @@ wait $wl
 
 # rmmod while snapshotting: an open snapshot file (one open, many writes)
 # pins the module, rmmod says "in use" meanwhile, and works afterwards.
-( exec 3>$SNAP; i=0; while [ $i -lt 200 ]; do echo 1 >&3 || exit 1; i=$((i + 1)); done; sleep 1 ) &
+rm -f /tmp/opened /tmp/release
+( exec 3>$SNAP; touch /tmp/opened; i=0
+  while [ $i -lt 200 ]; do echo 1 >&3 || exit 1; i=$((i + 1)); done
+  while [ ! -f /tmp/release ]; do sleep 0.05; done ) &
 sn=$!
-sleep 0.2
+while [ ! -f /tmp/opened ]; do sleep 0.05; done
 refused=0
 for i in 1 2 3 4 5; do rmmod oprofile_rs 2>/dev/null || refused=$((refused + 1)); sleep 0.05; done
+touch /tmp/release
 wait $sn; rc=$?
 expect_eq "rmmod refused while snapshots are taken" "$refused" 5
 expect_eq "every snapshot of the pinned file succeeded" "$rc" 0
