@@ -11,6 +11,10 @@
 //! - `stats` (0400): per-CPU counters (see `Documentation/design.md`).
 //! - `event` (0400): the sampled event and its context (NMI or hard IRQ).
 //! - `buffer_sizes` (0400): the buffer parameters in effect.
+//! - `snapshot` (0600): writing `1` takes a flight-recorder snapshot
+//!   (`mode=overwrite`, see `snapshot.rs`; `EINVAL` in consume mode or for
+//!   anything but `1`, `ENOSPC` when the event buffer cannot take it); reads
+//!   the mode and what the last snapshot did.
 
 use core::fmt;
 use kernel::{
@@ -74,6 +78,36 @@ fn store_flush(p: &Arc<Profiler>, reader: &mut UserSliceReader) -> Result {
     Ok(())
 }
 
+fn store_snapshot(p: &Arc<Profiler>, reader: &mut UserSliceReader) -> Result {
+    if !read_switch("snapshot", reader)? {
+        pr_ratelimited!(
+            pr_warn,
+            "snapshot: refused 0 (write 1 to take a snapshot)\n"
+        );
+        return Err(EINVAL);
+    }
+    p.snapshot().map(|_| ())
+}
+
+fn show_snapshot(p: &Arc<Profiler>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    let s = p.buffers.snapshot_stats();
+    writeln!(
+        f,
+        "mode={} snapshots={} records={} overwritten={} dropped={} pause_ns={} max_pause_ns={}",
+        if p.buffers.overwrite {
+            "overwrite"
+        } else {
+            "consume"
+        },
+        s.seq,
+        s.records,
+        s.overwritten,
+        s.dropped,
+        s.pause_ns,
+        s.max_pause_ns
+    )
+}
+
 fn show_stats(p: &Arc<Profiler>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     for s in p.buffers.cpus.iter() {
         let c = &s.counters;
@@ -86,7 +120,9 @@ fn show_stats(p: &Arc<Profiler>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
             f,
             "cpu{} sample_received={} sample_lost_overflow={} sample_invalid_eip={} backtrace_aborted={} \
              user_backtrace_aborted={} user_backtrace_truncated={} handler_avg_ns={} handler_max_ns={} \
-             buffer_entries={} buffer_dropped_full={} buffer_read={} sync_records={} sync_ns={}",
+             buffer_entries={} buffer_dropped_full={} buffer_read={} \
+             sample_lost_snapshot={} comm_records={} buffer_committed={} buffer_overrun={} \
+             sync_records={} sync_ns={}",
             s.cpu,
             received,
             c.sample_lost_overflow.load(Relaxed),
@@ -99,6 +135,10 @@ fn show_stats(p: &Arc<Profiler>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
             rb.entries,
             rb.dropped_full,
             rb.read,
+            c.sample_lost_snapshot.load(Relaxed),
+            c.comm_records.load(Relaxed),
+            rb.committed,
+            rb.overrun,
             c.sync_records.load(Relaxed),
             c.sync_ns.load(Relaxed),
         )?;
@@ -173,6 +213,11 @@ impl ControlFiles {
                 name: c"buffer_sizes",
                 show: Some(show_sizes),
                 store: None,
+            },
+            FileSpec {
+                name: c"snapshot",
+                show: Some(show_snapshot),
+                store: Some(store_snapshot),
             },
         ];
         Ok(Self {

@@ -24,7 +24,10 @@
 //! `lockdown=integrity` makes unwritable), on any open file of the device:
 //! `OPROFILE_RS_IOC_TRACING_ON`/`_OFF` (as `echo 1`/`echo 0 > tracing_on`),
 //! `OPROFILE_RS_IOC_FLUSH` (as `echo 1 > flush`), `OPROFILE_RS_IOC_GET_TRACING`
-//! (writes 0 or 1 as a `__u32`). Other commands get `ENOTTY`.
+//! (writes 0 or 1 as a `__u32`), `OPROFILE_RS_IOC_SNAPSHOT` (as `echo 1 >
+//! snapshot`: a flight-recorder snapshot, `EINVAL` in consume mode, `ENOSPC`
+//! when the event buffer cannot take it). Other commands get `ENOTTY`.
+//!
 //!
 //! Zero-copy reading (`Documentation/mmap.md`): a reader may `mmap` the
 //! event buffer read-only (a meta page with the positions, then the ring's
@@ -79,6 +82,9 @@ pub(crate) mod ioctl {
     /// consumer position the caller saw and the one after the whole records
     /// it processed (`Documentation/mmap.md`).
     pub(crate) const CONSUME: u32 = _IOW::<[u64; 2]>(MAGIC, 5);
+    /// Take a flight-recorder snapshot (`mode=overwrite`). Number 32: far
+    /// from the control ioctls that follow 4.
+    pub(crate) const SNAPSHOT: u32 = _IO(MAGIC, 32);
 }
 
 /// `O_NONBLOCK` and `O_ACCMODE` from the UAPI headers.
@@ -386,6 +392,9 @@ impl PollMiscDevice for BufferReader {
             ioctl::TRACING_ON => p.set_tracing(true),
             ioctl::TRACING_OFF => p.set_tracing(false),
             ioctl::FLUSH => p.flush(),
+            ioctl::SNAPSHOT => {
+                p.snapshot()?;
+            }
             ioctl::CONSUME => {
                 let mut r = UserSlice::new(UserPtr::from_addr(arg), 16).reader();
                 let tail = r.read::<u64>()?;

@@ -153,6 +153,20 @@ const char *oprofile_rs_event_param(void)
 	return event ? event : "";
 }
 
+/*
+ * ---- the mode= parameter (src/oprofile.rs, src/params.rs): a string, as event=.
+ */
+
+static char *mode = "consume";
+module_param(mode, charp, 0444);
+MODULE_PARM_DESC(mode, "Per-CPU buffers: consume (drained into the event buffer continuously) or "
+		       "overwrite (flight recorder: keep the newest records, moved out by a snapshot)");
+
+const char *oprofile_rs_mode_param(void)
+{
+	return mode ? mode : "";
+}
+
 /* perf_event_release_kernel() is not in the bindings (linux/perf_event.h is not included there). */
 void oprofile_rs_perf_release(struct perf_event *event)
 {

@@ -28,5 +28,6 @@ u64 oprofile_rs_clock(void);
 void oprofile_rs_current_task(u32 *pid, u32 *tgid, char comm[16]);
 /* src/oprofile.rs */
 const char *oprofile_rs_event_param(void);
+const char *oprofile_rs_mode_param(void);
 
 #endif

@@ -58,4 +58,6 @@ extern "C" {
     pub(crate) fn oprofile_rs_current_task(pid: *mut u32, tgid: *mut u32, comm: *mut c_char);
     /// The `event=` module parameter: a NUL-terminated string.
     pub(crate) fn oprofile_rs_event_param() -> *const c_char;
+    /// The `mode=` module parameter: a NUL-terminated string.
+    pub(crate) fn oprofile_rs_mode_param() -> *const c_char;
 }

@@ -35,6 +35,10 @@ mod profiler;
 mod ratelimit;
 mod reader_state;
 mod sampler;
+mod snapshot;
+// Pure logic shared with the host crate `crates/snapshot` (hence `pub` items).
+#[allow(unreachable_pub)]
+mod snapshot_plan;
 mod sync;
 mod user_stack;
 // The ring-buffer core is shared with the host crate `crates/ringbuf`; parts of
@@ -115,6 +119,13 @@ fn event_param() -> &'static [u8] {
     unsafe { CStr::from_char_ptr(glue::oprofile_rs_event_param()) }.to_bytes()
 }
 
+/// The `mode=` parameter (a C `charp` in glue.c, as `event=`).
+fn mode_param() -> &'static [u8] {
+    // SAFETY: glue.c returns a NUL-terminated string owned by the module
+    // parameter, which is not changed after load (the file is read-only).
+    unsafe { CStr::from_char_ptr(glue::oprofile_rs_mode_param()) }.to_bytes()
+}
+
 impl kernel::InPlaceModule for OprofileModule {
     fn init(_module: &'static ThisModule) -> impl PinInit<Self, Error> {
         let raw = params::Raw {
@@ -128,6 +139,7 @@ impl kernel::InPlaceModule for OprofileModule {
             exclude_kernel: module_parameters::exclude_kernel.value(),
             backtrace_depth: module_parameters::backtrace_depth.value(),
             user_backtrace_depth: module_parameters::user_backtrace_depth.value(),
+            mode: mode_param(),
         };
         try_pin_init!(&this in Self {
             profiler: profiler::Profiler::new(params::Config::validate(raw)?)?,

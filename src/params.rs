@@ -42,6 +42,31 @@ pub(crate) enum EventChoice {
     Only(Event),
 }
 
+/// How the per-CPU buffers are used (`mode=`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RecordMode {
+    /// Producer/consumer: the sync drains them into the event buffer.
+    Consume,
+    /// Flight recorder: they keep the newest records, overwriting the
+    /// oldest; a snapshot moves them to the event buffer.
+    Overwrite,
+}
+
+/// Parses `mode=`: `consume` (or empty) or `overwrite`.
+pub(crate) fn parse_mode(name: &[u8]) -> Result<RecordMode> {
+    match name {
+        b"" | b"consume" => Ok(RecordMode::Consume),
+        b"overwrite" => Ok(RecordMode::Overwrite),
+        _ => {
+            pr_err!(
+                "invalid mode={:?}: must be consume or overwrite\n",
+                kernel::str::BStr::from_bytes(name)
+            );
+            Err(EINVAL)
+        }
+    }
+}
+
 /// Validated configuration.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Config {
@@ -66,6 +91,8 @@ pub(crate) struct Config {
     pub(crate) backtrace_depth: u32,
     /// Maximum user callchain depth (0: none).
     pub(crate) user_backtrace_depth: u32,
+    /// Consume or overwrite (flight recorder).
+    pub(crate) mode: RecordMode,
 }
 
 /// The raw parameter values, as given to insmod.
@@ -82,6 +109,8 @@ pub(crate) struct Raw<'a> {
     pub(crate) exclude_kernel: bool,
     pub(crate) backtrace_depth: u64,
     pub(crate) user_backtrace_depth: u64,
+    /// `mode=`, as given (without the NUL).
+    pub(crate) mode: &'a [u8],
 }
 
 /// The names `event=` accepts, for its error message: `default` and those
@@ -149,6 +178,7 @@ impl Config {
             }
         };
         let event = parse_event(raw.event)?;
+        let mode = parse_mode(raw.mode)?;
         let (sample_period, sample_freq) = match (raw.sample_period, raw.sample_freq) {
             (0, 0) => (DEFAULT_PERIOD, 0),
             (p, 0) => (in_range("sample_period", p, limits::SAMPLE_PERIOD)?, 0),
@@ -183,6 +213,7 @@ impl Config {
             exclude_kernel: raw.exclude_kernel,
             backtrace_depth: u32::try_from(backtrace_depth).map_err(|_| EINVAL)?,
             user_backtrace_depth: u32::try_from(user_backtrace_depth).map_err(|_| EINVAL)?,
+            mode,
         })
     }
 }
@@ -205,6 +236,7 @@ mod tests {
             backtrace_depth: 0,
             // The parameter's default (oprofile.rs): user stacks are on.
             user_backtrace_depth: 32,
+            mode: b"consume",
         }
     }
 
@@ -310,6 +342,22 @@ mod tests {
             Config::validate(user_only).map(|c| c.exclude_kernel),
             Ok(true)
         );
+    }
+
+    #[test]
+    fn modes_by_name() {
+        assert_eq!(parse_mode(b""), Ok(RecordMode::Consume));
+        assert_eq!(parse_mode(b"consume"), Ok(RecordMode::Consume));
+        assert_eq!(parse_mode(b"overwrite"), Ok(RecordMode::Overwrite));
+        for bad in [
+            &b"Overwrite"[..],
+            b"overwrite ",
+            b"1",
+            b"flight",
+            b"consume\n",
+        ] {
+            assert_eq!(parse_mode(bad), Err(EINVAL));
+        }
     }
 
     #[test]

@@ -18,7 +18,7 @@ use kernel::{
 use crate::{
     cpu_work::CpuWorks,
     hotplug::{self, HotplugHandler},
-    params::{Config, EventChoice},
+    params::{Config, EventChoice, RecordMode},
     perf::{Attr, Counter, Event, Trampoline},
     ratelimit::pr_ratelimited,
     reader_state::ReaderState,
@@ -101,6 +101,7 @@ impl Profiler {
                     config.backtrace_depth,
                     config.user_backtrace_depth,
                     switches,
+                    config.mode == RecordMode::Overwrite,
                 )?,
                 GFP_KERNEL,
             )?;
@@ -112,7 +113,13 @@ impl Profiler {
         for s in cpus.iter() {
             trampolines.push(Trampoline::new(s), GFP_KERNEL)?;
         }
-        let buffers = Buffers::new(cpus, config.buffer_size, config.buffer_watershed)?;
+        let buffers = Buffers::new(
+            cpus,
+            config.buffer_size,
+            config.buffer_watershed,
+            config.mode == RecordMode::Overwrite,
+            config.cpu_buffer_size,
+        )?;
         let p = Arc::pin_init(
             try_pin_init!(&this in Self {
                 config,
@@ -266,6 +273,26 @@ impl Profiler {
     }
 }
 
+impl Profiler {
+    /// A flight-recorder snapshot (`mode=overwrite`, see `snapshot.rs`):
+    /// `EINVAL` in consume mode (logged), `ENOSPC` if the event buffer
+    /// cannot take it (read the stream and retry). Serialised with the other
+    /// snapshots and `tracing_on` changes.
+    pub(crate) fn snapshot(&self) -> Result<crate::snapshot::SnapshotStats> {
+        let _control = self.control.lock();
+        self.buffers
+            .snapshot(&RUNNING, TRACING_ON.is_on())
+            .inspect_err(|e| {
+                if *e == EINVAL {
+                    pr_ratelimited!(
+                        pr_info,
+                        "snapshot: refused (EINVAL): the module records in consume mode (load it with mode=overwrite)\n"
+                    );
+                }
+            })
+    }
+}
+
 impl HotplugHandler for Profiler {
     /// A CPU came online: give it a counter and a sync work.
     fn online(&self, cpu: u32) -> Result {
@@ -300,7 +327,10 @@ impl HotplugHandler for Profiler {
         if let Some(slot) = self.counters.lock().get_mut(cpu as usize) {
             *slot = Some(counter);
         }
-        self.works.start(cpu);
+        // Overwrite mode: no periodic sync (a snapshot moves the records).
+        if !self.buffers.overwrite {
+            self.works.start(cpu);
+        }
         pr_debug!("cpu{cpu}: online, sampling\n");
         Ok(())
     }

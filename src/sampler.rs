@@ -59,6 +59,12 @@ impl Scratch {
     }
 }
 
+/// Odd while a flight-recorder snapshot pauses recording (`snapshot.rs`),
+/// bumped at its start and at its end: a reserve refused as `Disabled` while
+/// it changed or was odd was refused by the pause, and its sample is counted
+/// as received and lost (never silently dropped).
+pub(crate) static PAUSE_GEN: Atomic<u64> = Atomic::new(0);
+
 /// The clock of the stream (`local_clock()`, ns).
 pub(crate) fn now() -> u64 {
     // SAFETY: plain call; local_clock() is safe in any context.
@@ -119,6 +125,12 @@ pub(crate) struct Counters {
     /// Overflow handler cost: sum and maximum in ns.
     pub(crate) handler_ns_sum: Atomic<u64>,
     pub(crate) handler_ns_max: Atomic<u64>,
+    /// Of `sample_lost_overflow`: samples that arrived while a snapshot
+    /// paused recording.
+    pub(crate) sample_lost_snapshot: Atomic<u64>,
+    /// COMM records committed to the ring buffer (so that its record count
+    /// splits into COMMs and SAMPLEs).
+    pub(crate) comm_records: Atomic<u64>,
     /// Records moved by this CPU's periodic sync, and the ns it spent.
     pub(crate) sync_records: Atomic<u64>,
     pub(crate) sync_ns: Atomic<u64>,
@@ -135,6 +147,8 @@ impl Counters {
             user_backtrace_truncated: Atomic::new(0),
             handler_ns_sum: Atomic::new(0),
             handler_ns_max: Atomic::new(0),
+            sample_lost_snapshot: Atomic::new(0),
+            comm_records: Atomic::new(0),
             sync_records: Atomic::new(0),
             sync_ns: Atomic::new(0),
         }
@@ -168,6 +182,12 @@ pub(crate) struct CpuSampler {
     /// User callchain entries to record (0: none).
     user_depth: usize,
     scratch: Scratch,
+    /// Overwrite mode: bytes of SAMPLE records after which the running task
+    /// is named again (a new COMM record), so that a COMM overwritten in the
+    /// ring leaves at most this much nameless (0: never, consume mode).
+    rename_bytes: u64,
+    /// SAMPLE bytes written since the last COMM record.
+    since_comm: Atomic<u64>,
 }
 
 impl CpuSampler {
@@ -177,14 +197,19 @@ impl CpuSampler {
         depth: u32,
         user_depth: u32,
         switches: Switches<'static>,
+        overwrite: bool,
     ) -> Result<Self> {
         let words = bytes / 8;
         let mut storage = Storage::with_capacity(words, GFP_KERNEL)?;
         for _ in 0..words {
             storage.push(crate::ringbuf::atomics::AtomicU64::new(0), GFP_KERNEL)?;
         }
-        let buffer =
-            CpuBuffer::new(storage, Mode::ProducerConsumer, switches).map_err(|_| EINVAL)?;
+        let mode = if overwrite {
+            Mode::Overwrite
+        } else {
+            Mode::ProducerConsumer
+        };
+        let buffer = CpuBuffer::new(storage, mode, switches).map_err(|_| EINVAL)?;
         Ok(Self {
             cpu,
             buffer,
@@ -194,6 +219,8 @@ impl CpuSampler {
             depth: (depth as usize).min(MAX_DEPTH),
             user_depth: (user_depth as usize).min(MAX_USER_DEPTH),
             scratch: Scratch::new(),
+            rename_bytes: if overwrite { bytes as u64 / 8 } else { 0 },
+            since_comm: Atomic::new(0),
         })
     }
 
@@ -214,8 +241,22 @@ impl CpuSampler {
         Ok(())
     }
 
+    /// A reserve refused as `Disabled` with [`PAUSE_GEN`] at `gen` before it:
+    /// if a snapshot's pause refused it, counts the sample as received and
+    /// lost.
+    fn refused(&self, gen: u64) {
+        let now_gen = PAUSE_GEN.load(Acquire);
+        if now_gen != gen || now_gen & 1 == 1 {
+            let c = &self.counters;
+            c.sample_received.add(1, Relaxed);
+            c.sample_lost_overflow.add(1, Relaxed);
+            c.sample_lost_snapshot.add(1, Relaxed);
+        }
+    }
+
     /// Records one sample of the current task, interrupted with `regs`.
     pub(crate) fn log_sample(&self, regs: &Regs) {
+        let gen = PAUSE_GEN.load(Acquire);
         let pc = regs.ip();
         let kernel_mode = !regs.user_mode();
         let ts = now();
@@ -225,7 +266,8 @@ impl CpuSampler {
         let words = comm_words(&comm);
         let named = self.last_pid.load(Relaxed) == u64::from(pid)
             && self.last_comm[0].load(Relaxed) == words[0]
-            && self.last_comm[1].load(Relaxed) == words[1];
+            && self.last_comm[1].load(Relaxed) == words[1]
+            && (self.rename_bytes == 0 || self.since_comm.load(Relaxed) < self.rename_bytes);
         if !named {
             let rec = format::Comm {
                 cpu,
@@ -239,8 +281,10 @@ impl CpuSampler {
                     self.last_pid.store(u64::from(pid), Relaxed);
                     self.last_comm[0].store(words[0], Relaxed);
                     self.last_comm[1].store(words[1], Relaxed);
+                    self.since_comm.store(0, Relaxed);
+                    c.comm_records.add(1, Relaxed);
                 }
-                Err(ReserveError::Disabled) => return,
+                Err(ReserveError::Disabled) => return self.refused(gen),
                 Err(_) => {
                     c.sample_received.add(1, Relaxed);
                     c.sample_lost_overflow.add(1, Relaxed);
@@ -270,7 +314,13 @@ impl CpuSampler {
                 user_depth: chain.len().saturating_sub(kernel) as u8,
                 ext: true,
             };
-            self.write(&head.encoded(Endian::native()), chain, ts)
+            let head = head.encoded(Endian::native());
+            let r = self.write(&head, chain, ts);
+            if r.is_ok() && self.rename_bytes != 0 {
+                let bytes = head.len() + 8 * chain.len();
+                self.since_comm.add(bytes as u64, Relaxed);
+            }
+            r
         };
         let want_kernel = kernel_mode && self.depth > 0;
         let user = if self.user_depth > 0 {
@@ -319,7 +369,7 @@ impl CpuSampler {
             Ok(()) => {
                 c.sample_received.add(1, Relaxed);
             }
-            Err(ReserveError::Disabled) => {}
+            Err(ReserveError::Disabled) => self.refused(gen),
             Err(_) => {
                 c.sample_received.add(1, Relaxed);
                 c.sample_lost_overflow.add(1, Relaxed);

@@ -38,6 +38,7 @@ use crate::{
     ratelimit::pr_ratelimited,
     ringbuf::ReadError,
     sampler::{now, CpuSampler},
+    snapshot::SnapshotState,
 };
 
 /// Records moved per hold of the event buffer's lock (one batched read of
@@ -281,7 +282,7 @@ pub(crate) struct Buffers {
     /// What the sync keeps free in the event buffer for `tracing_on=0`.
     reserve: Reserve,
     /// The latest time stamp of a record moved to the event buffer.
-    last_ts: Atomic<u64>,
+    pub(crate) last_ts: Atomic<u64>,
     /// The time of a TRACING on record that did not fit in the event buffer
     /// yet (0: none). The sync writes it before any other record.
     pending_on: Atomic<u64>,
@@ -294,20 +295,38 @@ pub(crate) struct Buffers {
     /// The event buffer's size and the fill that wakes readers.
     buffer_size: usize,
     watershed: usize,
+    /// Flight recorder (`mode=overwrite`): the CPU buffers keep the newest
+    /// records; nothing moves them but a snapshot (`snapshot.rs`).
+    pub(crate) overwrite: bool,
+    /// The snapshots' staging areas and counts (taken only by a snapshot).
+    #[pin]
+    pub(crate) snap: Mutex<SnapshotState>,
 }
 
 impl Buffers {
     /// The buffers of `cpus` (one per possible CPU) with an event buffer of
     /// `buffer_size` bytes that wakes readers at `watershed` bytes.
+    ///
+    /// With `overwrite` (flight recorder) it also allocates the snapshots'
+    /// staging areas for CPU buffers of `cpu_buffer_size` bytes.
     pub(crate) fn new(
         cpus: KVVec<CpuSampler>,
         buffer_size: usize,
         watershed: usize,
+        overwrite: bool,
+        cpu_buffer_size: usize,
     ) -> Result<impl PinInit<Self, Error>> {
         let n = cpus.len();
         let reserve = Reserve::new(n);
-        // Room for the reserve and a few of the largest records besides.
-        let min = 2 * reserve.bytes() + 4 * format::MAX_RECORD;
+        // Room for the reserve and a few of the largest records besides
+        // (and a snapshot's framing).
+        let framing = if overwrite {
+            crate::snapshot::framing_bytes(n)
+        } else {
+            0
+        };
+        let min = 2 * reserve.bytes() + 4 * format::MAX_RECORD + framing;
+        let staging = if overwrite { cpu_buffer_size } else { 0 };
         if buffer_size < min {
             pr_err!("buffer_size={buffer_size} is too small for {n} CPUs: at least {min} bytes\n");
             return Err(EINVAL);
@@ -326,7 +345,20 @@ impl Buffers {
             readers <- new_poll_condvar!(),
             buffer_size,
             watershed,
+            overwrite,
+            snap <- SnapshotState::new_locked(n, staging)?,
         }? Error))
+    }
+
+    /// What the sync keeps free in the event buffer for `tracing_on=0`.
+    pub(crate) fn reserve_bytes(&self) -> usize {
+        self.reserve.bytes()
+    }
+
+    /// Writes a waiting TRACING on record into `eb` if there is one; false
+    /// if it still waits (see [`write_pending_on`]).
+    pub(crate) fn write_pending_on(&self, eb: &mut EventBuffer) -> bool {
+        write_pending_on(eb, &self.pending_on, self.reserve)
     }
 
     /// What a sync of CPU `cpu` works on.
@@ -345,6 +377,10 @@ impl Buffers {
     /// when it goes offline); wakes the reader past the watershed or when
     /// the event buffer is full.
     pub(crate) fn sync_one(&self, cpu: u32) {
+        // Overwrite mode: the records stay for a snapshot.
+        if self.overwrite {
+            return;
+        }
         if let Some(t) = self.target(cpu as usize) {
             let start = now();
             let moved = sync_cpu(&t);
@@ -368,6 +404,10 @@ impl Buffers {
 
     /// Moves every CPU's records, one CPU after another.
     pub(crate) fn sync_all(&self) {
+        // Overwrite mode: the records stay for a snapshot.
+        if self.overwrite {
+            return;
+        }
         for cpu in 0..self.cpus.len() {
             if let Some(t) = self.target(cpu) {
                 sync_cpu(&t);
@@ -418,7 +458,12 @@ impl Buffers {
         if !cancelled {
             self.sync_all();
         }
+        // Overwrite mode: what the CPU buffers hold stays there (frozen) for
+        // a snapshot.
         for cpu in 0..self.cpus.len() {
+            if self.overwrite {
+                break;
+            }
             if let Some(t) = self.target(cpu) {
                 discard_cpu(&t);
             }

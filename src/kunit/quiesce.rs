@@ -225,7 +225,7 @@ fn run(via: Via) -> Result<Outcome> {
         set: &SET_ON,
     };
     let sampler = KBox::new(
-        CpuSampler::new(writer_cpu.as_u32(), 4096, 0, 0, switches)?,
+        CpuSampler::new(writer_cpu.as_u32(), 4096, 0, 0, switches, false)?,
         GFP_KERNEL,
     )?;
     let reg = match via {

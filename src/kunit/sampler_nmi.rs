@@ -90,7 +90,10 @@ fn run(bytes: usize, depth: u32, n: u32) -> Result<Outcome> {
         global: &GLOBAL_ON,
         set: &SET_ON,
     };
-    let sampler = KBox::new(CpuSampler::new(0, bytes, depth, 8, switches)?, GFP_KERNEL)?;
+    let sampler = KBox::new(
+        CpuSampler::new(0, bytes, depth, 8, switches, false)?,
+        GFP_KERNEL,
+    )?;
     let reg = KBox::pin_init(nmi::Registration::<SampleNmi>::new(), GFP_KERNEL)?;
     WRONG_CONTEXT.store(0, Relaxed);
     ACTIVE.store(core::ptr::from_ref(&*sampler).cast_mut(), Release);

@@ -29,6 +29,7 @@ fn config(event: Event) -> Config {
         exclude_kernel: false,
         backtrace_depth: format::MAX_DEPTH as u32,
         user_backtrace_depth: 0,
+        mode: crate::params::RecordMode::Consume,
     }
 }
 

@@ -101,6 +101,22 @@ struct RecordArgs {
         conflicts_with = "command"
     )]
     pid: Vec<u32>,
+    /// Flight recorder: the module must have been loaded with
+    /// `mode=overwrite` (its per-CPU buffers keep the newest samples). Each
+    /// SIGUSR2 (`kill -USR2 PID`) writes a snapshot of what they hold, the
+    /// samples of the last moments, into FILE, and so does the end of the
+    /// recording (SIGINT, SIGTERM, --duration, the command's exit). Each
+    /// snapshot is a section of FILE: `script --events` shows them,
+    /// `--snapshot N` selects one in every analysis command.
+    #[arg(long)]
+    snapshot: bool,
+    /// The module's `mode` parameter file (read with --snapshot).
+    #[arg(
+        long,
+        default_value = "/sys/module/oprofile_rs/parameters/mode",
+        hide = true
+    )]
+    mode_param: PathBuf,
     /// Command to run while recording; recording stops when it exits, and
     /// analyses show only it and its descendants unless given --all.
     #[arg(last = true, value_name = "COMMAND")]
@@ -154,6 +170,10 @@ struct Common {
     /// `script` prints them), e.g. `@1234.5,@1236`.
     #[arg(long, value_name = "START,END", allow_hyphen_values = true)]
     time: Option<TimeSpan>,
+    /// Only samples of the flight-recorder snapshot N (`record --snapshot`;
+    /// `script --events` lists the snapshots: `SNAPSHOT N end`).
+    #[arg(long, value_name = "N")]
+    snapshot: Option<u32>,
     /// Every process of the recording: do not limit the analysis to the
     /// command (`record -- CMD`) or the processes (`record -p`) it was
     /// recorded for, and their descendants.
@@ -184,7 +204,21 @@ impl Common {
             comms: self.comm.clone(),
             cpus: self.cpu.clone(),
             time: self.time,
+            snapshot: self.snapshot,
         });
+        if let Some(n) = self.snapshot {
+            let seqs: Vec<u32> = p.snapshots().iter().map(|s| s.0).collect();
+            if !seqs.contains(&n) {
+                match (seqs.first(), seqs.last()) {
+                    (Some(a), Some(b)) => {
+                        anyhow::bail!("--snapshot {n}: the recording has snapshots {a} to {b}")
+                    }
+                    _ => anyhow::bail!(
+                        "--snapshot {n}: the recording has no snapshot (record --snapshot makes them)"
+                    ),
+                }
+            }
+        }
         if !self.quiet {
             for w in &p.warnings {
                 eprintln!("oprofile-rs: warning: {}", esc(w));
@@ -326,7 +360,7 @@ struct ScriptArgs {
     /// call stack (innermost first).
     #[arg(short = 'g', long)]
     callchain: bool,
-    /// Also print LOST and TRACING events.
+    /// Also print LOST, TRACING and SNAPSHOT events.
     #[arg(long)]
     events: bool,
     /// Output format: `oprofile` (default) or `perf` (the text of
@@ -406,6 +440,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
             o.maps = a.maps;
             o.pids = a.pid;
             o.buffer_size = a.buffer_size;
+            o.snapshot = a.snapshot;
+            o.mode_param = a.mode_param;
             o.progress = !a.quiet && std::io::stderr().is_terminal();
             let sum = record::record(&o, stop)?;
             for w in &sum.warnings {

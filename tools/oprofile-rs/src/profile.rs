@@ -56,8 +56,11 @@ pub struct ResolvedSample {
     /// a TRACING record after every record taken before the switch and
     /// before any taken after it, so stream segments order samples around
     /// the switches exactly, where time stamps of CPUs whose clocks are
-    /// skewed may not.
+    /// skewed may not. A flight-recorder snapshot is a segment of its own.
     pub segment: u32,
+    /// The flight-recorder snapshot (its `seq`) this sample came in; 0: none
+    /// (a recording in consume mode).
+    pub snapshot: u32,
 }
 
 impl ResolvedSample {
@@ -91,6 +94,17 @@ pub enum Event {
         on: bool,
         segment: u32,
     },
+    /// A SNAPSHOT record (flight recorder): the first BEGIN of a snapshot
+    /// starts a segment (the snapshot's samples), its END the next one.
+    Snapshot {
+        time: u64,
+        cpu: u16,
+        end: bool,
+        seq: u32,
+        overwritten: u64,
+        records: u64,
+        segment: u32,
+    },
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -119,6 +133,8 @@ pub struct Filter {
     pub cpus: Vec<u16>,
     /// `--time`: only samples in this span (see [`TimeSpan`]).
     pub time: Option<TimeSpan>,
+    /// `--snapshot N`: only samples of the flight-recorder snapshot N.
+    pub snapshot: Option<u32>,
 }
 
 /// One end of a `--time` span: seconds relative to the recording's start
@@ -196,7 +212,11 @@ impl TimeSpan {
 
 impl Filter {
     pub fn is_empty(&self) -> bool {
-        self.pids.is_empty() && self.comms.is_empty() && self.cpus.is_empty() && self.time.is_none()
+        self.pids.is_empty()
+            && self.comms.is_empty()
+            && self.cpus.is_empty()
+            && self.time.is_none()
+            && self.snapshot.is_none()
     }
 
     /// Whether `s` passes; `span` is the resolved `--time` span, if any.
@@ -205,6 +225,7 @@ impl Filter {
             && (self.comms.is_empty() || self.comms.iter().any(|c| *c == *s.comm))
             && (self.cpus.is_empty() || self.cpus.contains(&s.cpu))
             && span.is_none_or(|(a, b)| s.time >= a && s.time < b)
+            && self.snapshot.is_none_or(|n| s.snapshot == n)
     }
 
     /// Whether `s` passes, with a `--time` span relative to `origin` ns.
@@ -225,6 +246,7 @@ impl Filter {
             list("comm", &self.comms),
             list("cpu", &self.cpus),
             self.time.map(|t| format!("time {}", t.describe())),
+            self.snapshot.map(|n| format!("snapshot {n}")),
         ]
         .into_iter()
         .flatten()
@@ -266,6 +288,25 @@ impl Profile {
     pub fn total_weight(&self) -> u64 {
         self.samples.iter().map(|s| s.weight).sum()
     }
+    /// The flight-recorder snapshots of the recording: `(seq, time, records,
+    /// overwritten)` from their END records, in stream order.
+    pub fn snapshots(&self) -> Vec<(u32, u64, u64, u64)> {
+        self.events
+            .iter()
+            .filter_map(|e| match *e {
+                Event::Snapshot {
+                    end: true,
+                    seq,
+                    time,
+                    records,
+                    overwritten,
+                    ..
+                } => Some((seq, time, records, overwritten)),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// Samples in the recording, whatever the filter.
     pub fn recorded_samples(&self) -> u64 {
         self.per_cpu.values().map(|c| c.samples).sum()
@@ -412,6 +453,7 @@ impl Profile {
         let mut events = Vec::new();
         let mut per_cpu: BTreeMap<u16, CpuStats> = BTreeMap::new();
         let mut segment = 0u32;
+        let mut snapshot = 0u32;
         let mut first_time = decoded.header.start_time;
         let mut last_time = decoded.header.start_time;
         for r in decoded.records {
@@ -431,9 +473,29 @@ impl Profile {
                         segment,
                     });
                 }
-                // The events and settings (version 2) and flight-recorder
-                // frames: not used by the analysis yet.
-                Record::Config(_) | Record::Snapshot(_) => {}
+                // The events and settings (version 2): not used by the
+                // analysis yet.
+                Record::Config(_) => {}
+                // Flight-recorder frames: the samples between a snapshot's
+                // BEGINs and its END are that snapshot's.
+                Record::Snapshot(sn) => {
+                    if sn.end {
+                        segment += 1;
+                        snapshot = 0;
+                    } else if snapshot != sn.seq {
+                        segment += 1;
+                        snapshot = sn.seq;
+                    }
+                    events.push(Event::Snapshot {
+                        time: sn.time,
+                        cpu: sn.cpu,
+                        end: sn.end,
+                        seq: sn.seq,
+                        overwritten: sn.overwritten,
+                        records: sn.records,
+                        segment,
+                    });
+                }
                 Record::Tracing(t) => {
                     segment += 1;
                     events.push(Event::Tracing {
@@ -489,6 +551,7 @@ impl Profile {
                         pc,
                         callchain,
                         segment,
+                        snapshot,
                     });
                 }
             }

@@ -36,6 +36,68 @@ pub struct RecordOptions {
     /// `-p`: processes the recording is about (it stops when they have all
     /// exited); analyses keep them and their descendants by default.
     pub pids: Vec<u32>,
+    /// `--snapshot`: flight recorder. The module must be in overwrite mode
+    /// (`mode=overwrite`); a snapshot is taken at each SIGUSR2 and when
+    /// recording stops, each one a section of the output stream.
+    pub snapshot: bool,
+    /// The module's `mode` parameter file (checked with `snapshot`).
+    pub mode_param: PathBuf,
+}
+
+/// The snapshot ioctl of the device (`_IO('O', 32)`, src/device.rs).
+pub const IOC_SNAPSHOT: libc::c_ulong = ((b'O' as libc::c_ulong) << 8) | 32;
+
+/// SIGUSR2s received (`record --snapshot`): each asks for a snapshot.
+static SNAPSHOT_REQUESTS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+extern "C" fn on_sigusr2(_: libc::c_int) {
+    // Async-signal-safe: one atomic add.
+    SNAPSHOT_REQUESTS.fetch_add(1, Ordering::SeqCst);
+}
+
+/// Makes SIGUSR2 ask for a snapshot (instead of ending the process).
+fn catch_sigusr2() -> Result<()> {
+    // SAFETY: a zeroed sigaction with a handler that only does an atomic
+    // add; SA_RESTART so that other system calls are not interrupted.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = on_sigusr2 as extern "C" fn(libc::c_int) as usize;
+        sa.sa_flags = libc::SA_RESTART;
+        libc::sigemptyset(&mut sa.sa_mask);
+        if libc::sigaction(libc::SIGUSR2, &sa, std::ptr::null_mut()) != 0 {
+            return Err(std::io::Error::last_os_error()).context("cannot catch SIGUSR2");
+        }
+    }
+    Ok(())
+}
+
+/// Checks that the module records in overwrite mode (its `mode` parameter).
+fn check_overwrite_mode(param: &Path) -> Result<()> {
+    match std::fs::read_to_string(param) {
+        Ok(m) if m.trim() == "overwrite" => Ok(()),
+        Ok(m) => bail!(
+            "record --snapshot needs the module in overwrite mode, and it is in {} mode: \
+             reload it with `rmmod oprofile_rs; insmod oprofile_rs.ko mode=overwrite ...`",
+            m.trim()
+        ),
+        Err(e) => bail!(
+            "record --snapshot: cannot read the module's mode ({}: {e}): is the oprofile-rs module \
+             (with its flight recorder) loaded?",
+            param.display()
+        ),
+    }
+}
+
+/// Asks the module for a snapshot through `dev`.
+fn take_snapshot(dev: &File) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: an argument-less ioctl on an open file.
+    let r = unsafe { libc::ioctl(dev.as_raw_fd(), IOC_SNAPSHOT as _) };
+    if r < 0 {
+        Err(std::io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
 }
 
 /// Where `record` gets the process maps from.
@@ -68,6 +130,8 @@ impl RecordOptions {
             maps_interval: Duration::from_millis(500),
             maps: MapsSource::Auto,
             pids: Vec::new(),
+            snapshot: false,
+            mode_param: PathBuf::from("/sys/module/oprofile_rs/parameters/mode"),
         }
     }
 }
@@ -95,6 +159,8 @@ pub struct RecordSummary {
     pub stop: StopReason,
     pub command_status: Option<std::process::ExitStatus>,
     pub warnings: Vec<String>,
+    /// Snapshots taken (`--snapshot`).
+    pub snapshots: u32,
 }
 
 impl RecordSummary {
@@ -113,6 +179,9 @@ impl RecordSummary {
             s += &format!(", {} missing", self.maps_missing.len());
         }
         s += ")";
+        if self.snapshots > 0 {
+            s += &format!(", {} snapshots", self.snapshots);
+        }
         s
     }
 }
@@ -502,6 +571,14 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
             bail!("-p {p}: no such process");
         }
     }
+    if opts.snapshot {
+        check_overwrite_mode(&opts.mode_param)?;
+        catch_sigusr2()?;
+        info.push(
+            "snapshots: flight recorder (mode=overwrite), one per SIGUSR2 and one at the end"
+                .into(),
+        );
+    }
     let mut dev = OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK)
@@ -695,7 +772,61 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
     };
     let mut command_status = None;
     let mut last_progress = Instant::now() - Duration::from_secs(1);
+    let mut snapshots = 0u32;
+    // SIGUSR2s since the handler was installed (before the device was
+    // opened): one that came while the side-car was read counts too.
+    let mut snapshots_asked = 0;
+    // Reads what the device holds now into the output.
+    macro_rules! drain {
+        () => {
+            while pull(&mut dev, &mut buf, &mut |d: &[u8]| {
+                out.write_all(d).context("write failed")?;
+                bytes += d.len() as u64;
+                scanner.feed(d)?;
+                for t in scanner.take_new_tgids() {
+                    tracker.track(t);
+                }
+                Ok(())
+            })? {}
+        };
+    }
+    // One snapshot: what the CPUs hold goes to the device, then here. When
+    // the module's event buffer is too full to take it (ENOSPC), read it
+    // and try again.
+    macro_rules! snapshot {
+        () => {{
+            let mut tries = 0;
+            loop {
+                match take_snapshot(&dev) {
+                    Ok(()) => {
+                        snapshots += 1;
+                        break;
+                    }
+                    Err(e) if e.raw_os_error() == Some(libc::ENOSPC) && tries < 3 => {
+                        tries += 1;
+                        drain!();
+                    }
+                    Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+                        bail!("the module refused a snapshot (EINVAL): it is not in overwrite mode")
+                    }
+                    Err(e) => {
+                        warnings.push(format!("a snapshot failed: {e}"));
+                        break;
+                    }
+                }
+            }
+            drain!();
+        }};
+    }
     let stop_reason = loop {
+        if opts.snapshot {
+            let asked = SNAPSHOT_REQUESTS.load(Ordering::SeqCst);
+            if asked != snapshots_asked {
+                // Several signals before we got here make one snapshot.
+                snapshots_asked = asked;
+                snapshot!();
+            }
+        }
         if stop.load(Ordering::SeqCst) {
             break StopReason::Signal;
         }
@@ -736,33 +867,35 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
             if last_progress.elapsed() >= Duration::from_millis(200) {
                 last_progress = Instant::now();
                 pb.set_message(format!(
-                    "{} written, {} samples, {} lost, {} processes",
+                    "{} written, {} samples, {} lost, {} processes{}",
                     indicatif::HumanBytes(bytes),
                     scanner.samples,
                     scanner.lost,
-                    scanner.processes()
+                    scanner.processes(),
+                    if opts.snapshot {
+                        format!(", {snapshots} snapshots (SIGUSR2 takes one)")
+                    } else {
+                        String::new()
+                    }
                 ));
                 pb.tick();
             }
         }
     };
 
-    // Stop: flush the kernel's buffers and drain what is left.
+    // Stop: flush the kernel's buffers (flight recorder: the last
+    // snapshot) and drain what is left.
     tracker.refresh(true);
-    if let Err(e) = flush(&opts.debugfs) {
+    if opts.snapshot {
+        drain!();
+        snapshot!();
+        info.push(format!("snapshots-taken: {snapshots}"));
+    } else if let Err(e) = flush(&opts.debugfs) {
         warnings.push(format!(
             "{e}: samples still in the per-CPU buffers are not included"
         ));
     }
-    while pull(&mut dev, &mut buf, &mut |d: &[u8]| {
-        out.write_all(d).context("write failed")?;
-        bytes += d.len() as u64;
-        scanner.feed(d)?;
-        for t in scanner.take_new_tgids() {
-            tracker.track(t);
-        }
-        Ok(())
-    })? {}
+    drain!();
     drop(mapped);
     drop(dev);
     out.flush().context("write failed")?;
@@ -885,5 +1018,6 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
         stop: stop_reason,
         command_status,
         warnings,
+        snapshots,
     })
 }

@@ -20,7 +20,7 @@ pub enum ScriptFormat {
 pub struct ScriptOptions {
     /// Print the callchain under each sample.
     pub callchain: bool,
-    /// Also print LOST and TRACING events.
+    /// Also print LOST, TRACING and SNAPSHOT events.
     pub events: bool,
     pub format: ScriptFormat,
 }
@@ -57,6 +57,7 @@ pub fn write(p: &Profile, o: &ScriptOptions, out: &mut dyn Write) -> std::io::Re
             let key = match e {
                 Event::Lost { time, segment, .. } => (*segment, 1, *time),
                 Event::Tracing { time, segment, .. } => (*segment, 0, *time),
+                Event::Snapshot { time, segment, .. } => (*segment, 0, *time),
             };
             (key, Item::E(e))
         }));
@@ -126,6 +127,21 @@ pub fn write(p: &Profile, o: &ScriptOptions, out: &mut dyn Write) -> std::io::Re
                 format_time(*time),
                 cpu,
                 if *on { "on" } else { "off" }
+            )?,
+            Item::E(Event::Snapshot {
+                time,
+                cpu,
+                end,
+                seq,
+                overwritten,
+                records,
+                ..
+            }) => writeln!(
+                out,
+                "{:>16} [{:03}] SNAPSHOT {seq} {}: {records} records, {overwritten} overwritten",
+                format_time(*time),
+                cpu,
+                if *end { "end" } else { "begin" }
             )?,
         }
     }

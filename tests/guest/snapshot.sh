@@ -1,0 +1,199 @@
+#!/bin/sh
+# Flight recorder (mode=overwrite): the CPU buffers keep the newest records
+# and a snapshot (debugfs `snapshot`, the SNAPSHOT ioctl) moves them into the
+# stream, framed by SNAPSHOT records, merged by time, every sample named.
+# Sampling at 10 kHz into 4 KiB CPU buffers for seconds overwrites them many
+# times over; then, for every CPU, exactly:
+#   records in all snapshots + overwritten (SNAPSHOT records) == records the
+#   ring buffer committed (debugfs buffer_committed), nothing left behind;
+#   SAMPLE records committed (buffer_committed - comm_records) ==
+#   sample_received - sample_invalid_eip - sample_lost_overflow;
+#   LOST counts in the stream == sample_lost_overflow.
+# snapcheck (tests/guest/snapcheck.c) checks each snapshot's framing, order,
+# names and newness. Hostile: consume mode (EINVAL), bad mode=, garbage
+# writes, concurrent snapshots, no reader, a full event buffer (ENOSPC, then
+# the newest that fit), rmmod while snapshotting, CPU hotplug meanwhile.
+. /tmp/lib.sh
+SNAP=$DBG/snapshot
+CPU1=/sys/devices/system/cpu/cpu1/online
+snaps() { sed -n 's/.*snapshots=\([0-9]*\).*/\1/p' $SNAP; }
+# write_err DATA: what one write(2) of DATA to the snapshot file answers.
+write_err() { /tmp/probe write $SNAP "$1"; }
+
+# Consume mode: no snapshot.
+check "insmod (consume mode)" insmod /oprofile_rs.ko
+expect_eq "snapshot file says consume" "$(cut -d' ' -f1 $SNAP)" "mode=consume"
+expect_eq "snapshot in consume mode: EINVAL" "$(write_err 1)" "err EINVAL"
+expect_eq "SNAPSHOT ioctl in consume mode: EINVAL" "$(/tmp/snapcheck ioctl $DEV)" "err EINVAL"
+check "rmmod" rmmod oprofile_rs
+for bad in bogus OVERWRITE over 1; do
+    if insmod /oprofile_rs.ko "mode=$bad" 2>/dev/null; then fail "mode=$bad loaded"; rmmod oprofile_rs; else pass "mode=$bad refused"; fi
+done
+
+# Overwrite mode, several buffer lengths of samples.
+CPUBUF=4096
+check "insmod mode=overwrite, 4 KiB CPU buffers, 10 kHz" \
+    insmod /oprofile_rs.ko mode=overwrite cpu_buffer_size=$CPUBUF buffer_size=1048576 sample_period=100000
+expect_eq "mode parameter" "$(cat /sys/module/oprofile_rs/parameters/mode)" overwrite
+expect_eq "snapshot file says overwrite" "$(cut -d' ' -f1 $SNAP)" "mode=overwrite"
+cat $DEV >/tmp/s.bin &
+catpid=$!
+/tmp/workload 4 & /tmp/workload 4 &
+# Short-lived tasks: many COMM records, some overwritten.
+( i=0; while [ $i -lt 60 ]; do /tmp/workload 0.03; i=$((i + 1)); done ) &
+sleep 1.5
+expect_eq "nothing is drained without a snapshot" "$(stat_total buffer_read)" 0
+check "snapshot by debugfs while recording" sh -c "echo 1 >$SNAP"
+expect_eq "one snapshot taken" "$(snaps)" 1
+sleep 0.5
+expect_eq "snapshot by ioctl (control file)" "$(/tmp/snapcheck ioctl $DEV)" "ok"
+expect_eq "snapshot by ioctl (while a reader has the device)" "$(/tmp/snapcheck ioctl $DEV)" "ok"
+# Garbage changes nothing.
+n=$(snaps)
+for g in 0 2 abc "" "1 " 11 "-1"; do
+    expect_eq "write '$g' to snapshot: EINVAL" "$(write_err "$g")" "err EINVAL"
+done
+expect_eq "a 4 KiB write to snapshot: EINVAL" "$(/tmp/probe writen $SNAP 4096)" "err EINVAL"
+expect_eq "garbage took no snapshot" "$(snaps)" "$n"
+# Concurrent snapshots are serialised: each is one.
+sleep 0.3
+for i in 1 2 3 4; do sh -c "echo 1 >$SNAP" & done
+/tmp/snapcheck ioctl $DEV >/dev/null & /tmp/snapcheck ioctl $DEV >/dev/null &
+sleep 2
+expect_eq "six concurrent snapshots, six taken" "$(snaps)" $((n + 6))
+# CPU hotplug while snapshots are taken.
+if [ -w $CPU1 ]; then
+    ( for i in 1 2 3 4 5; do echo 0 >$CPU1; sleep 0.1; echo 1 >$CPU1; sleep 0.1; done ) &
+    hp=$!
+    for i in 1 2 3 4 5 6 7 8; do echo 1 >$SNAP || fail "snapshot during hotplug"; sleep 0.1; done
+    wait $hp
+    pass "snapshots during CPU hotplug"
+fi
+sleep 1
+# Frozen: tracing_on=0 keeps the buffers' content; the last snapshot takes it.
+echo 0 >$DBG/tracing_on
+sleep 0.2
+check "snapshot while tracing is off" sh -c "echo 1 >$SNAP"
+cat $SNAP
+expect_eq "nothing left in the CPU buffers" "$(stat_total buffer_entries)" 0
+echo 1 >$DBG/flush
+sleep 1
+kill -TERM $catpid; wait $catpid
+cat $DBG/stats | tee /tmp/stats.txt
+/tmp/snapcheck /tmp/s.bin >/tmp/snap.txt; rc=$?
+grep -v '^snap ' /tmp/snap.txt
+grep FAIL /tmp/snap.txt | head -20
+expect_eq "snapcheck: framing, merge order, names, newness" "$rc" 0
+expect_eq "snapshots in the stream" "$(sed -n 's/^snapshots //p' /tmp/snap.txt)" "$(snaps)"
+tot() { awk -v c="$1" -v f="$2" '$1 == "cpu" && $2 == c { for (i = 3; i < NF; i += 2) if ($i == f) print $(i + 1) }' /tmp/snap.txt; }
+many=0
+for cpu in $(stat_cpus /tmp/stats.txt); do
+    committed=$(stat_of $cpu buffer_committed /tmp/stats.txt)
+    comms=$(stat_of $cpu comm_records /tmp/stats.txt)
+    recv=$(stat_of $cpu sample_received /tmp/stats.txt)
+    inval=$(stat_of $cpu sample_invalid_eip /tmp/stats.txt)
+    lost=$(stat_of $cpu sample_lost_overflow /tmp/stats.txt)
+    rec=$(tot $cpu records); ow=$(tot $cpu overwritten); slost=$(tot $cpu lost)
+    expect_eq "cpu$cpu: snapshot records + overwritten == ring records committed" $((${rec:-0} + ${ow:-0})) "$committed"
+    expect_eq "cpu$cpu: SAMPLEs committed == received - invalid - lost" $((committed - comms)) $((recv - inval - lost))
+    expect_eq "cpu$cpu: LOST in the stream == sample_lost_overflow" "${slost:-0}" "$lost"
+    [ "${ow:-0}" -gt $((3 * CPUBUF / 48)) ] && many=$((many + 1))
+done
+check "buffers overwritten several times over on $many CPUs" [ "$many" -ge 2 ]
+# Each snapshot of a CPU that overwrote holds the newest records: most of a
+# buffer's worth (the rest is ring overhead and at most 1/8 nameless).
+awk -v b=$CPUBUF '$1 == "snap" && $8 > 0 && $12 < b / 2' /tmp/snap.txt
+short=$(awk -v b=$CPUBUF '$1 == "snap" && $8 > 0 && $12 < b / 2 { n++ } END { print n + 0 }' /tmp/snap.txt)
+expect_eq "snapshots of overwritten CPUs hold at least half a buffer of records" "$short" 0
+echo 1 >$DBG/tracing_on
+
+# No reader: the snapshot waits in the event buffer for the next one.
+n=$(snaps)
+sleep 0.5
+check "snapshot with no reader" sh -c "echo 1 >$SNAP"
+timeout 2 cat $DEV >/tmp/late.bin
+/tmp/snapcheck /tmp/late.bin >/tmp/late.txt; rc=$?
+expect_eq "the next reader gets it, well formed" "$rc" 0
+check "the next reader gets snapshot $((n + 1))" grep -q "^snap $((n + 1)) " /tmp/late.txt
+check "rmmod" rmmod oprofile_rs
+
+# A full event buffer: 64 KiB, no reader, 64 KiB CPU buffers at 10 kHz.
+check "insmod overwrite, 64 KiB event buffer" \
+    insmod /oprofile_rs.ko mode=overwrite cpu_buffer_size=65536 buffer_size=65536 sample_period=100000
+/tmp/workload 3 & /tmp/workload 3 &
+sleep 2.5
+r1=$(write_err 1); r2=$(write_err 1); r3=$(write_err 1)
+echo "three snapshots into a full buffer: $r1 / $r2 / $r3"
+expect_eq "the first fits (the newest that fit)" "$r1" "ok 1"
+check "later ones: ENOSPC when not even the framing fits" sh -c "[ '$r2' = 'err ENOSPC' ] || [ '$r3' = 'err ENOSPC' ]"
+cat $SNAP
+dropped=$(sed -n 's/.*dropped=\([0-9]*\).*/\1/p' $SNAP)
+echo 0 >$DBG/tracing_on
+cat $DEV >/tmp/f.bin & catpid=$!
+sleep 1
+expect_eq "after the reader, a snapshot fits again" "$(write_err 1)" "ok 1"
+sleep 1; kill -TERM $catpid; wait $catpid
+cat $DBG/stats >/tmp/stats2.txt
+/tmp/snapcheck /tmp/f.bin >/tmp/f.txt; rc=$?
+grep -v '^snap ' /tmp/f.txt; grep FAIL /tmp/f.txt | head
+expect_eq "snapcheck of the full-buffer stream" "$rc" 0
+for cpu in $(stat_cpus /tmp/stats2.txt); do
+    committed=$(stat_of $cpu buffer_committed /tmp/stats2.txt)
+    rec=$(awk -v c="$cpu" '$1 == "cpu" && $2 == c { print $4 + $6 }' /tmp/f.txt)
+    expect_eq "cpu$cpu: records + overwritten (dropped for room included) == committed" "${rec:-0}" "$committed"
+done
+echo 1 >$DBG/tracing_on
+
+# The tool: record --snapshot refuses consume mode; in overwrite mode it
+# writes one snapshot per SIGUSR2 and one at the end, as sections of one file
+# that script --events and --snapshot N read.
+check "rmmod" rmmod oprofile_rs
+check "insmod (consume mode)" insmod /oprofile_rs.ko
+out=$(oprofile-rs record --snapshot -q -o /tmp/r.data -d 1 2>&1); rc=$?
+echo "$out"
+check "record --snapshot refuses consume mode" sh -c "[ $rc -ne 0 ] && echo '$out' | grep -q 'needs the module in overwrite mode'"
+check "rmmod" rmmod oprofile_rs
+check "insmod overwrite, 16 KiB CPU buffers, 4 kHz" \
+    insmod /oprofile_rs.ko mode=overwrite cpu_buffer_size=16384 sample_period=250000
+/tmp/workload 5 & wl=$!
+oprofile-rs record --snapshot -q -o /tmp/r.data 2>/tmp/rec.err &
+rp=$!
+sleep 1.5; kill -USR2 $rp; sleep 1; kill -USR2 $rp; sleep 1; kill -INT $rp; wait $rp
+echo "record exited with status $?"
+cat /tmp/rec.err
+grep -q ", 3 snapshots" /tmp/rec.err || dmesg | tail -20
+check "record --snapshot: two on SIGUSR2, one at the end" grep -q ", 3 snapshots" /tmp/rec.err
+/tmp/snapcheck /tmp/r.data >/tmp/r.check; rc=$?
+grep -v '^snap ' /tmp/r.check; grep FAIL /tmp/r.check | head
+expect_eq "snapcheck of the recorded file" "$rc" 0
+oprofile-rs script -i /tmp/r.data --events >/tmp/r.txt 2>/dev/null
+grep SNAPSHOT /tmp/r.txt | head -20
+expect_eq "script --events shows 3 snapshot ends" "$(grep -c 'SNAPSHOT [0-9]* end' /tmp/r.txt)" 3
+for n in 1 2 3; do
+    want=$(awk -v n=$n '$1 == "snap" && $2 == n { s += $10 } END { print s + 0 }' /tmp/r.check)
+    got=$(oprofile-rs script -i /tmp/r.data --snapshot $n 2>/dev/null | wc -l)
+    expect_eq "script --snapshot $n: that snapshot's samples" "$got" "$want"
+done
+check "report --snapshot 2" sh -c "oprofile-rs report -i /tmp/r.data --snapshot 2 -n 3 | grep -q hot_"
+out=$(oprofile-rs report -i /tmp/r.data --snapshot 9 2>&1) && fail "report --snapshot 9 succeeded"
+expect_eq "report --snapshot 9: an error naming the snapshots" "$(echo "$out" | grep -c 'snapshots 1 to 3')" 1
+wait $wl
+
+# rmmod while snapshotting: an open snapshot file (one open, many writes)
+# pins the module, rmmod says "in use" meanwhile, and works afterwards.
+rm -f /tmp/opened /tmp/release
+( exec 3>$SNAP; touch /tmp/opened; i=0
+  while [ $i -lt 200 ]; do echo 1 >&3 || exit 1; i=$((i + 1)); done
+  while [ ! -f /tmp/release ]; do sleep 0.05; done ) &
+sn=$!
+while [ ! -f /tmp/opened ]; do sleep 0.05; done
+refused=0
+for i in 1 2 3 4 5; do rmmod oprofile_rs 2>/dev/null || refused=$((refused + 1)); sleep 0.05; done
+touch /tmp/release
+wait $sn; rc=$?
+expect_eq "rmmod refused while snapshots are taken" "$refused" 5
+expect_eq "every snapshot of the pinned file succeeded" "$rc" 0
+lsmod | grep -q oprofile_rs && check "rmmod after the snapshots" rmmod oprofile_rs
+check "module unloaded" sh -c "! lsmod | grep -q oprofile_rs"
+check_kmemleak
+finish

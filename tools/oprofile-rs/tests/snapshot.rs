@@ -1,0 +1,225 @@
+//! Issue 11 part 4, the flight recorder in the tool: SNAPSHOT records in
+//! `script --events`, `--snapshot N` in the analysis commands, and
+//! `record --snapshot`'s refusal of a module in consume mode.
+
+mod common;
+
+use assert_cmd::Command;
+use common::*;
+use oprofile_stream::{Comm, Encoder, Header, Lost, Record, Sample, Snapshot};
+
+fn sample(cpu: u16, time: u64) -> Record {
+    Record::Sample(Sample {
+        cpu,
+        kernel: true,
+        time,
+        pc: 0xffff_ffff_8100_0010,
+        pid: 7,
+        tgid: 7,
+        callchain: vec![],
+        ..Default::default()
+    })
+}
+
+fn frame(cpu: u16, time: u64, end: bool, seq: u32, overwritten: u64, records: u64) -> Record {
+    Record::Snapshot(Snapshot {
+        cpu,
+        time,
+        end,
+        seq,
+        overwritten,
+        records,
+    })
+}
+
+/// Two snapshots (seq 4 and 5: an earlier reader took 1..3): 3 and 2
+/// samples, with a LOST record before the second.
+fn stream() -> Vec<u8> {
+    let mut e = Encoder::new(&Header::default());
+    e.record(&frame(0, 100, false, 4, 10, 3))
+        .record(&frame(1, 100, false, 4, 0, 2))
+        .record(&Record::Comm(Comm::new(0, 20, 7, 7, "flight")))
+        .record(&Record::Comm(Comm::new(1, 21, 7, 7, "flight")))
+        .record(&sample(0, 30))
+        .record(&sample(1, 40))
+        .record(&sample(0, 50))
+        .record(&frame(0, 100, true, 4, 10, 5))
+        .record(&Record::Lost(Lost {
+            cpu: 1,
+            time: 150,
+            count: 2,
+        }))
+        .record(&frame(1, 200, false, 5, 3, 3))
+        .record(&Record::Comm(Comm::new(1, 120, 7, 7, "flight")))
+        .record(&sample(1, 130))
+        .record(&sample(1, 140))
+        .record(&frame(0, 200, true, 5, 3, 3));
+    e.finish()
+}
+
+fn run(args: &[&str]) -> std::process::Output {
+    Command::cargo_bin("oprofile-rs")
+        .unwrap()
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn stdout(args: &[&str]) -> String {
+    let out = run(args);
+    assert!(out.status.success(), "{args:?}: {out:?}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn script_shows_snapshots_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_recording(dir.path(), &stream(), "");
+    let f = file.to_str().unwrap();
+    let out = stdout(&["script", "-i", f, "--events"]);
+    let kinds: Vec<String> = out
+        .lines()
+        .map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            match w.get(2) {
+                Some(&"SNAPSHOT") => format!("{} {}", w[3], w[4]),
+                Some(&"LOST") => "lost".into(),
+                _ => format!("sample {}", w[0]),
+            }
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "4 begin:",
+            "4 begin:",
+            "sample 0.000000",
+            "sample 0.000000",
+            "sample 0.000000",
+            "4 end:",
+            "lost",
+            "5 begin:",
+            "sample 0.000000",
+            "sample 0.000000",
+            "5 end:",
+        ],
+        "{out}"
+    );
+    assert!(
+        out.contains("SNAPSHOT 4 end: 5 records, 10 overwritten"),
+        "{out}"
+    );
+}
+
+#[test]
+fn snapshot_option_selects_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_recording(dir.path(), &stream(), "");
+    let f = file.to_str().unwrap();
+    let count = |n: &str| {
+        stdout(&["script", "-i", f, "--snapshot", n])
+            .lines()
+            .count()
+    };
+    assert_eq!(count("4"), 3);
+    assert_eq!(count("5"), 2);
+    assert_eq!(stdout(&["script", "-i", f]).lines().count(), 5);
+    let out = run(&["report", "-i", f, "--snapshot", "6"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("the recording has snapshots 4 to 5"), "{err}");
+    // A recording without snapshots says so.
+    let mut e = Encoder::new(&Header::default());
+    e.record(&Record::Comm(Comm::new(0, 1, 7, 7, "x")))
+        .record(&sample(0, 2));
+    let plain_dir = dir.path().join("plain");
+    std::fs::create_dir_all(&plain_dir).unwrap();
+    let plain = write_recording(&plain_dir, &e.finish(), "");
+    let out = run(&["report", "-i", plain.to_str().unwrap(), "--snapshot", "1"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("has no snapshot"), "{err}");
+}
+
+#[test]
+fn profile_knows_each_samples_snapshot() {
+    let p = oprofile_tool::profile::Profile::from_bytes(
+        &stream(),
+        &Default::default(),
+        &Default::default(),
+    )
+    .unwrap();
+    let seqs: Vec<u32> = p.samples.iter().map(|s| s.snapshot).collect();
+    assert_eq!(seqs, [4, 4, 4, 5, 5]);
+    assert_eq!(p.snapshots(), [(4, 100, 5, 10), (5, 200, 3, 3)]);
+}
+
+#[test]
+fn record_snapshot_needs_overwrite_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    let mode = dir.path().join("mode");
+    std::fs::write(&mode, "consume\n").unwrap();
+    let out_file = dir.path().join("out.data");
+    let out = run(&[
+        "record",
+        "--snapshot",
+        "--mode-param",
+        mode.to_str().unwrap(),
+        "-o",
+        out_file.to_str().unwrap(),
+        "--device",
+        "/nonexistent",
+        "-d",
+        "0",
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("needs the module in overwrite mode, and it is in consume mode"),
+        "{err}"
+    );
+    let missing = dir.path().join("missing");
+    let out = run(&[
+        "record",
+        "--snapshot",
+        "--mode-param",
+        missing.to_str().unwrap(),
+        "-o",
+        out_file.to_str().unwrap(),
+        "-d",
+        "0",
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("cannot read the module's mode"), "{err}");
+}
+
+#[test]
+fn record_snapshot_on_a_device_without_snapshots() {
+    // overwrite mode said, but the "device" is a plain file: the ioctl fails
+    // (ENOTTY), which is a warning; the stream is still recorded.
+    let dir = tempfile::tempdir().unwrap();
+    let mode = dir.path().join("mode");
+    std::fs::write(&mode, "overwrite\n").unwrap();
+    let dev = dir.path().join("dev");
+    std::fs::write(&dev, stream()).unwrap();
+    let out_file = dir.path().join("out.data");
+    let out = run(&[
+        "record",
+        "--snapshot",
+        "--mode-param",
+        mode.to_str().unwrap(),
+        "-o",
+        out_file.to_str().unwrap(),
+        "--device",
+        dev.to_str().unwrap(),
+        "--maps",
+        "poll",
+        "-d",
+        "0.2",
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("a snapshot failed"), "{err}");
+    assert_eq!(std::fs::read(&out_file).unwrap(), stream());
+}
