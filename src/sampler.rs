@@ -328,15 +328,18 @@ impl CpuSampler {
         } else {
             None
         };
-        let result = if want_kernel || user.is_some() {
+        // Chains cut short (`CUT_*` bits), counted below only for a sample the
+        // buffer took or lost: not for one refused because recording is off.
+        let (result, cut) = if want_kernel || user.is_some() {
             self.scratch
                 .with(|chain| {
+                    let mut cut = 0;
                     let mut k = 0;
                     if want_kernel {
                         let out = chain.get_mut(..self.depth).unwrap_or(&mut []);
                         let (n, aborted) = regs.kernel_backtrace(out);
                         if aborted {
-                            c.backtrace_aborted.add(1, Relaxed);
+                            cut |= CUT_KERNEL_ABORTED;
                         }
                         k = n;
                     }
@@ -345,26 +348,38 @@ impl CpuSampler {
                         let out = chain.get_mut(k..k + self.user_depth).unwrap_or(&mut []);
                         let (n, stop) = user_stack::walk(start, out, user_stack::read_frame);
                         if stop.aborted() {
-                            c.user_backtrace_aborted.add(1, Relaxed);
+                            cut |= CUT_USER_ABORTED;
                         } else if stop == user_stack::Stop::Depth {
-                            c.user_backtrace_truncated.add(1, Relaxed);
+                            cut |= CUT_USER_TRUNCATED;
                         }
                         u = n;
                     }
-                    sample(chain.get(..k + u).unwrap_or(&[]), k)
+                    (sample(chain.get(..k + u).unwrap_or(&[]), k), cut)
                 })
                 .unwrap_or_else(|| {
+                    let mut cut = 0;
                     if want_kernel {
-                        c.backtrace_aborted.add(1, Relaxed);
+                        cut |= CUT_KERNEL_ABORTED;
                     }
                     if user.is_some() {
-                        c.user_backtrace_aborted.add(1, Relaxed);
+                        cut |= CUT_USER_ABORTED;
                     }
-                    sample(&[], 0)
+                    (sample(&[], 0), cut)
                 })
         } else {
-            sample(&[], 0)
+            (sample(&[], 0), 0)
         };
+        if !matches!(result, Err(ReserveError::Disabled)) {
+            if cut & CUT_KERNEL_ABORTED != 0 {
+                c.backtrace_aborted.add(1, Relaxed);
+            }
+            if cut & CUT_USER_ABORTED != 0 {
+                c.user_backtrace_aborted.add(1, Relaxed);
+            }
+            if cut & CUT_USER_TRUNCATED != 0 {
+                c.user_backtrace_truncated.add(1, Relaxed);
+            }
+        }
         match result {
             Ok(()) => {
                 c.sample_received.add(1, Relaxed);
@@ -377,6 +392,13 @@ impl CpuSampler {
         }
     }
 }
+
+/// A kernel callchain cut short (see [`Counters::backtrace_aborted`]).
+const CUT_KERNEL_ABORTED: u8 = 1;
+/// A user callchain cut by a fault or a bad frame pointer.
+const CUT_USER_ABORTED: u8 = 2;
+/// A user callchain cut at the depth with more to follow.
+const CUT_USER_TRUNCATED: u8 = 4;
 
 impl OverflowHandler for CpuSampler {
     fn overflow(&self, regs: &Regs) {
