@@ -425,8 +425,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Cmd::Record(a) => {
             let stop = Arc::new(AtomicBool::new(false));
             let s = stop.clone();
-            ctrlc::set_handler(move || s.store(true, Ordering::SeqCst))
-                .context("cannot install the SIGINT handler")?;
+            ctrlc::set_handler(move || {
+                s.store(true, Ordering::SeqCst);
+                record::wake();
+            })
+            .context("cannot install the SIGINT handler")?;
             let mut o = RecordOptions::new(a.output.clone());
             o.device = a.device;
             o.debugfs = a.debugfs;

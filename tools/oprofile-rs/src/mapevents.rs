@@ -498,7 +498,16 @@ fn attr(build_id: bool) -> [u64; 14] {
     if build_id {
         flags |= 1 << 34;
     }
+    // watermark 14: poll(2) wakes the recorder when half the ring is used
+    // (wakeup_watermark, at byte 48), not at every record.
+    flags |= 1 << 14;
     a[5] = flags;
+    let watermark = RING_PAGES as u64 * 4096 / 2;
+    a[6] = if cfg!(target_endian = "little") {
+        watermark
+    } else {
+        watermark << 32
+    };
     a
 }
 
@@ -619,6 +628,11 @@ impl Collector {
 
     pub fn cpus(&self) -> usize {
         self.rings.len()
+    }
+
+    /// The events' fds, to poll(2) on: readable once a ring is half full.
+    pub fn fds(&self) -> Vec<i32> {
+        self.rings.iter().map(|r| r.fd).collect()
     }
 
     /// Moves every record waiting in the rings into `events`.

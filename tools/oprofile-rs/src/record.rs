@@ -3,6 +3,7 @@
 use std::collections::{HashMap, HashSet};
 use std::fs::{File, OpenOptions};
 use std::io::{ErrorKind as IoKind, Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
@@ -11,7 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use oprofile_stream::{decode_record, Decoded1, ErrorKind, Header, Record};
+use oprofile_stream::{decode_record, ErrorKind, Header};
 
 use crate::sidecar::{sidecar_dir, Sidecar, SIDECAR_VERSION};
 
@@ -186,7 +187,11 @@ impl RecordSummary {
     }
 }
 
-/// Incremental stream scanner: counts records as bytes arrive.
+/// Incremental stream scanner: counts records as bytes arrive. It runs for
+/// every record while recording, so it reads only the fields it needs
+/// (no callchains, no names), decodes in place (bytes are copied only when
+/// a record straddles two pieces), and looks a process up only when it
+/// differs from the previous sample's.
 #[derive(Default)]
 pub struct Scanner {
     pending: Vec<u8>,
@@ -197,6 +202,13 @@ pub struct Scanner {
     pub seen: HashSet<u32>,
     /// tgids with at least one user-mode sample: the only ones that need maps.
     pub user: HashSet<u32>,
+    /// tgids with a user-mode sample taken after the stream was opened (the
+    /// header's `start_time`); the others' samples were all buffered by the
+    /// module before the recording started.
+    pub user_since_start: HashSet<u32>,
+    /// The previous sample's tgid, and whether it is already in `user` and
+    /// `user_since_start` (the sets are only touched when these change).
+    last: Option<(u32, bool, bool)>,
     new_tgids: Vec<u32>,
     /// First decoding problem; scanning stops there (the bytes are still saved).
     pub error: Option<String>,
@@ -207,56 +219,100 @@ impl Scanner {
         if self.error.is_some() {
             return Ok(());
         }
-        self.pending.extend_from_slice(data);
+        if self.pending.is_empty() {
+            let used = self.scan(data)?;
+            if self.error.is_none() {
+                self.pending.extend_from_slice(&data[used..]);
+            }
+        } else {
+            let mut buf = std::mem::take(&mut self.pending);
+            buf.extend_from_slice(data);
+            let used = self.scan(&buf)?;
+            if self.error.is_none() {
+                buf.drain(..used);
+                self.pending = buf;
+            }
+        }
+        Ok(())
+    }
+
+    /// Counts the whole records at the start of `buf`; the bytes used.
+    fn scan(&mut self, buf: &[u8]) -> Result<usize> {
+        use oprofile_stream::oprofile_format::{self as format, Fields};
         let mut pos = 0usize;
         if self.header.is_none() {
-            match oprofile_stream::parse_header(&self.pending) {
+            match oprofile_stream::parse_header(buf) {
                 Ok(h) => {
                     pos = h.header_size as usize;
                     self.header = Some(h);
                 }
-                Err(e) if matches!(e.kind, ErrorKind::TruncatedHeader { .. }) => return Ok(()),
+                Err(e) if matches!(e.kind, ErrorKind::TruncatedHeader { .. }) => return Ok(0),
                 Err(e) => bail!("the device does not produce an oprofile-rs stream: {e}"),
             }
         }
-        let endian = self
+        let (endian, start) = self
             .header
             .as_ref()
-            .map(|h| h.endian)
-            .unwrap_or(oprofile_stream::Endian::native());
-        while pos < self.pending.len() {
-            match decode_record(&self.pending[pos..], endian, self.offset + pos as u64) {
-                Ok(Decoded1::Record(r, n)) | Ok(Decoded1::Oversized(r, n)) => {
-                    match r {
-                        Record::Sample(s) => {
+            .map(|h| (h.endian, h.start_time))
+            .unwrap_or((oprofile_stream::Endian::native(), 0));
+        while pos < buf.len() {
+            let rest = &buf[pos..];
+            match format::parse(endian, rest) {
+                Ok(p) => {
+                    match p.fields {
+                        Some(Fields::Sample(s)) => {
                             self.samples += 1;
-                            // Every process is tracked from its first sample, even a
-                            // kernel-mode one: its maps are read while it still lives,
-                            // should user-mode samples of it follow.
-                            if s.tgid != 0 && self.seen.insert(s.tgid) {
-                                self.new_tgids.push(s.tgid);
-                            }
-                            if !s.kernel || !s.user_callchain.is_empty() {
-                                self.user.insert(s.tgid);
-                            }
+                            // A kernel-mode sample with a user part needs the
+                            // process's maps as a user-mode one does.
+                            let no_user_part = s.kernel && s.user_depth == 0;
+                            self.sample(s.tgid, no_user_part, s.time >= start);
                         }
-                        Record::Lost(l) => self.lost += l.count,
+                        Some(Fields::Lost(l)) => self.lost += l.count,
                         _ => {}
                     }
-                    pos += n;
+                    pos += p.size();
                 }
-                Ok(Decoded1::Unknown { size, .. }) => pos += size,
-                Err(e) if e.is_truncation() => break,
-                Err(e) => {
-                    self.error = Some(e.to_string());
+                Err(format::RecordError::Truncated) => break,
+                Err(_) => {
+                    // The stream crate's decoder words the error.
+                    let why = match decode_record(rest, endian, self.offset + pos as u64) {
+                        Err(e) => e.to_string(),
+                        Ok(_) => "undecodable record".to_string(),
+                    };
+                    self.error = Some(why);
                     self.pending.clear();
-                    return Ok(());
+                    return Ok(buf.len());
                 }
             }
         }
-        self.pending.drain(..pos);
         self.offset += pos as u64;
-        Ok(())
+        Ok(pos)
+    }
+
+    fn sample(&mut self, tgid: u32, kernel: bool, since_start: bool) {
+        let (mut user, mut recent) = match self.last {
+            Some((t, u, r)) if t == tgid => (u, r),
+            _ => {
+                // Every process is tracked from its first sample, even a
+                // kernel-mode one: its maps are read while it still lives,
+                // should user-mode samples of it follow.
+                if tgid != 0 && self.seen.insert(tgid) {
+                    self.new_tgids.push(tgid);
+                }
+                (false, false)
+            }
+        };
+        if !kernel {
+            if !user {
+                self.user.insert(tgid);
+                user = true;
+            }
+            if since_start && !recent {
+                self.user_since_start.insert(tgid);
+                recent = true;
+            }
+        }
+        self.last = Some((tgid, user, recent));
     }
 
     /// Process ids seen for the first time since the last call.
@@ -498,17 +554,83 @@ fn flush(debugfs: &Path) -> Result<(), String> {
         .map_err(|e| format!("cannot write 1 to {}: {e}", p.display()))
 }
 
-/// Waits up to `ms` for `dev` to be readable; whether it is.
-fn wait_readable(dev: &File, ms: i32) -> bool {
+/// Waits up to `ms` for `dev` or one of `others` to be readable (or to
+/// hang up); whether `dev` is readable or hung up (a pipe's writer gone).
+fn wait_any(dev: &File, others: &[i32], ms: i32) -> bool {
     use std::os::fd::AsRawFd;
-    let mut p = libc::pollfd {
-        fd: dev.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: one valid pollfd for the duration of the call.
-    let r = unsafe { libc::poll(&mut p, 1, ms) };
-    r > 0 && p.revents & libc::POLLIN != 0
+    let mut p: Vec<libc::pollfd> = std::iter::once(dev.as_raw_fd())
+        .chain(others.iter().copied())
+        .map(|fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    // SAFETY: valid pollfds for the duration of the call.
+    let r = unsafe { libc::poll(p.as_mut_ptr(), p.len() as libc::nfds_t, ms.max(0)) };
+    r > 0 && p[0].revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0
+}
+
+/// A pidfd of process `pid` (readable when it exits); `None` where the
+/// kernel has none (before 5.3) or the process is gone.
+fn pidfd_open(pid: u32) -> Option<OwnedFd> {
+    // SAFETY: pidfd_open takes a pid and flags and returns a new fd.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
+    // SAFETY: a new fd of ours on success.
+    (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
+/// The eventfd that [`wake`] signals (-1: none), so that a signal handler
+/// ends the loop's sleep at once.
+static WAKE_FD: std::sync::Mutex<i32> = std::sync::Mutex::new(-1);
+
+/// Ends the sleep of a running [`record`] (for signal handlers that set its
+/// stop flag).
+pub fn wake() {
+    if let Ok(fd) = WAKE_FD.lock() {
+        if *fd >= 0 {
+            let one = 1u64;
+            // SAFETY: an 8-byte write to our eventfd.
+            unsafe { libc::write(*fd, (&one as *const u64).cast(), 8) };
+        }
+    }
+}
+
+/// Owns the eventfd of [`wake`] while recording.
+struct Waker(Option<OwnedFd>);
+
+impl Waker {
+    fn new() -> Waker {
+        // SAFETY: no preconditions; a new fd or -1.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+        if fd < 0 {
+            return Waker(None);
+        }
+        // SAFETY: the new fd is ours.
+        let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+        match WAKE_FD.lock() {
+            Ok(mut g) if *g < 0 => {
+                *g = fd;
+                Waker(Some(owned))
+            }
+            // Another record() of this process owns it: look instead.
+            _ => Waker(None),
+        }
+    }
+
+    fn fd(&self) -> Option<i32> {
+        self.0.as_ref().map(|f| f.as_raw_fd())
+    }
+}
+
+impl Drop for Waker {
+    fn drop(&mut self) {
+        if self.0.is_some() {
+            if let Ok(mut g) = WAKE_FD.lock() {
+                *g = -1;
+            }
+        }
+    }
 }
 
 enum ReadOutcome {
@@ -579,26 +701,15 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
                 .into(),
         );
     }
-    let mut dev = OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(&opts.device)
-        .with_context(|| {
-            format!(
-                "cannot open {} (is the oprofile-rs module loaded? are you root?)",
-                opts.device.display()
-            )
-        })?;
-    let mut out = std::io::BufWriter::with_capacity(
-        1 << 20,
-        File::create(&opts.output)
-            .with_context(|| format!("cannot create {}", opts.output.display()))?,
-    );
+    let cannot_open = || {
+        format!(
+            "cannot open {} (is the oprofile-rs module loaded? are you root?)",
+            opts.device.display()
+        )
+    };
+    // The device is opened last (below); a missing one fails at once.
+    std::fs::metadata(&opts.device).with_context(cannot_open)?;
     // Side-car: kernel symbols first, while everything is loaded.
-    if sc_dir.exists() {
-        std::fs::remove_dir_all(&sc_dir)
-            .with_context(|| format!("cannot replace {}", sc_dir.display()))?;
-    }
     let mut sc = Sidecar::default();
     match read_proc_text(&opts.proc_root.join("kallsyms")) {
         Ok(k) => {
@@ -645,7 +756,6 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
         MapsSource::Events | MapsSource::Auto => match crate::mapevents::Collector::open() {
             Ok(c) => Some(c),
             Err(e) if opts.maps == MapsSource::Events => {
-                let _ = std::fs::remove_file(&opts.output);
                 bail!("exact process maps unavailable: {e}")
             }
             Err(e) => {
@@ -678,6 +788,24 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
             opts.maps_interval.as_secs_f64()
         )),
     }
+    // The device last: the stream may hold samples from its opening on, and
+    // every process alive from then on is covered by the snapshot or the
+    // kernel's records (a process that started and exited between the
+    // opening and the map tracking's start would have neither).
+    let mut dev = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(&opts.device)
+        .with_context(cannot_open)?;
+    if sc_dir.exists() {
+        std::fs::remove_dir_all(&sc_dir)
+            .with_context(|| format!("cannot replace {}", sc_dir.display()))?;
+    }
+    let mut out = std::io::BufWriter::with_capacity(
+        1 << 20,
+        File::create(&opts.output)
+            .with_context(|| format!("cannot create {}", opts.output.display()))?,
+    );
     for &p in &opts.pids {
         tracker.track(p);
     }
@@ -770,6 +898,38 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
             ReadOutcome::Empty => Ok(false),
         }
     };
+    // What the loop sleeps on besides the device (see there), and how long
+    // at most: the device's watershed wakes it, not a timer, unless maps
+    // are polled (every 100 ms then, to see new processes while they live),
+    // a pidfd is missing (the command's or a -p process's exit is then
+    // noticed by looking), or the progress line wants updates.
+    let wake = Waker::new();
+    let mut waits: Vec<i32> = wake.fd().into_iter().collect();
+    let mut pidfds = Vec::new();
+    let mut have_all_pidfds = true;
+    for p in child
+        .iter()
+        .map(|c| c.id())
+        .chain(opts.pids.iter().copied())
+    {
+        match pidfd_open(p) {
+            Some(fd) => {
+                waits.push(fd.as_raw_fd());
+                pidfds.push(fd);
+            }
+            None => have_all_pidfds = false,
+        }
+    }
+    if let Some(c) = &collector {
+        waits.extend(c.fds());
+    }
+    let nap = if tracker.keep_maps || !have_all_pidfds || wake.fd().is_none() {
+        Duration::from_millis(100)
+    } else if pb.is_some() {
+        Duration::from_millis(200)
+    } else {
+        Duration::from_secs(1)
+    };
     let mut command_status = None;
     let mut last_progress = Instant::now() - Duration::from_secs(1);
     let mut snapshots = 0u32;
@@ -855,11 +1015,18 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
             }
             Ok(())
         })?;
-        // Sleep in poll(2) until the module reports data (the watershed or
-        // a flush) or 100 ms pass (to check the duration, the command,
-        // signals); then read whatever waits. A file that polls readable
-        // with nothing to read (not the device) gets 20 ms naps instead.
-        if !got && wait_readable(&dev, 100) {
+        // Sleep in poll(2) until the module reports data (the watershed, a
+        // flush, a nearly full buffer), the command or the -p processes
+        // exit (their pidfds), the map records' rings fill up to half, a
+        // signal (the wake eventfd) or the duration ends; at most `nap`.
+        // A file that polls readable with nothing to read (not the device)
+        // gets 20 ms naps instead.
+        let mut ms = nap.as_millis() as i32;
+        if let Some(d) = opts.duration {
+            let left = d.saturating_sub(start.elapsed());
+            ms = ms.min(left.as_millis() as i32 + 1);
+        }
+        if !got && wait_any(&dev, &waits, ms) {
             std::thread::sleep(Duration::from_millis(20));
         }
         tracker.refresh(false);
@@ -945,6 +1112,24 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
         v.sort();
         v
     };
+    // A process whose user-mode samples all predate the stream's opening
+    // (the module buffers from its loading on) had exited before the
+    // recording started: nothing could have caught its maps.
+    let missing: Vec<(u32, String)> = missing
+        .into_iter()
+        .map(|(t, why)| {
+            if scanner.user_since_start.contains(&t) {
+                (t, why)
+            } else {
+                (
+                    t,
+                    "its samples were buffered before the recording started, \
+                     and it had exited by then"
+                        .to_string(),
+                )
+            }
+        })
+        .collect();
     let processes_with_maps = if map_events.is_empty() && sc.maps.is_empty() {
         tracker.maps.len()
     } else {

@@ -594,3 +594,87 @@ fn analyses_of_a_record_p_recording_keep_its_processes_unless_all() {
     // An explicit --pid replaces the recording's limit.
     assert_eq!(script(&["--pid", &other.to_string()]), vec![theirs; 3]);
 }
+
+/// A process that starts and exits right after the recorder opened the
+/// device, with user-mode samples in the stream, has its maps from the
+/// kernel's records: the map tracking starts before the device is opened
+/// (it used to start after the side-car's kallsyms read, and such processes
+/// were "not captured"). The device is a FIFO, so the test knows when the
+/// recorder has opened it.
+#[test]
+fn a_process_started_right_after_the_device_opened_has_maps() {
+    let dir = tempfile::tempdir().unwrap();
+    let dev = dir.path().join("dev");
+    let c = std::ffi::CString::new(dev.to_str().unwrap()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let out = dir.path().join("rec");
+    let bin = assert_cmd::cargo::cargo_bin("oprofile-rs");
+    let rec = StdCommand::new(bin)
+        .args(["record", "-q", "-o", out.to_str().unwrap()])
+        .args(["--device", dev.to_str().unwrap()])
+        .args(["--debugfs", dir.path().join("nope").to_str().unwrap()])
+        .args(["--maps", "events"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // A writer's non-blocking open succeeds once the recorder has the FIFO
+    // open for reading (ENXIO before).
+    let t = Instant::now();
+    let writer = loop {
+        let fd = unsafe { libc::open(c.as_ptr(), libc::O_WRONLY | libc::O_NONBLOCK) };
+        if fd >= 0 {
+            break fd;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "the recorder never opened the device"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    };
+    let mut short = StdCommand::new("true").spawn().unwrap();
+    let pid = short.id();
+    assert!(short.wait().unwrap().success());
+    let data = stream_for(&[pid]);
+    let n = unsafe { libc::write(writer, data.as_ptr().cast(), data.len()) };
+    assert_eq!(n, data.len() as isize);
+    unsafe { libc::close(writer) };
+    std::thread::sleep(Duration::from_millis(500));
+    unsafe { libc::kill(rec.id() as i32, libc::SIGINT) };
+    let o = rec.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(!err.contains("not captured"), "pid {pid}: {err}");
+    assert_eq!(std::fs::read(&out).unwrap(), data);
+    let meta = dir.path().join("rec.meta");
+    assert!(!event_lines(&meta, "mmap", pid).is_empty(), "pid {pid}");
+    assert!(!event_lines(&meta, "exit", pid).is_empty(), "pid {pid}");
+}
+
+/// Samples older than the stream's opening were buffered before the
+/// recording started: a process with only those is told apart (its maps
+/// cannot have been caught). Fed in pieces of every size, across records.
+#[test]
+fn scanner_tells_samples_buffered_before_the_start() {
+    let mut e = Encoder::new(&Header {
+        start_time: 100,
+        ..Header::default()
+    });
+    e.record(&sample(7, false, 50))
+        .record(&sample(8, true, 60))
+        .record(&sample(8, false, 150))
+        .record(&sample(7, false, 90))
+        .record(&sample(9, false, 100));
+    let data = e.finish();
+    for chunk in [1usize, 5, 8, 40, 1000] {
+        let mut s = Scanner::default();
+        for c in data.chunks(chunk) {
+            s.feed(c).unwrap();
+        }
+        assert_eq!(s.samples, 5, "chunk {chunk}");
+        let mut since: Vec<u32> = s.user_since_start.iter().copied().collect();
+        since.sort();
+        assert_eq!(since, [8, 9], "chunk {chunk}");
+        assert!(s.needs_maps(7) && s.needs_maps(8) && s.needs_maps(9));
+        assert_eq!(s.take_new_tgids(), [7, 8, 9], "chunk {chunk}");
+    }
+}
