@@ -600,6 +600,11 @@ int main(int argc, char **argv)
 		roles[NROLES] = kinds[k].fn;
 		snprintf(names[NROLES], sizeof(names[NROLES]), "%s%d", kinds[k].name, NROLES);
 	}
+	/* The readers' SIGALRM handler before the fork, inherited: the loop
+	 * below may signal a reader before it has run a line (the default
+	 * action would kill it: "reader ended with status 0xe", seen once on
+	 * the stock kernel). */
+	set_alarm_handler(1);
 	for (int i = 0; i < NROLES; i++) {
 		pids[i] = fork();
 		if (pids[i] == 0) {
