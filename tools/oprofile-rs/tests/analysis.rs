@@ -15,16 +15,6 @@ fn recording() -> (tempfile::TempDir, std::path::PathBuf) {
     (dir, file)
 }
 
-fn run(args: &[&str]) -> String {
-    let out = Command::cargo_bin("oprofile-rs")
-        .unwrap()
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{args:?}: {out:?}");
-    String::from_utf8(out.stdout).unwrap()
-}
-
 fn rows(out: &str) -> Vec<Vec<&str>> {
     out.lines()
         .filter(|l| {
@@ -37,17 +27,13 @@ fn rows(out: &str) -> Vec<Vec<&str>> {
         .collect()
 }
 
-fn json(out: &str) -> serde_json::Value {
-    serde_json::from_str(out).unwrap_or_else(|e| panic!("{e}: {out}"))
-}
-
 #[test]
 fn children_and_callers_follow_the_callchain() {
     let (_d, file) = recording();
     let f = file.to_str().unwrap();
     // The 3 __schedule samples have the stack entry_SYSCALL_64 →
     // do_syscall_64 → __schedule: each function is in 3 of 20 stacks.
-    let v = json(&run(&[
+    let v = json(&run_tool(&[
         "report",
         "-i",
         f,
@@ -55,15 +41,7 @@ fn children_and_callers_follow_the_callchain() {
         "--callers",
         "--json",
     ]));
-    let row = |name: &str| {
-        v["rows"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|r| r["symbol"] == name)
-            .unwrap_or_else(|| panic!("no row {name}: {v}"))
-            .clone()
-    };
+    let row = |name: &str| report_row(&v, name);
     let sched = row("__schedule");
     assert_eq!(sched["weight"], 3);
     assert_eq!(sched["children_weight"], 3);
@@ -89,7 +67,7 @@ fn children_and_callers_follow_the_callchain() {
     assert_eq!(v["kept_weight"], 20);
 
     // Text: sorted by the inclusive share, callers/callees under the row.
-    let out = run(&[
+    let out = run_tool(&[
         "report",
         "-i",
         f,
@@ -122,7 +100,7 @@ fn sort_keys_combine() {
     let (_d, file) = recording();
     let f = file.to_str().unwrap();
     // CPU 0: 5 alpha + 3 __schedule + 1 unknown; CPU 1: 5 alpha + 6 beta.
-    let out = run(&["report", "-i", f, "--sort", "dso,cpu"]);
+    let out = run_tool(&["report", "-i", f, "--sort", "dso,cpu"]);
     let vn = victim()
         .path
         .file_name()
@@ -140,7 +118,7 @@ fn sort_keys_combine() {
         ],
         "{out}"
     );
-    let out = run(&["report", "-i", f, "--sort", "comm,cpu"]);
+    let out = run_tool(&["report", "-i", f, "--sort", "comm,cpu"]);
     assert_eq!(
         rows(&out),
         vec![
@@ -149,7 +127,7 @@ fn sort_keys_combine() {
         ],
         "{out}"
     );
-    let v = json(&run(&[
+    let v = json(&run_tool(&[
         "report",
         "-i",
         f,
@@ -173,7 +151,7 @@ fn time_spans_relative_and_absolute() {
     // The recording starts at 1.000 s (its TRACING on record); samples every
     // 1 ms from 1.001: alpha ×10, beta ×6, __schedule ×3, unknown ×1.
     let kept = |time: &str| -> u64 {
-        json(&run(&["report", "-i", f, "--json", "--time", time]))["kept_samples"]
+        json(&run_tool(&["report", "-i", f, "--json", "--time", time]))["kept_samples"]
             .as_u64()
             .unwrap()
     };
@@ -182,16 +160,16 @@ fn time_spans_relative_and_absolute() {
     assert_eq!(kept("@1.016,"), 5);
     assert_eq!(kept(",@1.0125"), 12);
     assert_eq!(kept("0.0165,0.0175"), 1);
-    let out = run(&["report", "-i", f, "--time", "0.0105,0.017"]);
+    let out = run_tool(&["report", "-i", f, "--time", "0.0105,0.017"]);
     assert!(
         out.contains("# filter: time 0.0105,0.017 s: 6 of 20 samples"),
         "{out}"
     );
     assert_eq!(rows(&out)[0][..3], ["6", "100.00%", "beta"], "{out}");
     // Every analysis command takes it.
-    let out = run(&["script", "-i", f, "--time", "0,0.0025"]);
+    let out = run_tool(&["script", "-i", f, "--time", "0,0.0025"]);
     assert_eq!(out.lines().count(), 2, "{out}");
-    let out = run(&["folded", "-i", f, "--time", "0.0165,"]);
+    let out = run_tool(&["folded", "-i", f, "--time", "0.0165,"]);
     assert_eq!(
         out.lines().collect::<Vec<_>>(),
         [
@@ -233,7 +211,7 @@ fn diff_gives_per_symbol_deltas() {
     std::fs::create_dir(&newdir).unwrap();
     let new = write_recording(&newdir, &e.finish(), &fake_maps(v, &v.path));
     let (o, n) = (old.to_str().unwrap(), new.to_str().unwrap());
-    let j = json(&run(&["diff", o, n, "--json"]));
+    let j = json(&run_tool(&["diff", o, n, "--json"]));
     let got: Vec<(String, f64, u64, u64)> = j
         .as_array()
         .unwrap()
@@ -256,7 +234,7 @@ fn diff_gives_per_symbol_deltas() {
             ("alpha".into(), 0.0, 10, 4),
         ]
     );
-    let out = run(&["diff", o, n, "-n", "1"]);
+    let out = run_tool(&["diff", o, n, "-n", "1"]);
     assert_eq!(
         rows(&out)[0][..6],
         ["30.00%", "50.00%", "+20.00%", "6", "4", "beta"],
@@ -268,7 +246,7 @@ fn diff_gives_per_symbol_deltas() {
 fn perf_script_format_is_read_by_inferno_collapse_perf() {
     use inferno::collapse::Collapse;
     let (_d, file) = recording();
-    let out = run(&["script", "-i", file.to_str().unwrap(), "--format", "perf"]);
+    let out = run_tool(&["script", "-i", file.to_str().unwrap(), "--format", "perf"]);
     let mut opts = inferno::collapse::perf::Options::default();
     opts.annotate_kernel = true;
     let mut folder = inferno::collapse::perf::Folder::from(opts);
@@ -459,7 +437,7 @@ fn annotate_counts_samples_per_instruction() {
     let dir = tempfile::tempdir().unwrap();
     let file = write_recording(dir.path(), &e.finish(), &fake_maps(v, &v.path));
     let f = file.to_str().unwrap();
-    let out = run(&["annotate", "alpha", "-i", f]);
+    let out = run_tool(&["annotate", "alpha", "-i", f]);
     assert!(out.starts_with("# alpha ("), "{out}");
     assert!(
         out.lines().next().unwrap().contains(", 10 samples"),

@@ -6,7 +6,6 @@
 
 mod common;
 
-use assert_cmd::Command;
 use common::*;
 use oprofile_stream::{Comm, Encoder, Header, Record, Sample};
 use oprofile_tool::pprof;
@@ -80,24 +79,10 @@ fn recording(data: &[u8]) -> (tempfile::TempDir, String) {
     (dir, f)
 }
 
-fn run(args: &[&str]) -> String {
-    let out = Command::cargo_bin("oprofile-rs")
-        .unwrap()
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{args:?}: {out:?}");
-    String::from_utf8(out.stdout).unwrap()
-}
-
-fn json(out: &str) -> serde_json::Value {
-    serde_json::from_str(out).unwrap_or_else(|e| panic!("{e}: {out}"))
-}
-
 #[test]
 fn folded_stacks_go_from_the_user_root_to_the_kernel_leaf() {
     let (_d, f) = recording(&stream());
-    let out = run(&["folded", "-i", &f]);
+    let out = run_tool(&["folded", "-i", &f]);
     assert_eq!(
         out.lines().collect::<Vec<_>>(),
         [
@@ -110,7 +95,7 @@ fn folded_stacks_go_from_the_user_root_to_the_kernel_leaf() {
     );
     // The flame graph draws the same frames.
     let svg = _d.path().join("fg.svg");
-    run(&["flamegraph", "-i", &f, "-o", svg.to_str().unwrap()]);
+    run_tool(&["flamegraph", "-i", &f, "-o", svg.to_str().unwrap()]);
     let svg = std::fs::read_to_string(svg).unwrap();
     for name in ["main", "alpha", "gamma_fn", "do_syscall_64"] {
         assert!(svg.contains(&format!(">{name}")), "{name} not drawn");
@@ -121,7 +106,7 @@ fn folded_stacks_go_from_the_user_root_to_the_kernel_leaf() {
 fn pprof_samples_carry_the_whole_stack() {
     let (d, f) = recording(&stream());
     let out = d.path().join("p.pb.gz");
-    run(&["pprof", "-i", &f, "-o", out.to_str().unwrap()]);
+    run_tool(&["pprof", "-i", &f, "-o", out.to_str().unwrap()]);
     let pb = out.clone();
     let p = pprof::read(&std::fs::read(out).unwrap()).unwrap();
     let name_of = |loc: u64| -> String {
@@ -151,7 +136,7 @@ fn pprof_samples_carry_the_whole_stack() {
         ]
     );
     // The hidden `pprof-folded` reads them back root first.
-    let folded = run(&["pprof-folded", pb.to_str().unwrap()]);
+    let folded = run_tool(&["pprof-folded", pb.to_str().unwrap()]);
     assert_eq!(
         folded.lines().collect::<Vec<_>>(),
         [
@@ -173,7 +158,7 @@ fn pprof_samples_carry_the_whole_stack() {
 #[test]
 fn report_children_and_callers_cross_into_user_space() {
     let (_d, f) = recording(&stream());
-    let v = json(&run(&[
+    let v = json(&run_tool(&[
         "report",
         "-i",
         &f,
@@ -181,15 +166,7 @@ fn report_children_and_callers_cross_into_user_space() {
         "--callers",
         "--json",
     ]));
-    let row = |name: &str| {
-        v["rows"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|r| r["symbol"] == name)
-            .unwrap_or_else(|| panic!("no row {name}: {v}"))
-            .clone()
-    };
+    let row = |name: &str| report_row(&v, name);
     let edges = |r: &serde_json::Value, k: &str| -> Vec<(String, u64)> {
         r[k].as_array()
             .unwrap()
@@ -241,7 +218,7 @@ fn report_children_and_callers_cross_into_user_space() {
     assert_eq!(v["rows"][0]["symbol"], "main");
 
     // The text call graph of one symbol.
-    let out = run(&["report", "-i", &f, "--children", "-g", "--symbol", "main"]);
+    let out = run_tool(&["report", "-i", &f, "--children", "-g", "--symbol", "main"]);
     let lines: Vec<String> = out
         .lines()
         .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
@@ -272,7 +249,7 @@ fn report_children_and_callers_cross_into_user_space() {
 #[test]
 fn script_prints_user_frames_after_kernel_frames() {
     let (_d, f) = recording(&stream());
-    let out = run(&["script", "-i", &f, "--callchain"]);
+    let out = run_tool(&["script", "-i", &f, "--callchain"]);
     let blocks: Vec<&str> = out.split("\n\n").filter(|b| !b.trim().is_empty()).collect();
     assert_eq!(blocks.len(), 12, "{out}");
     // A kernel-mode sample: kernel callers, then the user entry and its caller.
@@ -293,7 +270,7 @@ fn script_prints_user_frames_after_kernel_frames() {
     assert!(last.contains(&past), "{last}");
 
     // perf's text: leaf first, then every caller, user ones with their binary.
-    let out = run(&["script", "-i", &f, "--format", "perf"]);
+    let out = run_tool(&["script", "-i", &f, "--format", "perf"]);
     let first: Vec<&str> = out.split("\n\n").next().unwrap().lines().collect();
     assert!(first[1].contains(" alpha "), "{out}");
     assert!(first[2].contains(" main ("), "{out}");
@@ -326,7 +303,7 @@ fn hostile_user_chains_are_harmless() {
         }));
     }
     let (_d, f) = recording(&e.finish());
-    let out = run(&["folded", "-i", &f]);
+    let out = run_tool(&["folded", "-i", &f]);
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines.len(), 3, "{out}");
     assert!(lines.contains(&"victim;main;beta 1"), "{out}");
@@ -347,6 +324,6 @@ fn hostile_user_chains_are_harmless() {
     ] {
         let mut args = cmd.to_vec();
         args.extend(["-i", f.as_str()]);
-        run(&args);
+        run_tool(&args);
     }
 }

@@ -246,3 +246,30 @@ pub fn maps_for(elf: &Path, shown_as: &str) -> String {
     s += "7f0000000000-7f0000100000 rwxp 00000000 00:00 0 \n";
     s
 }
+
+/// Runs the tool with `args`; its stdout (the run must succeed).
+pub fn run_tool(args: &[&str]) -> String {
+    let out = assert_cmd::Command::cargo_bin("oprofile-rs")
+        .unwrap()
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{args:?}: {out:?}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// `out` parsed as JSON.
+pub fn json(out: &str) -> serde_json::Value {
+    serde_json::from_str(out).unwrap_or_else(|e| panic!("{e}: {out}"))
+}
+
+/// The row of `symbol` in a `report --json` output.
+pub fn report_row(v: &serde_json::Value, symbol: &str) -> serde_json::Value {
+    v["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["symbol"] == symbol)
+        .unwrap_or_else(|| panic!("no row {symbol}: {v}"))
+        .clone()
+}
