@@ -83,11 +83,16 @@ module_build_dir() {
 
 # guest_bin SOURCE.c DIR: builds the guest program SOURCE.c, static, into
 # DIR/SOURCE. A program's own compiler flags follow `// cflags:` on a line of
-# its own (e.g. frame pointers).
+# its own (e.g. frame pointers). The program is replaced in one rename: a
+# run of this checkout packing DIR meanwhile (another script's vm-run) gets
+# the old one or the new one, never a file being written.
 guest_bin() {
+    local out
+    out=$2/$(basename "$1" .c)
     # shellcheck disable=SC2046 # the flags are words
     gcc -static -O2 -Wall -Werror $(sed -n 's|^// cflags: ||p' "$1" | head -1) \
-        -o "$2/$(basename "$1" .c)" "$1" || die "building $1 failed"
+        -o "$out.new.$$" "$1" || { rm -f "$out.new.$$"; die "building $1 failed"; }
+    mv -f "$out.new.$$" "$out"
 }
 
 # guest_bins: builds the guest programs (tests/guest/*.c) of this checkout
