@@ -31,7 +31,13 @@ else
 fi
 /tmp/workload $((secs + 5)) >/dev/null & /tmp/workload $((secs + 5)) >/dev/null &
 if [ -n "$storm" ]; then /tmp/ipi-storm "$secs" >/tmp/storm.txt & storm_pid=$!; fi
-if [ -n "$perf" ]; then /tmp/perf-load "$secs" "$perf" >/tmp/perf-load.txt & perf_pid=$!; fi
+if [ -n "$perf" ]; then
+    # Unthrottled, as the module's kernel counters at load: perf would
+    # otherwise lower the rate of samples whose handlers take long (TCG).
+    echo 0 >/proc/sys/kernel/perf_cpu_time_max_percent
+    echo 100000 >/proc/sys/kernel/perf_event_max_sample_rate
+    /tmp/perf-load "$secs" "$perf" >/tmp/perf-load.txt & perf_pid=$!
+fi
 end=$(( $(cut -d. -f1 /proc/uptime) + secs )) n=0
 while [ "$(cut -d. -f1 /proc/uptime)" -lt $end ]; do
     echo 0 >$CPU1 || fail "cpu1 offline (cycle $n)"

@@ -6,13 +6,13 @@
  * every 1/FREQ s in hard-IRQ context with IP, TID, TIME, CPU and a callchain
  * (kernel and user, at most 16 frames: the module's backtrace_depth=16),
  * each with a small perf ring (4 data pages: tiny buffers) that it drains
- * as fast as poll() wakes it. Every 50 ms it looks at the CPUs' online
- * files: a CPU that went offline has its counter closed, a CPU that came
- * online gets a new one, as the module's hotplug callbacks release and
- * create their counters. Between polls it also disables and enables each
- * counter of another CPU (perf's cross-CPU function call, an IPI, as the
- * module's counters cause). Prints the samples' bytes, the counters opened
- * and the cross-CPU calls made.
+ * as fast as poll() wakes it, counting samples, lost samples and throttle
+ * records. Every 50 ms it looks at the CPUs' online files: a CPU that went
+ * offline has its counter closed, a CPU that came online gets a new one, as
+ * the module's hotplug callbacks release and create their counters. Between
+ * polls it also disables and enables each counter of another CPU (perf's
+ * cross-CPU function call, an IPI, as the module's counters cause). Prints
+ * those counts, the counters opened and the cross-CPU calls made.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -106,16 +106,40 @@ static void ring_close(struct ring *r)
 	r->fd = -1;
 }
 
-/* Consumes whatever the ring holds (the bytes are not kept). */
-static void drain(struct ring *r, uint64_t *bytes)
+struct totals {
+	uint64_t bytes, samples, lost, throttled;
+};
+
+/* Consumes whatever the ring holds, counting its records (records are
+ * 8-byte aligned in a power-of-two ring: a header never wraps). */
+static void drain(struct ring *r, long psz, struct totals *t)
 {
-	uint64_t head, tail;
+	uint64_t head, tail, size = PAGES * psz;
+	const char *data = (const char *)r->meta + psz;
 
 	if (r->fd < 0)
 		return;
 	head = __atomic_load_n(&r->meta->data_head, __ATOMIC_ACQUIRE);
 	tail = r->meta->data_tail;
-	*bytes += head - tail;
+	t->bytes += head - tail;
+	while (tail < head) {
+		struct perf_event_header h;
+		uint64_t lost = 0;
+
+		memcpy(&h, data + (tail & (size - 1)), sizeof(h));
+		if (h.size < sizeof(h))
+			break;
+		if (h.type == PERF_RECORD_SAMPLE)
+			t->samples++;
+		else if (h.type == PERF_RECORD_THROTTLE)
+			t->throttled++;
+		else if (h.type == PERF_RECORD_LOST) {
+			for (int i = 0; i < 8; i++) /* u64 id, then u64 lost */
+				((char *)&lost)[i] = data[(tail + 16 + i) & (size - 1)];
+			t->lost += lost;
+		}
+		tail += h.size;
+	}
 	__atomic_store_n(&r->meta->data_tail, head, __ATOMIC_RELEASE);
 }
 
@@ -126,7 +150,7 @@ int main(int argc, char **argv)
 	long ncpu = sysconf(_SC_NPROCESSORS_CONF), psz = sysconf(_SC_PAGESIZE);
 	long opened = 0, calls = 0;
 	struct ring rings[MAX_CPUS];
-	uint64_t bytes = 0;
+	struct totals t = { 0 };
 
 	if (freq < 1 || freq > 1000000 || ncpu < 1 || ncpu > MAX_CPUS) {
 		fprintf(stderr, "usage: perf-load SECONDS FREQ (1..1000000 Hz, at most %d CPUs)\n",
@@ -162,9 +186,11 @@ int main(int argc, char **argv)
 			return 1;
 		}
 		for (long cpu = 0; cpu < ncpu; cpu++)
-			drain(&rings[cpu], &bytes);
+			drain(&rings[cpu], psz, &t);
 	}
-	printf("perf-load: %llu sample bytes at %ld Hz, %ld counters opened, %ld cross-CPU calls\n",
-	       (unsigned long long)bytes, freq, opened, calls);
+	printf("perf-load: %llu samples (%llu bytes, %llu lost, %llu throttle records) at %ld Hz, "
+	       "%ld counters opened, %ld cross-CPU calls\n",
+	       (unsigned long long)t.samples, (unsigned long long)t.bytes,
+	       (unsigned long long)t.lost, (unsigned long long)t.throttled, freq, opened, calls);
 	return 0;
 }
