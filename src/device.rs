@@ -54,12 +54,12 @@ use kernel::{
 use crate::{
     event_buffer::EventBuffer,
     format::{self, Endian},
-    params::Config,
     perf::Event,
     poll_misc::{map_read_only, mask, PollMiscDevice, PollMiscRegistration},
     profiler::{Profiler, TRACING_ON},
     ratelimit::pr_ratelimited,
     sampler::now,
+    settings::Settings,
 };
 
 /// The name of the device; devtmpfs creates `/dev/oprofile/buffer`.
@@ -127,7 +127,7 @@ impl BufferReader {
         let flushed = eb.flush_seq != self.seen_flush.load(Relaxed);
         !self.header_sent.load(Acquire)
             || self.prefix_pending.load(Acquire)
-            || eb.len() >= self.profiler.config.buffer_watershed
+            || eb.len() >= self.profiler.buffers.watershed()
             || self.profiler.buffers.nearly_full(eb)
             || (flushed && eb.len() > 0)
     }
@@ -179,8 +179,7 @@ impl BufferReader {
                 return Err(EINVAL);
             }
             st.start_stream()?;
-            let event = p.event();
-            let header = stream_header(event, p.buffers.cpus.len() as u32, &p.config, now());
+            let header = stream_header(&p.settings(), p.buffers.cpus.len() as u32, now());
             if iov.copy_to_iter(&header) != header.len() {
                 return Err(EFAULT);
             }
@@ -214,14 +213,18 @@ impl BufferReader {
     }
 }
 
-/// The header every stream starts with: `event` sampled on `nr_cpus`
-/// possible CPUs as `config` says, the stream opened at `start_time`.
+/// The header every stream starts with: `settings` in force on `nr_cpus`
+/// possible CPUs, the stream opened at `start_time`. The header names the
+/// first event and its period or frequency (what version-1 readers know);
+/// the CONFIG record that follows lists them all.
 pub(crate) fn stream_header(
-    event: Event,
+    settings: &Settings,
     nr_cpus: u32,
-    config: &Config,
     start_time: u64,
 ) -> [u8; format::HEADER_LEN] {
+    let config = &settings.config;
+    let first = settings.attr(0);
+    let event = first.map_or(Event::CpuClock, |a| a.event);
     let mut header = [0u8; format::HEADER_LEN];
     format::Header {
         version: format::VERSION,
@@ -236,8 +239,8 @@ pub(crate) fn stream_header(
         },
         nr_cpus,
         backtrace_depth: config.backtrace_depth,
-        sample_period: config.sample_period,
-        sample_freq: config.sample_freq,
+        sample_period: first.map_or(0, |a| a.period),
+        sample_freq: first.map_or(0, |a| a.freq),
         start_time,
         event_name: format::event_name_field(event.name().as_bytes()),
     }

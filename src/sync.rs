@@ -292,9 +292,10 @@ pub(crate) struct Buffers {
     /// and when the reader slot's busy flag clears.
     #[pin]
     pub(crate) readers: PollCondVar,
-    /// The event buffer's size and the fill that wakes readers.
-    buffer_size: usize,
-    watershed: usize,
+    /// The event buffer's size and the fill that wakes readers (both
+    /// changed at runtime by `config.rs`, while recording is off).
+    buffer_size: Atomic<usize>,
+    watershed: Atomic<usize>,
     /// Flight recorder (`mode=overwrite`): the CPU buffers keep the newest
     /// records; nothing moves them but a snapshot (`snapshot.rs`).
     pub(crate) overwrite: bool,
@@ -343,8 +344,8 @@ impl Buffers {
             pending_on: Atomic::new(0),
             events <- new_mutex!(EventBuffer::new(buffer_size)?),
             readers <- new_poll_condvar!(),
-            buffer_size,
-            watershed,
+            buffer_size: Atomic::new(buffer_size),
+            watershed: Atomic::new(watershed),
             overwrite,
             snap <- SnapshotState::new_locked(n, staging)?,
         }? Error))
@@ -388,7 +389,7 @@ impl Buffers {
             c.sync_ns.add(now().saturating_sub(start), Relaxed);
             c.sync_records.add(moved.records as u64, Relaxed);
             let eb = self.events.lock();
-            let wake = moved.full || self.nearly_full(&eb) || eb.len() >= self.watershed;
+            let wake = moved.full || self.nearly_full(&eb) || eb.len() >= self.watershed();
             drop(eb);
             if wake {
                 self.readers.notify_all();
@@ -399,7 +400,13 @@ impl Buffers {
     /// Whether the event buffer is (nearly) too full for the sync to move
     /// more: readers are woken then, whatever the watershed.
     pub(crate) fn nearly_full(&self, eb: &EventBuffer) -> bool {
-        eb.free() < (self.buffer_size / 8).max(self.reserve.bytes() + format::MAX_RECORD)
+        eb.free()
+            < (self.buffer_size.load(Relaxed) / 8).max(self.reserve.bytes() + format::MAX_RECORD)
+    }
+
+    /// The fill of the event buffer that wakes readers.
+    pub(crate) fn watershed(&self) -> usize {
+        self.watershed.load(Relaxed)
     }
 
     /// Moves every CPU's records, one CPU after another.
