@@ -179,6 +179,13 @@ struct Common {
     /// recorded for, and their descendants.
     #[arg(long)]
     all: bool,
+    /// Only samples of this event (a recording of several: `record -e
+    /// cycles,page-faults`). Without it, `report` has a section per event,
+    /// `pprof` sample types per event, `script` names each sample's event,
+    /// and the views of one event (folded, flamegraph, diff, annotate,
+    /// firefox) show the first and say so.
+    #[arg(long, value_name = "NAME")]
+    event: Option<String>,
 }
 
 impl Common {
@@ -199,12 +206,17 @@ impl Common {
             (Some(t), false) => t.clone(),
             _ => self.pid.clone(),
         };
+        let event = match &self.event {
+            Some(n) => Some((p.event_index(n)?, n.clone())),
+            None => None,
+        };
         p.retain(&Filter {
             pids,
             comms: self.comm.clone(),
             cpus: self.cpu.clone(),
             time: self.time,
             snapshot: self.snapshot,
+            event,
         });
         if let Some(n) = self.snapshot {
             let seqs: Vec<u32> = p.snapshots().iter().map(|s| s.0).collect();
@@ -238,6 +250,33 @@ impl Common {
 impl Input {
     fn load(&self) -> Result<Profile> {
         self.common.load(&self.input, self.sidecar.clone())
+    }
+
+    /// Loads for a view of one event: a recording of several, without
+    /// `--event`, shows its first sampled event, and says so.
+    fn load_one_event(&self, view: &str) -> Result<Profile> {
+        let p = self.load()?;
+        Ok(one_event(p, view, self.common.quiet))
+    }
+}
+
+/// `p` limited to its default event where it has several and `--event` did
+/// not choose (a note on stderr names it and the others).
+fn one_event(p: Profile, view: &str, quiet: bool) -> Profile {
+    match p.default_event() {
+        Some(i) => {
+            let q = p.for_event(i);
+            if !quiet {
+                let name = &q.event_list[usize::from(i)].name;
+                eprintln!(
+                    "oprofile-rs: {view} shows event {} (the recording has {}; --event NAME for another)",
+                    esc(name),
+                    esc(&oprofile_tool::profile::event_names(&p.event_list))
+                );
+            }
+            q
+        }
+        None => p,
     }
 }
 
@@ -519,15 +558,22 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Diff(a) => {
-            let old = a.common.load(&a.old, None)?;
-            let new = a.common.load(&a.new, None)?;
+            let old = one_event(a.common.load(&a.old, None)?, "diff", a.common.quiet);
+            let mut new = a.common.load(&a.new, None)?;
+            // The same event in both (the old one's, unless --event chose).
+            if let Some((_, name)) = &old.filter.event {
+                if new.filter.event.is_none() {
+                    let i = new.event_index(name).context("the new recording")?;
+                    new = new.for_event(i);
+                }
+            }
             let mut out = BufWriter::new(std::io::stdout().lock());
             report::write_diff(&old, &new, a.top, a.json, &mut out)?;
             out.flush()?;
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Annotate(a) => {
-            let p = a.input.load()?;
+            let p = a.input.load_one_event("annotate")?;
             let ann =
                 oprofile_tool::annotate::annotate(&p, &a.symbol, a.input.common.symfs.as_deref())?;
             let mut out = BufWriter::new(std::io::stdout().lock());
@@ -536,7 +582,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Firefox(a) => {
-            let p = a.input.load()?;
+            let p = a.input.load_one_event("firefox")?;
             let end = std::fs::metadata(&a.input.input)
                 .and_then(|m| m.modified())
                 .ok();
@@ -566,14 +612,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Folded(a) => {
-            let p = a.input.load()?;
+            let p = a.input.load_one_event("folded")?;
             let mut out = stdout_or(&a.output)?;
             folded::write_folded(&p, &mut out)?;
             out.flush()?;
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Flamegraph(a) => {
-            let p = a.input.load()?;
+            let p = a.input.load_one_event("flamegraph")?;
             let mut out = create(&a.output)?;
             folded::write_flamegraph(&p, &a.title, &mut out)?;
             out.flush()?;
