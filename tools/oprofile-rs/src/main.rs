@@ -9,6 +9,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
 
+use oprofile_tool::control;
 use oprofile_tool::profile::{Filter, LoadOptions, Profile, TimeSpan};
 use oprofile_tool::record::{self, MapsSource, RecordOptions, StopReason};
 use oprofile_tool::report::{self, ReportOptions, SortKey};
@@ -78,8 +79,65 @@ struct RecordArgs {
     #[arg(long, default_value = "/proc", hide = true)]
     proc_root: PathBuf,
     /// Read buffer size in bytes (grown automatically on EINVAL).
-    #[arg(long, default_value_t = 1 << 20)]
-    buffer_size: usize,
+    #[arg(long, value_name = "BYTES", default_value_t = 1 << 20)]
+    read_size: usize,
+    /// Sample these events (comma-separated, 1 to 8, e.g.
+    /// `cycles,page-faults` or `cpu-clock,page-faults,context-switches`):
+    /// PMU events (cycles, instructions, cache-references, cache-misses,
+    /// branch-instructions, branch-misses), software events (cpu-clock,
+    /// task-clock, page-faults, context-switches, cpu-migrations), or
+    /// `default`. Each gets its default period unless -c or -F says.
+    /// Like every setting below, it is applied while recording is off
+    /// (the device's control ioctl, else debugfs) and put back when
+    /// recording stops.
+    #[arg(
+        short = 'e',
+        long = "event",
+        value_name = "EVENT,...",
+        value_delimiter = ','
+    )]
+    events: Vec<String>,
+    /// Sampling period: one value for every event, or one per event (0:
+    /// not given for that event): events (ns for cpu-clock and task-clock)
+    /// between two samples.
+    #[arg(
+        short = 'c',
+        long = "count",
+        value_name = "PERIOD[,...]",
+        value_delimiter = ','
+    )]
+    count: Vec<u64>,
+    /// Sampling frequency (samples per second per CPU; perf adjusts the
+    /// period, and each sample carries its own): one value for every
+    /// event, or one per event (0: not given). An event takes -c or -F,
+    /// not both.
+    #[arg(
+        short = 'F',
+        long = "freq",
+        value_name = "HZ[,...]",
+        value_delimiter = ','
+    )]
+    freq: Vec<u64>,
+    /// Record kernel and user call stacks (32 entries each; see
+    /// --call-graph).
+    #[arg(short = 'g', conflicts_with = "call_graph")]
+    callchains: bool,
+    /// Call stack depths: KDEPTH[,UDEPTH] (kernel callchain and user call
+    /// stack entries, 0 to 64; UDEPTH defaults to KDEPTH), `fp` (as -g) or
+    /// `no` (none).
+    #[arg(long, value_name = "KDEPTH[,UDEPTH]", value_parser = control::parse_call_graph)]
+    call_graph: Option<(u32, u32)>,
+    /// Bytes of each CPU's ring buffer (K, M, G suffixes).
+    #[arg(long, value_name = "BYTES", value_parser = control::parse_size)]
+    cpu_buffer_size: Option<u64>,
+    /// Bytes of the module's event buffer, read through the device (K, M,
+    /// G suffixes). The read buffer is --read-size.
+    #[arg(long, value_name = "BYTES", value_parser = control::parse_size)]
+    buffer_size: Option<u64>,
+    /// Fill of the event buffer that wakes the reader (below --buffer-size;
+    /// K, M, G suffixes).
+    #[arg(long, value_name = "BYTES", value_parser = control::parse_size)]
+    watershed: Option<u64>,
     /// Never show the progress line.
     #[arg(short, long)]
     quiet: bool,
@@ -481,7 +539,20 @@ fn run(cli: Cli) -> Result<ExitCode> {
             o.command = a.command;
             o.maps = a.maps;
             o.pids = a.pid;
-            o.buffer_size = a.buffer_size;
+            o.buffer_size = a.read_size;
+            o.settings = control::ModuleSettings {
+                events: (!a.events.is_empty()).then_some(a.events),
+                count: (!a.count.is_empty()).then_some(a.count),
+                freq: (!a.freq.is_empty()).then_some(a.freq),
+                call_graph: if a.callchains {
+                    Some(control::DEFAULT_CALL_GRAPH)
+                } else {
+                    a.call_graph
+                },
+                cpu_buffer_size: a.cpu_buffer_size,
+                buffer_size: a.buffer_size,
+                watershed: a.watershed,
+            };
             o.snapshot = a.snapshot;
             o.mode_param = a.mode_param;
             o.progress = !a.quiet && std::io::stderr().is_terminal();
@@ -511,6 +582,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     "oprofile-rs: warning: maps of {who} not captured: {}",
                     esc(why)
                 );
+            }
+            if let Some(r) = &sum.settings_restored {
+                eprintln!("oprofile-rs: put the module's settings back: {}", esc(r));
             }
             eprintln!("oprofile-rs: {}", esc(&sum.line(&a.output)));
             if sum.stop == StopReason::CommandExited {

@@ -350,7 +350,11 @@ pub fn build(prof: &Prof) -> Profile {
     let first = prof.event_list.get(usize::from(shown[0]));
     let (pt, pu, period) = match first {
         Some(e) if e.unit == "ns" => (
-            if e.name == "cpu-clock" { "cpu".to_string() } else { e.name.clone() },
+            if e.name == "cpu-clock" {
+                "cpu".to_string()
+            } else {
+                e.name.clone()
+            },
             "nanoseconds",
             typical_period(prof, shown[0]),
         ),
@@ -380,7 +384,9 @@ pub fn build(prof: &Prof) -> Profile {
     ));
     b.p.comment.push(c);
 
-    let mut agg: HashMap<(Vec<u64>, u32, u32, u16, i64), Vec<i64>> = HashMap::new();
+    // (locations, tgid, pid, cpu, comm) → values.
+    type Key = (Vec<u64>, u32, u32, u16, i64);
+    let mut agg: HashMap<Key, Vec<i64>> = HashMap::new();
     let mut order = Vec::new();
     for s in &prof.samples {
         let Some(&(at, n)) = slot.get(&s.event) else {

@@ -413,7 +413,11 @@ fn sections(p: &Profile) -> Option<Vec<Profile>> {
     if p.filter.event.is_some() || p.event_list.len() < 2 {
         return None;
     }
-    let mut v: Vec<Profile> = p.events_sampled().into_iter().map(|i| p.for_event(i)).collect();
+    let mut v: Vec<Profile> = p
+        .events_sampled()
+        .into_iter()
+        .map(|i| p.for_event(i))
+        .collect();
     if v.is_empty() {
         v.push(p.for_event(0));
     }
