@@ -731,7 +731,13 @@ const SETTINGS: [&str; 11] = [
 ];
 
 #[test]
-fn record_applies_its_settings_and_puts_them_back_on_sigint() {
+fn record_applies_its_settings_and_puts_them_back_on_sigint_and_sigterm() {
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        settings_put_back_on(sig);
+    }
+}
+
+fn settings_put_back_on(sig: i32) {
     let dir = tempfile::tempdir().unwrap();
     let dbg = fake_debugfs(dir.path());
     let dev = dir.path().join("dev");
@@ -761,10 +767,10 @@ fn record_applies_its_settings_and_puts_them_back_on_sigint() {
     assert_eq!(file(&dbg, "buffer_watershed"), "262144");
     assert_eq!(file(&dbg, "cpu_buffer_size"), "65536", "not asked for");
     assert_eq!(file(&dbg, "tracing_on"), "1");
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    unsafe { libc::kill(child.id() as i32, sig) };
     let o = child.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "{err}");
+    assert!(o.status.success(), "signal {sig}: {err}");
     // Everything it changed is back (watershed: it was 256K already).
     assert_eq!(file(&dbg, "event"), "cpu-clock,page-faults");
     assert_eq!(file(&dbg, "sample_period"), "1000000,1000");
