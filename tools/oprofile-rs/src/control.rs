@@ -179,6 +179,17 @@ impl ModuleSettings {
             if ev.iter().any(|e| e.trim().is_empty()) {
                 bail!("-e: an empty event name");
             }
+            // Names are words of the `key=value` text the module parses:
+            // nothing that could end one or start another.
+            if let Some(e) = ev.iter().find(|e| {
+                !e.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+            }) {
+                bail!(
+                    "-e: {:?} is not an event name (letters, digits, - and _)",
+                    crate::text::esc(e)
+                );
+            }
             if ev.is_empty() || ev.len() > MAX_EVENTS {
                 bail!("-e: {} events: give 1 to {MAX_EVENTS}", ev.len());
             }
@@ -826,6 +837,15 @@ mod tests {
             },
             ModuleSettings {
                 events: Some((0..9).map(|i| format!("e{i}")).collect()),
+                ..ModuleSettings::default()
+            },
+            // A name that would smuggle another key into the text.
+            ModuleSettings {
+                events: Some(vec!["cycles\nbuffer_size=1".into()]),
+                ..ModuleSettings::default()
+            },
+            ModuleSettings {
+                events: Some(vec!["cycles buffer_size=1".into()]),
                 ..ModuleSettings::default()
             },
             // The watershed not below the buffer.

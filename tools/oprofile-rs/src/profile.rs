@@ -448,6 +448,30 @@ impl Profile {
     /// tells it: the frequency, or 1 s / period for the cpu-clock event.
     pub fn requested_rate(&self) -> Option<f64> {
         let h = &self.header;
+        // The event shown, where CONFIG records say how it was sampled (one
+        // setting only); else the header.
+        let configs = self
+            .events
+            .iter()
+            .any(|e| matches!(e, Event::Config { .. }));
+        let shown = match &self.filter.event {
+            _ if !configs => None,
+            Some((i, _)) => self.event_list.get(usize::from(*i)),
+            None if self.event_list.len() == 1 => self.event_list.first(),
+            None => return None,
+        };
+        if let Some(e) = shown.filter(|e| e.settings.len() == 1) {
+            let s = &e.settings[0];
+            if let Some(hz) = s.strip_suffix(" Hz").and_then(|v| v.parse::<f64>().ok()) {
+                return (hz > 0.0).then_some(hz);
+            }
+            if let Some(p) = s
+                .strip_prefix("period ")
+                .and_then(|v| v.parse::<f64>().ok())
+            {
+                return (e.unit == "ns" && p > 0.0).then(|| 1e9 / p);
+            }
+        }
         if h.sample_freq != 0 {
             Some(h.sample_freq as f64)
         } else if h.event_name() == "cpu-clock" && h.sample_period != 0 {
