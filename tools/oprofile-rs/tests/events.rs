@@ -429,3 +429,19 @@ fn an_old_version_1_recording_reads_as_before() {
     assert!(!ok);
     assert!(err.contains("its events are: cpu-clock"), "{err}");
 }
+
+#[test]
+fn annotate_sums_the_weights_of_the_event_shown_in_their_unit() {
+    let (_d, f) = recording();
+    let (ok, out, err) = run(&["annotate", "alpha", "-i", &f]);
+    assert!(ok, "{err}");
+    assert!(err.contains("annotate shows event cpu-clock"), "{err}");
+    let head = out.lines().next().unwrap();
+    assert!(head.contains("), 2000000 ns"), "{out}");
+    let (ok, out, err) = run(&["annotate", "alpha", "-i", &f, "--event", "cycles"]);
+    assert!(ok, "{err}");
+    assert!(
+        out.lines().next().unwrap().contains("), 2 samples"),
+        "{out}"
+    );
+}
