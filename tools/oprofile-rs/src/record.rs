@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use oprofile_stream::{decode_record, ErrorKind, Header};
 
+use crate::control::{words, ModuleControl, ModuleSettings};
 use crate::sidecar::{sidecar_dir, Sidecar, SIDECAR_VERSION};
 
 #[derive(Debug, Clone)]
@@ -43,6 +44,9 @@ pub struct RecordOptions {
     pub snapshot: bool,
     /// The module's `mode` parameter file (checked with `snapshot`).
     pub mode_param: PathBuf,
+    /// `-e`, `-c`, `-F`, `-g`, buffer sizes: set before recording, put back
+    /// after ([`crate::control`]).
+    pub settings: ModuleSettings,
 }
 
 /// The snapshot ioctl of the device (`_IO('O', 32)`, src/device.rs).
@@ -133,6 +137,7 @@ impl RecordOptions {
             pids: Vec::new(),
             snapshot: false,
             mode_param: PathBuf::from("/sys/module/oprofile_rs/parameters/mode"),
+            settings: ModuleSettings::default(),
         }
     }
 }
@@ -162,6 +167,10 @@ pub struct RecordSummary {
     pub warnings: Vec<String>,
     /// Snapshots taken (`--snapshot`).
     pub snapshots: u32,
+    /// The module's settings `record` changed and put back (`-e`, `-c`,
+    /// ...), in words; `None` if it changed none or could not put them back
+    /// (then `warnings` say what is left).
+    pub settings_restored: Option<String>,
 }
 
 impl RecordSummary {
@@ -687,6 +696,8 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
         info.push(format!("kernel-release: {}", r.trim()));
     }
 
+    // Settings no module could take are refused before anything is touched.
+    opts.settings.check()?;
     // Targets of -p must exist (checked first: kallsyms takes a while).
     for &p in &opts.pids {
         if !running(&opts.proc_root, p) {
@@ -797,6 +808,27 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
         .custom_flags(libc::O_NONBLOCK)
         .open(&opts.device)
         .with_context(cannot_open)?;
+    // The settings asked for: recording off, applied, recording on; put
+    // back at the end (or, on an error, when `applied` is dropped: before
+    // `dev`, after the mapping, declared below).
+    let mut applied = if opts.settings.is_empty() {
+        None
+    } else {
+        let ctl = ModuleControl::new(
+            dev.try_clone()
+                .context("cannot duplicate the device's file")?,
+            opts.debugfs.clone(),
+        );
+        let a = crate::control::apply(ctl, &opts.settings)?;
+        use crate::control::Control;
+        info.push(format!(
+            "settings: {} (through {}; they replaced {})",
+            words(&a.changes),
+            a.control().describe(),
+            words(&a.saved)
+        ));
+        Some(a)
+    };
     if sc_dir.exists() {
         std::fs::remove_dir_all(&sc_dir)
             .with_context(|| format!("cannot replace {}", sc_dir.display()))?;
@@ -1053,6 +1085,13 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
     // Stop: flush the kernel's buffers (flight recorder: the last
     // snapshot) and drain what is left.
     tracker.refresh(true);
+    if let Some(a) = applied.as_mut() {
+        // The recording ends here (the settings are put back below, once
+        // what was recorded is read).
+        if let Err(e) = a.stop_recording() {
+            warnings.push(format!("cannot switch recording off: {e}"));
+        }
+    }
     if opts.snapshot {
         drain!();
         snapshot!();
@@ -1064,6 +1103,18 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
     }
     drain!();
     drop(mapped);
+    // Unmapped and read: the buffer sizes can be put back.
+    let mut settings_restored = None;
+    if let Some(mut a) = applied.take() {
+        let problems = a.restore();
+        if problems.is_empty() {
+            info.push(format!("settings-restored: {}", words(&a.saved)));
+            settings_restored = Some(words(&a.saved));
+        } else {
+            info.push(format!("settings-not-restored: {}", problems.join("; ")));
+            warnings.extend(problems);
+        }
+    }
     drop(dev);
     out.flush().context("write failed")?;
     let mut map_events = Vec::new();
@@ -1204,5 +1255,6 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
         command_status,
         warnings,
         snapshots,
+        settings_restored,
     })
 }
