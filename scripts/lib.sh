@@ -31,6 +31,17 @@ export LIBCLANG_PATH=$TOOLS/venv/lib/python3.11/site-packages/clang/native
 log() { printf '\033[1m[oprofile-rs]\033[0m %s\n' "$*" >&2; }
 die() { printf '\033[1;31m[oprofile-rs] error:\033[0m %s\n' "$*" >&2; exit 1; }
 
+# The Debian mirror the system already uses (its first non-security one),
+# without a trailing slash; Debian's own if there is none.
+debian_mirror() {
+    local m
+    m=$( { grep -hE '^(URIs:|deb )' /etc/apt/sources.list /etc/apt/sources.list.d/*.sources \
+            /etc/apt/sources.list.d/*.list 2>/dev/null || true; } \
+         | grep -oE 'https?://[^ ]+' | grep -v security | head -1)
+    m=${m:-http://deb.debian.org/debian}
+    echo "${m%/}"
+}
+
 # The unpacked kernel source directory (set up by scripts/setup).
 kernel_src() {
     local d
@@ -70,19 +81,122 @@ module_build_dir() {
     echo "$CACHE/module/$(basename "$1")${2:+-kunit}-$(checkout_key)"
 }
 
-# guest_bins: builds the guest programs (tests/guest/*.c, static) of this
-# checkout into their own directory (two checkouts sharing a cache never
-# run each other's) and prints that directory. A program's own compiler
-# flags follow `// cflags:` on a line of its own (e.g. frame pointers).
+# guest_bin SOURCE.c DIR: builds the guest program SOURCE.c, static, into
+# DIR/SOURCE. A program's own compiler flags follow `// cflags:` on a line of
+# its own (e.g. frame pointers). The program is replaced in one rename: a
+# run of this checkout packing DIR meanwhile (another script's vm-run) gets
+# the old one or the new one, never a file being written.
+guest_bin() {
+    local out
+    out=$2/$(basename "$1" .c)
+    # shellcheck disable=SC2046 # the flags are words
+    gcc -static -O2 -Wall -Werror $(sed -n 's|^// cflags: ||p' "$1" | head -1) \
+        -o "$out.new.$$" "$1" || { rm -f "$out.new.$$"; die "building $1 failed"; }
+    mv -f "$out.new.$$" "$out"
+}
+
+# guest_bins: builds the guest programs (tests/guest/*.c) of this checkout
+# into their own directory (two checkouts sharing a cache never run each
+# other's) and prints that directory.
 guest_bins() {
     local dir=$CACHE/guest-bin/$(checkout_key) c
     mkdir -p "$dir"
-    for c in "$REPO"/tests/guest/*.c; do
-        # shellcheck disable=SC2046 # the flags are words
-        gcc -static -O2 -Wall -Werror $(sed -n 's|^// cflags: ||p' "$c" | head -1) \
-            -o "$dir/$(basename "$c" .c)" "$c" || die "building $c failed"
-    done
+    for c in "$REPO"/tests/guest/*.c; do guest_bin "$c" "$dir"; done
     echo "$dir"
+}
+
+# work_dir: makes $work, a temporary directory removed when the script exits.
+work_dir() {
+    work=$(mktemp -d "${TMPDIR:-/tmp}/$(basename "$0").XXXXXX")
+    trap 'rm -rf "$work"' EXIT
+}
+
+# guest_script FILE [NAME=VALUE]...: writes FILE, a script for the test VM
+# that sets those variables, sources tests/guest/lib.sh (give vm-run
+# `--add "$REPO/tests/guest/lib.sh"`) and goes on with the text on stdin.
+guest_script() {
+    local file=$1 v
+    shift
+    {
+        echo '#!/bin/sh'
+        for v in "$@"; do printf '%s=%q\n' "${v%%=*}" "${v#*=}"; done   # busybox sh reads %q's quoting
+        echo '. /tmp/lib.sh'
+        cat
+    } >"$file"
+}
+
+# receive_files DIR: copies a scripts/vm-run's output from stdin to stdout,
+# except the files the guest handed over with send_file (tests/guest/lib.sh):
+# those it writes into DIR.
+receive_files() {
+    mkdir -p "$1"
+    awk -v dir="$1" '
+        /^=== FILE / { f = dir "/" $3; cmd = "base64 -d > \"" f "\""; next }
+        /^=== END$/  { close(cmd); cmd = ""; next }
+        cmd != ""    { print | cmd; next }
+                     { print; fflush() }'
+}
+
+# need_number NAME VALUE MIN [MAX [UNIT]]: dies unless VALUE is a whole number
+# from MIN to MAX (without MAX: at least MIN).
+need_number() {
+    local name=$1 v=$2 min=$3 max=${4:-} range
+    range="$min..$max${5:+ $5}"
+    [ -n "$max" ] || range="at least $min"
+    [ -n "$max" ] || [ "$min" != 1 ] || range="a positive number"
+    [[ $v =~ ^[0-9]+$ ]] && [ "$v" -ge "$min" ] && { [ -z "$max" ] || [ "$v" -le "$max" ]; } \
+        || die "$name must be $range, not '$v'"
+}
+
+# rig_options ACCEPTED "$@": takes the options that the rig's scripts share,
+# those named in ACCEPTED, out of the arguments (up to a `--`), and leaves
+# the others, in their order, in the array `args` for the script's own
+# parsing (`set -- "${args[@]}"`). Every script that calls it takes --help
+# (prints its opening comment). The options, by their name in ACCEPTED:
+#   debug       --debug: the lockdep/kmemleak test kernel     kernel=debug
+#   stock       --stock: Debian's own kernel                  kernel=stock
+#   kernel      --kernel normal|debug|stock                   kernel=KERNEL
+#   smp         --smp N: vCPUs (1..8: NR_CPUS=8)              smp=N
+#   icount      --icount SHIFT (0..9): guest time counts emulated instructions
+#                                                             icount=SHIFT
+#   append      --append ARG: kernel command line (repeats)   append=" ARG..."
+#   tsc-checks  --tsc-checks: the kernel's TSC checks on      tsc_checks=1
+#   period      --period NS: the module's sample_period (10000..1000000000)
+#                                                             period=NS
+# kernel is "normal" and the others are empty unless given. The kernel and
+# boot options (all but --smp and --period) are also collected, as
+# scripts/vm-run takes them, in the array `vmopts`.
+rig_options() {
+    local accepted=" $1 " name
+    shift
+    kernel=normal smp= icount= append= tsc_checks= period= vmopts=() args=()
+    while [ $# -gt 0 ]; do
+        name=${1#--}
+        if [ "$1" = --help ]; then
+            sed -n '2,/^[^#]/{ /^#/!q; s/^# \{0,1\}//p }' "$0"; exit 0
+        elif [ "$1" = -- ]; then
+            break
+        elif [[ $1 != --* || $accepted != *" $name "* ]]; then
+            args+=("$1"); shift; continue
+        fi
+        case $1 in
+            --debug) kernel=debug; vmopts+=(--debug) ;;
+            --stock) kernel=stock; vmopts+=(--kernel stock) ;;
+            --kernel) kernel=${2:?--kernel needs normal, debug or stock}; shift
+                      case $kernel in normal|debug|stock) ;; *) die "--kernel must be normal, debug or stock" ;; esac
+                      vmopts+=(--kernel "$kernel") ;;
+            --smp) smp=${2:?--smp needs a number}; shift
+                   need_number --smp "$smp" 1 8 "(the test kernel has NR_CPUS=8)" ;;
+            --icount) icount=${2:?--icount needs a shift}; shift
+                      need_number --icount "$icount" 0 9; vmopts+=(--icount "$icount") ;;
+            --append) append+=" ${2:?--append needs an argument}"; vmopts+=(--append "$2"); shift ;;
+            --tsc-checks) tsc_checks=1; vmopts+=(--tsc-checks) ;;
+            --period) period=${2:?--period needs ns}; shift
+                      need_number --period "$period" 10000 1000000000 "ns (the module's sample_period range)" ;;
+        esac
+        shift
+    done
+    args+=("$@")
 }
 
 # Cargo's target directory for this checkout (outside the repository).

@@ -273,9 +273,11 @@ fn whole_records(a: &[u8], b: &[u8], n: usize) -> usize {
 }
 
 impl PollMiscDevice for BufferReader {
+    type RegistrationData = Arc<Profiler>;
+
     fn open(file: &File, misc: &PollMiscRegistration<Self>) -> Result<KBox<Self>> {
         may_profile_system()?;
-        let profiler = crate::OprofileModule::profiler_of(misc);
+        let profiler = misc.data().clone();
         let reads = file.flags() & O_ACCMODE != O_WRONLY;
         if reads && profiler.reader_open.xchg(true, Full) {
             pr_ratelimited!(
@@ -487,7 +489,10 @@ impl BufferReader {
     }
 }
 
-/// Registers the device; it is removed when the registration is dropped.
-pub(crate) fn register() -> impl PinInit<PollMiscRegistration<BufferReader>, Error> {
-    PollMiscRegistration::register(DEVICE_NAME)
+/// Registers the device, whose files read `profiler`'s stream; it is removed
+/// when the registration is dropped.
+pub(crate) fn register(
+    profiler: Arc<Profiler>,
+) -> impl PinInit<PollMiscRegistration<BufferReader>, Error> {
+    PollMiscRegistration::register(DEVICE_NAME, profiler)
 }

@@ -94,17 +94,6 @@ struct OprofileModule {
     control: control::ControlFiles,
 }
 
-impl OprofileModule {
-    /// The profiler of the module that registered `misc`.
-    fn profiler_of(misc: &PollMiscRegistration<device::BufferReader>) -> Arc<profiler::Profiler> {
-        // SAFETY: every `PollMiscRegistration<BufferReader>` is the `device`
-        // field of the (pinned, live while the device is registered) module.
-        let module =
-            unsafe { &*kernel::container_of!(core::ptr::from_ref(misc), OprofileModule, device) };
-        module.profiler.clone()
-    }
-}
-
 /// The `event=` parameter (a C `charp` in glue.c: `module!` has no strings).
 fn event_param() -> &'static [u8] {
     // SAFETY: glue.c returns a NUL-terminated string owned by the module
@@ -135,25 +124,27 @@ fn sample_freq_param() -> &'static [u8] {
 
 impl kernel::InPlaceModule for OprofileModule {
     fn init(_module: &'static ThisModule) -> impl PinInit<Self, Error> {
-        let raw = params::Raw {
-            cpu_buffer_size: module_parameters::cpu_buffer_size.value(),
-            buffer_size: module_parameters::buffer_size.value(),
-            buffer_watershed: module_parameters::buffer_watershed.value(),
-            event: event_param(),
-            sample_period: sample_period_param(),
-            sample_freq: sample_freq_param(),
-            exclude_user: module_parameters::exclude_user.value(),
-            exclude_kernel: module_parameters::exclude_kernel.value(),
-            backtrace_depth: module_parameters::backtrace_depth.value(),
-            user_backtrace_depth: module_parameters::user_backtrace_depth.value(),
-            mode: mode_param(),
-        };
-        try_pin_init!(&this in Self {
-            profiler: profiler::Profiler::new(params::Config::validate(raw)?)?,
-            // SAFETY: `profiler` is initialised above and not moved.
-            control: control::ControlFiles::new(unsafe { &(*this.as_ptr()).profiler })?,
-            device <- device::register(),
-        }? Error)
+        pin_init::pin_init_scope(|| {
+            let raw = params::Raw {
+                cpu_buffer_size: module_parameters::cpu_buffer_size.value(),
+                buffer_size: module_parameters::buffer_size.value(),
+                buffer_watershed: module_parameters::buffer_watershed.value(),
+                event: event_param(),
+                sample_period: sample_period_param(),
+                sample_freq: sample_freq_param(),
+                exclude_user: module_parameters::exclude_user.value(),
+                exclude_kernel: module_parameters::exclude_kernel.value(),
+                backtrace_depth: module_parameters::backtrace_depth.value(),
+                user_backtrace_depth: module_parameters::user_backtrace_depth.value(),
+                mode: mode_param(),
+            };
+            let profiler = profiler::Profiler::new(params::Config::validate(raw)?)?;
+            Ok(try_pin_init!(Self {
+                control: control::ControlFiles::new(&profiler)?,
+                device <- device::register(profiler.clone()),
+                profiler,
+            }? Error))
+        })
     }
 }
 

@@ -8,7 +8,9 @@
 //! `VmaNew` and `vm_insert_page`.
 //!
 //! Files are streams (`stream_open`): `lseek`, `pread` and `pwrite` fail with
-//! `ESPIPE`. The device's private data is a `KBox<T>` created by
+//! `ESPIPE`. The registration holds `T::RegistrationData` (what every open
+//! file needs, e.g. the driver's state), which [`PollMiscDevice::open`] reads
+//! with [`PollMiscRegistration::data`]. The device's private data is a `KBox<T>` created by
 //! [`PollMiscDevice::open`] and dropped by `release`; `read_iter`, `ioctl`
 //! and `poll` borrow it. The file operations name this module as their owner,
 //! so an open file keeps the module loaded.
@@ -38,6 +40,8 @@ pub(crate) mod mask {
 
 /// The operations of a pollable misc device.
 pub(crate) trait PollMiscDevice: Sized + Send + Sync + 'static {
+    /// What the registration keeps for `open`.
+    type RegistrationData: Send + Sync;
     /// Called on `open`; the result becomes the file's private data.
     fn open(file: &File, misc: &PollMiscRegistration<Self>) -> Result<KBox<Self>>;
     /// Called on the last `close`.
@@ -99,29 +103,40 @@ pub(crate) fn map_read_only<'a>(
     Ok(())
 }
 
-/// A registered misc device whose file operations call `T`.
+/// A registered misc device whose file operations call `T`, with the data
+/// its `open` reads.
 ///
 /// # Invariants
 ///
 /// `inner` is a `struct miscdevice` registered with `misc_register()`, whose
 /// `fops` is `Vtable::<T>::FOPS`; it is deregistered exactly once, on drop.
+/// `inner` is the first field of this `#[repr(C)]` struct: a pointer to it is
+/// a pointer to the registration.
 #[pin_data(PinnedDrop)]
-#[repr(transparent)]
-pub(crate) struct PollMiscRegistration<T> {
+#[repr(C)]
+pub(crate) struct PollMiscRegistration<T: PollMiscDevice> {
     #[pin]
     inner: Opaque<bindings::miscdevice>,
+    data: T::RegistrationData,
     _t: PhantomData<T>,
 }
 
-// SAFETY: `misc_deregister` may run on another thread than `misc_register`.
-unsafe impl<T> Send for PollMiscRegistration<T> {}
-// SAFETY: no `&self` method mutates the registration.
-unsafe impl<T> Sync for PollMiscRegistration<T> {}
+// SAFETY: `misc_deregister` may run on another thread than `misc_register`;
+// the data is `Send`.
+unsafe impl<T: PollMiscDevice> Send for PollMiscRegistration<T> {}
+// SAFETY: no `&self` method mutates the registration; the data is `Sync`.
+unsafe impl<T: PollMiscDevice> Sync for PollMiscRegistration<T> {}
 
 impl<T: PollMiscDevice> PollMiscRegistration<T> {
-    /// Registers a misc device called `name` (mode 0600: root only).
-    pub(crate) fn register(name: &'static CStr) -> impl PinInit<Self, Error> {
+    /// Registers a misc device called `name` (mode 0600: root only) whose
+    /// `open` gets `data`.
+    pub(crate) fn register(
+        name: &'static CStr,
+        data: T::RegistrationData,
+    ) -> impl PinInit<Self, Error> {
         try_pin_init!(Self {
+            // Before `inner`: the device can be opened once it is registered.
+            data,
             inner <- Opaque::try_ffi_init(move |slot: *mut bindings::miscdevice| {
                 let mut misc: bindings::miscdevice = pin_init::zeroed();
                 misc.minor = bindings::MISC_DYNAMIC_MINOR as c_int;
@@ -138,10 +153,15 @@ impl<T: PollMiscDevice> PollMiscRegistration<T> {
             _t: PhantomData,
         })
     }
+
+    /// The data given to [`Self::register`].
+    pub(crate) fn data(&self) -> &T::RegistrationData {
+        &self.data
+    }
 }
 
 #[pinned_drop]
-impl<T> PinnedDrop for PollMiscRegistration<T> {
+impl<T: PollMiscDevice> PinnedDrop for PollMiscRegistration<T> {
     fn drop(self: Pin<&mut Self>) {
         // SAFETY: registered by the type invariant, deregistered only here.
         unsafe { bindings::misc_deregister(self.inner.get()) };
@@ -174,9 +194,9 @@ impl<T: PollMiscDevice> Vtable<T> {
         if ret != 0 {
             return ret;
         }
-        // SAFETY: `misc_open` stored the miscdevice, which is the
-        // `#[repr(transparent)]` content of a live `PollMiscRegistration<T>`
-        // (misc_open keeps it registered during this call).
+        // SAFETY: `misc_open` stored the miscdevice, which is the first field
+        // of a live `#[repr(C)]` `PollMiscRegistration<T>` (type invariant;
+        // misc_open keeps it registered during this call).
         let misc = unsafe { &*(*raw).private_data.cast::<PollMiscRegistration<T>>() };
         // SAFETY: the file is valid for the call; no fdget_pos region is active.
         let file = unsafe { File::from_raw_file(raw) };

@@ -3,6 +3,7 @@
 set -u
 DBG=/sys/kernel/debug/oprofile
 DEV=/dev/oprofile/buffer
+NCPU=$(grep -c ^processor /proc/cpuinfo)
 failures=0
 pass() { echo "PASS: $*"; }
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
@@ -13,11 +14,15 @@ expect_eq() { if [ "$2" = "$3" ]; then pass "$1"; else fail "$1: got '$2', expec
 # dmesg_since MARK: kernel log lines after the line containing MARK.
 mark() { echo "oprofile-test-mark $1" >/dev/kmsg; }
 dmesg_since() { dmesg | sed -n "/oprofile-test-mark $1\$/,\$p"; }
-# The debugfs `stats` counters: stat_of CPU FIELD [FILE] (one CPU's),
-# stat_total FIELD [FILE] (summed over CPUs), stat_cpus [FILE] (the CPU
-# numbers); FILE defaults to the live $DBG/stats.
-stat_of() { sed -n "s/^cpu$1\( .*\)* $2=\([0-9]*\).*/\2/p" "${3:-$DBG/stats}"; }
-stat_total() { sed -n "s/^cpu[0-9]*\( .*\)* $1=\([0-9]*\).*/\2/p" "${2:-$DBG/stats}" | awk '{ n += $1 } END { print n + 0 }'; }
+# The debugfs `stats` counters: stat_of CPU FIELD [FILE] (one CPU's; CPU
+# may also name another line, e.g. event_buffer), stat_total FIELD [FILE]
+# and stat_max FIELD [FILE] (summed over CPUs, their largest), stat_cpus
+# [FILE] (the CPU numbers); FILE defaults to the live $DBG/stats.
+stat_line() { case $1 in [0-9]*) echo "cpu$1" ;; *) echo "$1" ;; esac; }
+stat_of() { sed -n "s/^$(stat_line "$1")\( .*\)* $2=\([0-9]*\).*/\2/p" "${3:-$DBG/stats}"; }
+stat_all() { sed -n "s/^cpu[0-9]*\( .*\)* $1=\([0-9]*\).*/\2/p" "${2:-$DBG/stats}"; }
+stat_total() { stat_all "$@" | awk '{ n += $1 } END { print n + 0 }'; }
+stat_max() { stat_all "$@" | awk '{ if ($1 > m) m = $1 } END { print m + 0 }'; }
 stat_cpus() { sed -n 's/^cpu\([0-9]*\) .*/\1/p' "${1:-$DBG/stats}"; }
 # check_accounting STATS REPORT: for every CPU in STATS (debugfs `stats`
 # saved to a file), the stream's samples + LOST counts in REPORT (the `#`
@@ -35,6 +40,15 @@ check_accounting() {
         expect_eq "cpu$cpu: stream samples + lost == received - invalid" "${got:-none}" $((recv - inval))
     done
 }
+# check_stream NAME STREAM STATS: decodes STREAM (`oprofile-rs report`; its `#`
+# header printed, kept in /tmp/rep.txt) and checks its accounting against the
+# debugfs `stats` saved in STATS (check_accounting).
+check_stream() {
+    oprofile-rs report -i "$2" -n 1 >/tmp/rep.txt 2>/tmp/rep.err
+    check "$1: the stream decodes" [ -s /tmp/rep.txt ]
+    grep '^#' /tmp/rep.txt
+    check_accounting "$3" /tmp/rep.txt
+}
 # samples_while_off SCRIPT: SAMPLE lines of `oprofile-rs script --events`
 # output that stand between a TRACING off and the next TRACING on.
 samples_while_off() {
@@ -51,6 +65,23 @@ check_kmemleak() {
     grep -A12 'unreferenced object' $k | head -40
     expect_eq "kmemleak finds no leak${1:+ $1}" "$leaks" 0
 }
+# workload_every_cpu SECS: the workload (workload.c, with its rate line)
+# pinned to each CPU for SECS s; returns when all have ended. Their pids are
+# in $pids, their output in /tmp/w.CPU.
+workload_every_cpu() {
+    local c=0
+    pids=
+    while [ $c -lt "$NCPU" ]; do
+        taskset "$(printf %x $((1 << c)))" /tmp/workload "$1" rate >/tmp/w.$c & pids="$pids $!"
+        c=$((c + 1))
+    done
+    # shellcheck disable=SC2086 # the pids are words
+    wait $pids
+}
+# send_file FILE [NAME]: hands FILE to the host on stdout, base64 between
+# `=== FILE NAME` and `=== END` (NAME defaults to FILE's name), which
+# scripts/lib.sh's receive_files DIR writes to DIR/NAME.
+send_file() { echo "=== FILE ${2:-$(basename "$1")}"; base64 "$1"; echo "=== END"; }
 finish() {
     if [ "$failures" -ne 0 ]; then echo "$failures check(s) failed"; exit 1; fi
     echo "all checks passed"

@@ -14,13 +14,19 @@
 # - `oprofile-rs record` reads through the mapping.
 . /tmp/lib.sh
 
-# stream_check NAME FILE: the stream FILE is well formed and its accounting
-# exact against the stats saved in /tmp/stats.txt.
-stream_check() {
-    oprofile-rs report -i "$2" -n 1 >/tmp/rep.txt 2>/tmp/rep.err
-    check "$1: the stream decodes" [ -s /tmp/rep.txt ]
-    grep '^#' /tmp/rep.txt
-    check_accounting /tmp/stats.txt /tmp/rep.txt
+# mapped WHAT SECS MODE STREAM [ARG]...: `/tmp/mmap MODE STREAM ARG...` while
+# two workloads run for SECS s ends without a violation, and the stream it
+# wrote decodes with its accounting exact (check_stream). Its output is in $out.
+mapped() {
+    what=$1 secs=$2
+    shift 2
+    /tmp/workload "$secs" >/dev/null & /tmp/workload "$secs" >/dev/null &
+    out=$(/tmp/mmap "$@"); rc=$?
+    echo "$out"
+    wait
+    expect_eq "$what: no violation" "$rc" 0
+    cat $DBG/stats >/tmp/stats.txt
+    check_stream "$what" "$2" /tmp/stats.txt
 }
 
 check "insmod" insmod /oprofile_rs.ko sample_period=250000
@@ -32,44 +38,26 @@ check "rmmod" rmmod oprofile_rs
 
 # The same bytes through the mapping and read().
 check "insmod 4 kHz" insmod /oprofile_rs.ko sample_period=250000 buffer_watershed=4096
-/tmp/workload 4 >/dev/null & /tmp/workload 4 >/dev/null &
-out=$(/tmp/mmap stream /tmp/s.bin 4 compare); rc=$?
-echo "$out"
-wait
-expect_eq "mapped stream (compare): no violation" "$rc" 0
+mapped "mapped+read stream (compare)" 4 stream /tmp/s.bin 4 compare
 compares=$(echo "$out" | sed -n 's/.* compares \([0-9]*\).*/\1/p')
-mapped=$(echo "$out" | sed -n 's/^mapped \([0-9]*\).*/\1/p')
+bytes=$(echo "$out" | sed -n 's/^mapped \([0-9]*\).*/\1/p')
 check "views compared with read() ($compares)" [ "${compares:-0}" -gt 0 ]
-check "bytes consumed through the mapping ($mapped)" [ "${mapped:-0}" -gt 0 ]
-cat $DBG/stats >/tmp/stats.txt
-stream_check "mapped+read stream" /tmp/s.bin
+check "bytes consumed through the mapping ($bytes)" [ "${bytes:-0}" -gt 0 ]
 check "rmmod" rmmod oprofile_rs
 
 # A slow reader: small buffers fill up while it consumes nothing.
 check "insmod small buffers" insmod /oprofile_rs.ko cpu_buffer_size=4096 buffer_size=65536 sample_period=100000
-/tmp/workload 4 >/dev/null & /tmp/workload 4 >/dev/null &
-out=$(/tmp/mmap slow /tmp/slow.bin 3); rc=$?
-echo "$out"
-wait
-expect_eq "slow mapped reader: no violation (never lapped)" "$rc" 0
+mapped "slow mapped reader (never lapped)" 4 slow /tmp/slow.bin 3
 full=$(echo "$out" | sed -n 's/^full \([0-9]*\)$/\1/p')
 check "the event buffer filled up meanwhile (full $full)" [ "${full:-0}" -gt 0 ]
-cat $DBG/stats >/tmp/stats.txt
-stream_check "slow reader's stream" /tmp/slow.bin
 check "the loss is reported as LOST records ($lost_total)" [ "$lost_total" -gt 0 ]
 check "rmmod" rmmod oprofile_rs
 
 # Two threads share the mapping.
 check "insmod" insmod /oprofile_rs.ko sample_period=100000 buffer_watershed=4096
-/tmp/workload 3 >/dev/null & /tmp/workload 3 >/dev/null &
-out=$(/tmp/mmap threads /tmp/t.bin 3); rc=$?
-echo "$out"
-wait
-expect_eq "two threads on one mapping: no violation" "$rc" 0
+mapped "two threads on one mapping" 3 threads /tmp/t.bin 3
 consumed=$(echo "$out" | sed -n 's/^consumed \([0-9]*\).*/\1/p')
 check "the threads consumed ($consumed views)" [ "${consumed:-0}" -gt 0 ]
-cat $DBG/stats >/tmp/stats.txt
-stream_check "shared mapping's stream" /tmp/t.bin
 
 # A mapping held after close pins the module.
 /tmp/mmap hold 4 >/tmp/hold.txt &

@@ -152,26 +152,19 @@ int main(int argc, char **argv)
 			return report(-1);
 		return report(write(fd, buf, n));
 	}
-	if (!strcmp(cmd, "read") && argc >= 4) {
-		size_t n = strtoul(argv[3], NULL, 0);
-		int flags = O_RDONLY | (argc > 4 && !strcmp(argv[4], "nonblock") ? O_NONBLOCK : 0);
-		char *buf = malloc(n + 1);
-		int fd = open(path, flags);
-		if (fd < 0)
-			return report(-1);
-		return report(read(fd, buf, n));
-	}
-	if (!strcmp(cmd, "read2") && argc >= 4) {
+	if ((!strcmp(cmd, "read") || !strcmp(cmd, "read2")) && argc >= 4) {
 		size_t n = strtoul(argv[3], NULL, 0);
 		int flags = O_RDONLY | (argc > 4 && !strcmp(argv[4], "nonblock") ? O_NONBLOCK : 0);
 		char *buf = malloc(n + STREAM_HEADER);
 		int fd = open(path, flags);
 		if (fd < 0)
 			return report(-1);
-		long r = read(fd, buf, STREAM_HEADER);
-		if (r < 0)
-			return report(r);
-		printf("ok %ld ", r);
+		if (!strcmp(cmd, "read2")) { /* the header first, then N bytes */
+			long r = read(fd, buf, STREAM_HEADER);
+			if (r < 0)
+				return report(r);
+			printf("ok %ld ", r);
+		}
 		return report(read(fd, buf, n));
 	}
 	if (!strcmp(cmd, "open2")) {

@@ -27,13 +27,11 @@ sleep 1; echo 1 >$DBG/flush; sleep 1
 kill $catpid; wait $catpid 2>/dev/null
 cat $DBG/stats >/tmp/stats1.txt
 oprofile-rs script -i /tmp/p1.bin --events >/tmp/s1.txt 2>/dev/null
-oprofile-rs report -i /tmp/p1.bin -n 1 >/tmp/r1.txt 2>/dev/null
-grep '^#' /tmp/r1.txt
 expect_eq "no sample between an off and the next on" "$(samples_while_off /tmp/s1.txt)" 0
 expect_eq "the stream ends off" "$(grep TRACING /tmp/s1.txt | tail -1 | awk '{print $NF}')" "off"
-check_accounting /tmp/stats1.txt /tmp/r1.txt
+check_stream "the toggled stream" /tmp/p1.bin /tmp/stats1.txt
 check "samples were lost (the buffer was full): $lost_total" [ "$lost_total" -gt 0 ]
-full=$(sed -n 's/^event_buffer .*refused_full=\([0-9]*\).*/\1/p' /tmp/stats1.txt)
+full=$(stat_of event_buffer refused_full /tmp/stats1.txt)
 check "stats counts the appends the full event buffer refused (${full:-none})" [ "${full:-0}" -gt 0 ]
 check "rmmod" rmmod oprofile_rs
 

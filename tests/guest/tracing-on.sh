@@ -49,10 +49,8 @@ wait
 # No flush: echo 0 alone hands everything to the blocked reader (the stream
 # is far below the 256 KiB watershed).
 expect_eq "cat got everything recorded before echo 0" \
-    "$(sed -n 's/^event_buffer bytes_waiting=\([0-9]*\).*/\1/p' $DBG/stats)" 0
-oprofile-rs report -i /tmp/t.bin -n 1 >/tmp/rep.txt 2>/dev/null
-grep '^#' /tmp/rep.txt
-check_accounting /tmp/stats-at-off.txt /tmp/rep.txt
+    "$(stat_of event_buffer bytes_waiting)" 0
+check_stream "the toggled stream" /tmp/t.bin /tmp/stats-at-off.txt
 oprofile-rs script -i /tmp/t.bin --events >/tmp/t.txt 2>/dev/null
 expect_eq "51 TRACING off markers" "$(grep -c 'TRACING off' /tmp/t.txt)" 51
 expect_eq "no sample between TRACING off and on" "$(samples_while_off /tmp/t.txt)" 0

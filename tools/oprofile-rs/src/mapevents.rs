@@ -75,23 +75,23 @@ impl MapEvent {
         }
     }
 
-    pub fn time(&self) -> u64 {
-        match self {
-            MapEvent::Mmap { time, .. }
-            | MapEvent::Comm { time, .. }
-            | MapEvent::Fork { time, .. }
-            | MapEvent::Exit { time, .. } => *time,
+    /// The record's time and the process (tgid) it is about.
+    fn time_pid(&self) -> (u64, u32) {
+        match *self {
+            MapEvent::Mmap { time, pid, .. }
+            | MapEvent::Comm { time, pid, .. }
+            | MapEvent::Fork { time, pid, .. }
+            | MapEvent::Exit { time, pid, .. } => (time, pid),
         }
+    }
+
+    pub fn time(&self) -> u64 {
+        self.time_pid().0
     }
 
     /// The process (tgid) the record is about.
     pub fn pid(&self) -> u32 {
-        match self {
-            MapEvent::Mmap { pid, .. }
-            | MapEvent::Comm { pid, .. }
-            | MapEvent::Fork { pid, .. }
-            | MapEvent::Exit { pid, .. } => *pid,
-        }
+        self.time_pid().1
     }
 
     /// One side-car line (without the newline).
@@ -125,14 +125,21 @@ impl MapEvent {
                 ppid,
                 tid,
                 ptid,
-            } => format!("{time} fork {pid} {ppid} {tid} {ptid}"),
-            MapEvent::Exit {
+            }
+            | MapEvent::Exit {
                 time,
                 pid,
                 ppid,
                 tid,
                 ptid,
-            } => format!("{time} exit {pid} {ppid} {tid} {ptid}"),
+            } => {
+                let kind = if matches!(self, MapEvent::Fork { .. }) {
+                    "fork"
+                } else {
+                    "exit"
+                };
+                format!("{time} {kind} {pid} {ppid} {tid} {ptid}")
+            }
         }
     }
 
@@ -775,6 +782,17 @@ mod tests {
         }
     }
 
+    /// An exec of `pid` (its main thread) that names it `name`.
+    fn exec(time: u64, pid: u32, name: &str) -> MapEvent {
+        MapEvent::Comm {
+            time,
+            pid,
+            tid: pid,
+            exec: true,
+            name: name.into(),
+        }
+    }
+
     fn path_at(t: &Timeline, pid: u32, time: u64, addr: u64) -> Option<String> {
         t.lookup(pid, time, addr).map(|(_, m)| m.map.path.clone())
     }
@@ -786,13 +804,7 @@ mod tests {
             // Given out of order: the timeline sorts.
             mmap(300, 10, 0x7000, 0x8000, "/lib/b.so"),
             mmap(100, 10, 0x7000, 0x8000, "/lib/a.so"),
-            MapEvent::Comm {
-                time: 500,
-                pid: 10,
-                tid: 10,
-                exec: true,
-                name: "new".into(),
-            },
+            exec(500, 10, "new"),
             mmap(510, 10, 0x400000, 0x480000, "/bin/new"),
         ];
         let t = Timeline::new(snap, &events);
@@ -852,13 +864,7 @@ mod tests {
                 tid: 3,
                 ptid: 2,
             },
-            MapEvent::Comm {
-                time: 200,
-                pid: 2,
-                tid: 2,
-                exec: true,
-                name: "prog".into(),
-            },
+            exec(200, 2, "prog"),
             mmap(201, 2, 0x400000, 0x410000, "/bin/prog"),
         ];
         let t = Timeline::new(snap, &events);
@@ -898,13 +904,7 @@ mod tests {
                 build_id: Some("abcd".into()),
                 path: "/odd path\\with\nnewline".into(),
             },
-            MapEvent::Comm {
-                time: 6,
-                pid: 1,
-                tid: 1,
-                exec: true,
-                name: "a b".into(),
-            },
+            exec(6, 1, "a b"),
             MapEvent::Fork {
                 time: 7,
                 pid: 3,
