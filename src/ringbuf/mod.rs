@@ -102,12 +102,7 @@ pub enum InitError {
 pub(crate) const STATE_OFF: u32 = 0;
 pub(crate) const STATE_ON: u32 = 1;
 /// Off, and a control operation (swap/resize/...) owns the buffer.
-#[cfg(ringbuf_host)]
 pub(crate) const STATE_EXCLUSIVE: u32 = 2;
-
-/// Nesting counter: low 16 bits are the depth, the rest counts reservations.
-pub(crate) const NEST_ONE: u64 = 1 | (1 << 16);
-pub(crate) const DEPTH_MASK: u64 = 0xffff;
 
 /// Keeps `T` on its own cache lines (128 bytes: adjacent-line prefetch on
 /// x86), so that writer-hot and reader-hot fields do not false-share.
@@ -175,8 +170,12 @@ pub struct CpuBuffer<'s, S> {
     commit: Padded<AtomicU64>,
     /// Oldest unread word (advanced by the reader and, in overwrite mode, by writers).
     tail: Padded<AtomicU64>,
-    /// Nesting depth (low 16 bits) and reservation count (see [`NEST_ONE`]).
+    /// Nesting depth: writers in flight on this CPU (see `end_commit`).
     nest: AtomicU64,
+    /// A value `tail` had (it only moves forward outside control
+    /// operations), kept by the writers so that they need not load `tail`,
+    /// which the reader writes, while there is room (see `make_room`).
+    tail_seen: AtomicU64,
     /// Per nesting level: time and end of the last record reserved at that
     /// level (see [`Stamp`]); `stamps[d - 1]` is written only by writers at
     /// depth `d`.
@@ -215,6 +214,7 @@ impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
             commit: Padded(AtomicU64::new(0)),
             tail: Padded(AtomicU64::new(0)),
             nest: AtomicU64::new(0),
+            tail_seen: AtomicU64::new(0),
             stamps: core::array::from_fn(|_| Stamp::new()),
             last_sync: AtomicU64::new(0),
             read_pos: Padded(AtomicU64::new(0)),
