@@ -158,7 +158,11 @@ pub struct CpuBuffer<'s, S> {
     // is held by the same control operation. Everybody else only takes `&S`
     // while being a counted writer (depth > 0, after seeing `STATE_ON`) or
     // while holding the reader lock.
-    storage: UnsafeCell<S>,
+    // Read by the writers and the reader on every call, written only by
+    // control operations: on its own cache lines, away from the writers'
+    // positions (`head`, `nest`, ...), which a reader polling for records
+    // would otherwise keep pulling from the writers' CPU.
+    storage: Padded<UnsafeCell<S>>,
     // INVARIANT: `mask + 1` is a power of two, `MIN_WORDS <= mask + 1 <= storage.len()`.
     mask: Padded<AtomicU64>,
     // INVARIANT (modular): `tail <= commit <= head`, `head - tail <= mask + 1`,
@@ -188,7 +192,9 @@ pub struct CpuBuffer<'s, S> {
     reader_lock: Padded<AtomicBool>,
     /// Per-CPU switch: `STATE_OFF`, `STATE_ON` or `STATE_EXCLUSIVE`.
     state: AtomicU32,
-    overwrite: AtomicBool,
+    /// Read by the reader on every call, written only by control operations
+    /// (own cache lines, as `storage`).
+    overwrite: Padded<AtomicBool>,
     switches: Switches<'s>,
     stats: stats::Counters,
 }
@@ -208,7 +214,7 @@ impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
     pub fn new(storage: S, mode: Mode, switches: Switches<'s>) -> Result<Self, InitError> {
         let size = usable_words(storage.len()).ok_or(InitError::TooSmall)?;
         Ok(CpuBuffer {
-            storage: UnsafeCell::new(storage),
+            storage: Padded(UnsafeCell::new(storage)),
             mask: Padded(AtomicU64::new(size.wrapping_sub(1))),
             head: AtomicU64::new(0),
             commit: Padded(AtomicU64::new(0)),
@@ -221,7 +227,7 @@ impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
             read_ts: Padded(AtomicU64::new(0)),
             reader_lock: Padded(AtomicBool::new(false)),
             state: AtomicU32::new(STATE_ON),
-            overwrite: AtomicBool::new(mode == Mode::Overwrite),
+            overwrite: Padded(AtomicBool::new(mode == Mode::Overwrite)),
             switches,
             stats: stats::Counters::new(),
         })
