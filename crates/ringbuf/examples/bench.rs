@@ -11,8 +11,14 @@
 //!     consumes record by record (`consume`), then in batches
 //!     (`consume_batch`: every record committed when the call starts).
 //! The same workloads run through `rtrb` (a well-known SPSC queue of
-//! `[u64; 2]` items) for reference, and the writer's floor: the three locked
-//! read-modify-writes every reserve+commit does, alone.
+//! `[u64; 2]` items) for reference, and the writer's floor: the two locked
+//! read-modify-writes every reserve+commit does (and the plain store that
+//! leaves), alone.
+//!
+//! `--rounds N` (default 5) runs every row N times with 1/N of the records,
+//! round after round, and prints min/median/max ns per record and the
+//! median of the per-round ratios to rtrb (on a loaded host the ratios of
+//! rows run close in time move much less than the absolute figures).
 
 use oprofile_ringbuf::atomics::AtomicU64;
 use oprofile_ringbuf::{CpuBuffer, Mode, ReadError, RecordSwitch, Switches};
@@ -204,23 +210,23 @@ fn ours_concurrent(total: u64, how: Reader) -> Row {
     }
 }
 
-/// The floor of our writer: its three locked read-modify-writes alone (the
-/// nesting counter in, the `head` CAS, the nesting counter out), on fields
-/// laid out as in the buffer, with nothing else.
+/// The floor of our writer: its two locked read-modify-writes alone (the
+/// nesting counter in, the `head` CAS) and the plain store of the nesting
+/// counter out, on fields laid out as in the buffer, with nothing else.
 fn locked_floor(total: u64) -> Row {
     let nest = std::sync::atomic::AtomicU64::new(0);
     let head = std::sync::atomic::AtomicU64::new(0);
     let t = Instant::now();
     for _ in 0..total {
-        nest.fetch_add(black_box(1 | 1 << 16), Ordering::SeqCst);
+        let d = nest.fetch_add(black_box(1), Ordering::SeqCst);
         let h = head.load(Ordering::Acquire);
         let _ = head.compare_exchange(h, h + 3, Ordering::AcqRel, Ordering::Acquire);
-        nest.fetch_sub(1, Ordering::SeqCst);
+        nest.store(d, Ordering::Release);
     }
     let elapsed = t.elapsed();
     black_box((nest.load(Ordering::Relaxed), head.load(Ordering::Relaxed)));
     Row {
-        name: "floor    3 locked RMWs of a reserve+commit",
+        name: "floor    2 locked RMWs of a reserve+commit",
         records: total,
         elapsed,
         note: String::new(),
@@ -290,25 +296,91 @@ fn rtrb_concurrent(total: u64) -> Row {
     }
 }
 
+/// Median of `v` (sorted in place).
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+fn ns(r: &Row) -> f64 {
+    r.elapsed.as_nanos() as f64 / r.records as f64
+}
+
 fn main() {
-    let quick = std::env::args().any(|a| a == "--quick");
+    let args: Vec<String> = std::env::args().collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    let rounds: usize = args
+        .iter()
+        .position(|a| a == "--rounds")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(if quick { 1 } else { 5 })
+        .max(1);
     let total: u64 = if quick { 200_000 } else { 20_000_000 };
+    let per = total / rounds as u64;
     println!(
-        "{} records of {PAYLOAD} B payload per run, buffer {} KiB{}",
-        total,
+        "{} records of {PAYLOAD} B payload per row in {rounds} round(s), buffer {} KiB{}",
+        per * rounds as u64,
         WORDS * 8 / 1024,
         if quick { " (--quick)" } else { "" }
     );
-    let rows = [
-        ours_batches(total),
-        rtrb_batches(total),
-        ours_overwrite(total),
-        locked_floor(total),
-        ours_concurrent(total, Reader::PerRecord),
-        ours_concurrent(total, Reader::Batched),
-        rtrb_concurrent(total),
-    ];
-    for r in &rows {
-        print(r);
+    // Every round runs every row, so that the rows compared in a ratio ran
+    // close in time (on a loaded host the absolute figures move with the
+    // load from round to round; the ratios much less).
+    let mut all: Vec<Vec<Row>> = Vec::new();
+    for _ in 0..rounds {
+        all.push(vec![
+            ours_batches(per),
+            rtrb_batches(per),
+            ours_overwrite(per),
+            locked_floor(per),
+            ours_concurrent(per, Reader::PerRecord),
+            ours_concurrent(per, Reader::Batched),
+            rtrb_concurrent(per),
+        ]);
+    }
+    if rounds == 1 {
+        for r in &all[0] {
+            print(r);
+        }
+    } else {
+        println!(
+            "{:<44} {:>10} {:>10} {:>10}  (last round's note)",
+            "row", "min ns", "median ns", "max ns"
+        );
+        for i in 0..all[0].len() {
+            let mut v: Vec<f64> = all.iter().map(|round| ns(&round[i])).collect();
+            let med = median(&mut v);
+            println!(
+                "{:<44} {:>10.2} {:>10.2} {:>10.2}  {}",
+                all[0][i].name,
+                v[0],
+                med,
+                v[v.len() - 1],
+                all[rounds - 1][i].note
+            );
+        }
+    }
+    // Ratios to rtrb, round by round (rows: 0 ours alone, 1 rtrb alone,
+    // 5 ours with a batched concurrent reader, 6 rtrb concurrent).
+    let ratio = |a: usize, b: usize| {
+        let mut v: Vec<f64> = all
+            .iter()
+            .map(|round| ns(&round[a]) / ns(&round[b]))
+            .collect();
+        let med = median(&mut v);
+        (v[0], med, v[v.len() - 1])
+    };
+    for (what, a, b) in [
+        ("writer alone / rtrb alone", 0, 1),
+        ("concurrent consume_batch / rtrb concurrent", 5, 6),
+    ] {
+        let (lo, med, hi) = ratio(a, b);
+        println!("ratio {what:<44} min {lo:>6.2}  median {med:>6.2}  max {hi:>6.2}");
     }
 }
