@@ -43,6 +43,7 @@ static const char *errname(int e)
 	case EOPNOTSUPP: return "EOPNOTSUPP";
 	case ENOTTY: return "ENOTTY";
 	case EACCES: return "EACCES";
+	case EPERM: return "EPERM";
 	default: return strerror(e);
 	}
 }
@@ -92,7 +93,7 @@ int main(int argc, char **argv)
 			else buf[n++] = *s;
 		}
 		int fd = open(argv[2], O_WRONLY);
-		if (fd < 0) { printf("open %s\n", errname(errno)); return 0; }
+		if (fd < 0) { printf("err %s\n", errname(errno)); return 0; }
 		if (write(fd, buf, n) < 0) printf("err %s\n", errname(errno)); else printf("ok\n");
 		return 0;
 	}
