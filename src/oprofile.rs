@@ -10,6 +10,7 @@ use kernel::{prelude::*, sync::Arc};
 
 use poll_misc::PollMiscRegistration;
 
+mod config;
 mod control;
 mod cpu_work;
 mod debugfs_files;

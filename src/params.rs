@@ -166,6 +166,18 @@ impl Names {
     fn as_slice(&self) -> &[EventChoice] {
         self.choices.get(..self.len).unwrap_or(&[])
     }
+
+    /// The names of `list`'s events.
+    pub(crate) fn of(list: &EventList) -> Names {
+        let mut names = Names {
+            len: list.len,
+            choices: [EventChoice::Default; MAX_EVENTS],
+        };
+        for (c, s) in names.choices.iter_mut().zip(list.as_slice()) {
+            *c = s.choice;
+        }
+        names
+    }
 }
 
 /// A parsed `sample_period=`/`sample_freq=` list: one value (for every

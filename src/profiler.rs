@@ -45,20 +45,31 @@ static RUNNING: RecordSwitch = RecordSwitch::new(false);
 
 /// The profiler.
 ///
-/// Locks, outermost first (never taken the other way round): `control`
-/// (tracing_on and flush writers, one at a time), then those of `buffers`
-/// (see [`Buffers`]). `reader` is taken only by the one reader of the moment
-/// (the device's busy flag) and never held with another but `settings`.
-/// `counters`, `settings` and `hotplug` are leaves. CPU hotplug callbacks
-/// run under the hotplug lock and take `counters`, `settings` and the locks
-/// of `buffers`; nothing here takes the hotplug lock while holding one of
-/// these.
+/// Locks, outermost first (never taken the other way round):
+///
+/// 1. `control`: `tracing_on`, `flush`, snapshot and configuration writers
+///    (`config.rs`), one at a time;
+/// 2. `hotplug` (the registration): `start`, `stop` and configuration
+///    writers; a configuration writer holds `control` and `hotplug` while it
+///    drops and re-creates the registration, which takes the CPU hotplug
+///    lock (`cpus_read_lock()`) and runs the callbacks;
+/// 3. the CPU hotplug lock: the callbacks (`online`, `offline`) run under
+///    it and take only the leaves below, never `control` or `hotplug`, so a
+///    configuration writer waiting for a CPU hotplug operation in progress
+///    never waits for itself;
+/// 4. leaves, held only for a copy or a short update, never across
+///    anything that waits for the others: `settings`, `counters`, and those
+///    of `buffers` (a CPU's sync state, then `events`; see [`Buffers`]).
+///
+/// `reader` is taken only by the one reader of the moment (the device's busy
+/// flag) with no other lock but `settings` (a copy, for the stream header)
+/// and `events`.
 #[pin_data(PinnedDrop)]
 pub(crate) struct Profiler {
     /// The configuration in force (a leaf lock: held only to copy or
     /// replace it).
     #[pin]
-    settings: Mutex<Settings>,
+    pub(crate) settings: Mutex<Settings>,
     /// Each (CPU, event index) counter's overflow context, at
     /// `cpu * MAX_EVENTS + index`: that CPU's sampler, tagged with the
     /// index.
@@ -69,8 +80,10 @@ pub(crate) struct Profiler {
     /// The CPUs' samplers, the event buffer and what the sync moves.
     #[pin]
     pub(crate) buffers: Buffers,
+    /// Serialises `tracing_on`, `flush`, snapshot and configuration
+    /// writers (the outermost lock).
     #[pin]
-    control: Mutex<()>,
+    pub(crate) control: Mutex<()>,
     /// What the stream delivered (see `reader_state.rs`).
     #[pin]
     pub(crate) reader: Mutex<ReaderState>,
@@ -85,7 +98,7 @@ pub(crate) struct Profiler {
     starting: Atomic<bool>,
     /// The hotplug registration, from `start` to `stop`.
     #[pin]
-    hotplug: Mutex<Option<hotplug::Registration<Profiler>>>,
+    pub(crate) hotplug: Mutex<Option<hotplug::Registration<Profiler>>>,
     /// Set while `/dev/oprofile/buffer` is open (one reader at a time).
     pub(crate) reader_open: Atomic<bool>,
 }
@@ -255,7 +268,7 @@ impl Profiler {
     /// Registers the hotplug callbacks, bringing every online CPU up with
     /// the settings in force; a failure (a counter that cannot be made)
     /// fails it. Turns `RUNNING` off on failure.
-    fn register(&self) -> Result<hotplug::Registration<Profiler>> {
+    pub(crate) fn register(&self) -> Result<hotplug::Registration<Profiler>> {
         self.starting.store(true, Relaxed);
         // SAFETY: `self` outlives the registration: `stop` (at the latest
         // in `drop`) drops it.

@@ -250,6 +250,15 @@ impl CpuSampler {
         })
     }
 
+    /// Sets the callchain depths (kernel, user), capped at the format's:
+    /// while recording is off (`config.rs`); the sample path reads each
+    /// once per sample.
+    pub(crate) fn set_depths(&self, depth: u32, user_depth: u32) {
+        self.depth.store(depth.min(MAX_DEPTH as u32), Relaxed);
+        self.user_depth
+            .store(user_depth.min(MAX_USER_DEPTH as u32), Relaxed);
+    }
+
     /// Forgets which task the last COMM record named, so that the next sample
     /// writes a COMM first: for COMM records that never reach the stream
     /// (dropped at `tracing_on=0`).

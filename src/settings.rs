@@ -5,6 +5,8 @@
 //! or cpu-clock), and the generation the stream's CONFIG records carry (1 at
 //! load, one more at each change, see `config.rs`).
 
+use kernel::prelude::*;
+
 use crate::{
     format::{self, MAX_EVENTS},
     params::{write_list, Config, EventChoice, RecordMode},
@@ -148,13 +150,31 @@ pub(crate) struct ConfigText<'a>(pub(crate) &'a Settings);
 
 impl core::fmt::Display for ConfigText<'_> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        for key in KEYS.iter().chain(&["mode"]) {
+        for key in Iterator::chain(KEYS.iter(), &["mode"]) {
             write!(f, "{key}=")?;
             self.0.write_value(key.as_bytes(), f)?;
             f.write_str("\n")?;
         }
         Ok(())
     }
+}
+
+/// Writes the `config` text of `s` into `out`.
+pub(crate) fn write_config_text(s: &Settings, out: &mut KVec<u8>) -> kernel::error::Result {
+    struct Out<'a>(&'a mut KVec<u8>, kernel::error::Result);
+    impl kernel::fmt::Write for Out<'_> {
+        fn write_str(&mut self, t: &str) -> kernel::fmt::Result {
+            if let Err(e) = self.0.extend_from_slice(t.as_bytes(), GFP_KERNEL) {
+                self.1 = Err(e.into());
+                return Err(kernel::fmt::Error);
+            }
+            Ok(())
+        }
+    }
+    let mut o = Out(out, Ok(()));
+    let r = kernel::fmt::Write::write_fmt(&mut o, format_args!("{}", ConfigText(s)));
+    o.1?;
+    r.map_err(|_| kernel::error::code::EINVAL)
 }
 
 /// One key's value and a newline (a debugfs file's text).

@@ -54,7 +54,7 @@ pub use nesting::{set_interrupt_hook, AtomicBool, AtomicU32, AtomicU64};
 pub use loom::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 #[cfg(not(ringbuf_host))]
-pub use lkmm::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+pub use lkmm::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 /// Orders the loads before it before the loads after it (seqlock-style
 /// validation of a copy): `smp_rmb()` in the kernel, `fence(Acquire)` on the
@@ -259,9 +259,17 @@ mod lkmm {
         AtomicU64(Atomic<u64>): u64 { store, compare_exchange, fetch_add }
     );
     adapter!(lkmm,
-        /// An atomic `u32` (the per-CPU switch state).
-        AtomicU32(Atomic<u32>): u32 {}
+        /// An atomic `u32` (the per-CPU switch state; stored and
+        /// exchanged by the control operations, `control.rs`).
+        AtomicU32(Atomic<u32>): u32 { store, compare_exchange }
     );
+
+    /// A fence: `smp_mb()` whatever the ordering asked for (the control
+    /// operations ask for `SeqCst` only).
+    #[inline(always)]
+    pub fn fence(_o: Ordering) {
+        smp_mb(Full);
+    }
     adapter!(lkmm,
         /// An atomic `bool` (switches, the reader lock).
         AtomicBool(Atomic<bool>): bool { store, swap, compare_exchange }
