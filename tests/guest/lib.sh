@@ -78,6 +78,17 @@ workload_every_cpu() {
     # shellcheck disable=SC2086 # the pids are words
     wait $pids
 }
+# wait_for COMMAND...: until it succeeds, at most 30 s (else the run ends).
+wait_for() {
+    local n=0
+    until "$@"; do
+        n=$((n + 1)); [ $n -gt 300 ] && { echo "timed out waiting for: $*"; exit 1; }
+        sleep 0.1
+    done
+}
+# reading_device PID: PID has /dev/oprofile/buffer open (`oprofile-rs record`
+# has then set up its signal handlers: wait_for reading_device PID).
+reading_device() { ls -l "/proc/$1/fd" 2>/dev/null | grep -q oprofile/buffer; }
 # send_file FILE [NAME]: hands FILE to the host on stdout, base64 between
 # `=== FILE NAME` and `=== END` (NAME defaults to FILE's name), which
 # scripts/lib.sh's receive_files DIR writes to DIR/NAME.

@@ -158,6 +158,8 @@ check "insmod overwrite, 16 KiB CPU buffers, 4 kHz" \
 /tmp/workload 5 & wl=$!
 oprofile-rs record --snapshot -q -o /tmp/r.data 2>/tmp/rec.err &
 rp=$!
+# (Not before it catches SIGUSR2, which ends a process by default.)
+wait_for reading_device $rp
 sleep 1.5; kill -USR2 $rp; sleep 1; kill -USR2 $rp; sleep 1; kill -INT $rp; wait $rp
 echo "record exited with status $?"
 cat /tmp/rec.err
