@@ -5,8 +5,8 @@
 //! Any number of writers on the buffer's CPU may nest (task, softirq, irq,
 //! NMI, each interrupting the previous at any instruction). Space is reserved
 //! with a compare-and-swap on `head`; the commit position is advanced only by
-//! the outermost writer (ftrace's `committing`/`commits` scheme), so records
-//! become visible in reservation order.
+//! the outermost writer (ftrace's `committing` scheme, see `end_commit`), so
+//! records become visible in reservation order.
 
 use core::marker::PhantomData;
 use core::ops::Deref;

@@ -26,6 +26,55 @@ use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+/// A point in time: the wall clock and the calling thread's CPU time.
+#[derive(Clone, Copy)]
+struct Stamp {
+    wall: Instant,
+    cpu: Duration,
+}
+
+/// Time between two stamps: wall and the thread's CPU time. On a loaded
+/// host the wall time includes the time the thread waited for a CPU; the
+/// CPU time does not (it is what the single-threaded rows cost).
+#[derive(Clone, Copy, Default)]
+struct Times {
+    wall: Duration,
+    cpu: Duration,
+}
+
+impl std::ops::AddAssign for Times {
+    fn add_assign(&mut self, o: Times) {
+        self.wall += o.wall;
+        self.cpu += o.cpu;
+    }
+}
+
+fn thread_cpu() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid timespec to write to.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+fn stamp() -> Stamp {
+    Stamp {
+        wall: Instant::now(),
+        cpu: thread_cpu(),
+    }
+}
+
+impl Stamp {
+    fn elapsed(&self) -> Times {
+        Times {
+            wall: self.wall.elapsed(),
+            cpu: thread_cpu() - self.cpu,
+        }
+    }
+}
+
 static ON: RecordSwitch = RecordSwitch::new(true);
 const WORDS: usize = 1 << 16; // 512 KiB per CPU buffer
 const PAYLOAD: usize = 16;
@@ -60,17 +109,18 @@ fn write(b: &Buf, i: u64) -> bool {
 struct Row {
     name: &'static str,
     records: u64,
-    elapsed: Duration,
+    elapsed: Times,
     note: String,
 }
 
 fn print(r: &Row) {
-    let ns = r.elapsed.as_nanos() as f64 / r.records as f64;
-    let rps = r.records as f64 / r.elapsed.as_secs_f64();
+    let ns = r.elapsed.wall.as_nanos() as f64 / r.records as f64;
+    let rps = r.records as f64 / r.elapsed.wall.as_secs_f64();
     println!(
-        "{:<44} {:>8.2} ns/rec {:>9.2} Mrec/s {:>9.1} MB/s  {}",
+        "{:<44} {:>8.2} ns/rec {:>8.2} cpu ns/rec {:>9.2} Mrec/s {:>9.1} MB/s  {}",
         r.name,
         ns,
+        cpu_ns(r),
         rps / 1e6,
         rps * PAYLOAD as f64 / 1e6,
         r.note
@@ -82,11 +132,11 @@ fn ours_batches(total: u64) -> Row {
     let b = buffer(Mode::ProducerConsumer);
     let per_batch = (WORDS / 4) as u64; // 3 words per record + sync records
     let mut out = [0u8; PAYLOAD];
-    let mut elapsed = Duration::ZERO;
+    let mut elapsed = Times::default();
     let mut done = 0u64;
     while done < total {
         let n = per_batch.min(total - done);
-        let t = Instant::now();
+        let t = stamp();
         for i in done..done + n {
             black_box(write(&b, i));
         }
@@ -106,7 +156,7 @@ fn ours_batches(total: u64) -> Row {
 /// (a) ours, overwrite mode, never drained (flight recorder steady state).
 fn ours_overwrite(total: u64) -> Row {
     let b = buffer(Mode::Overwrite);
-    let t = Instant::now();
+    let t = stamp();
     for i in 0..total {
         black_box(write(&b, i));
     }
@@ -182,7 +232,7 @@ fn ours_concurrent(total: u64, how: Reader) -> Row {
                 }
             }
         });
-        let t = Instant::now();
+        let t = stamp();
         let mut full = 0u64;
         for i in 0..total {
             while !write(&b, i) {
@@ -216,7 +266,7 @@ fn ours_concurrent(total: u64, how: Reader) -> Row {
 fn locked_floor(total: u64) -> Row {
     let nest = std::sync::atomic::AtomicU64::new(0);
     let head = std::sync::atomic::AtomicU64::new(0);
-    let t = Instant::now();
+    let t = stamp();
     for _ in 0..total {
         let d = nest.fetch_add(black_box(1), Ordering::SeqCst);
         let h = head.load(Ordering::Acquire);
@@ -236,11 +286,11 @@ fn locked_floor(total: u64) -> Row {
 fn rtrb_batches(total: u64) -> Row {
     let cap = WORDS / 4;
     let (mut p, mut c) = rtrb::RingBuffer::<[u64; 2]>::new(cap);
-    let mut elapsed = Duration::ZERO;
+    let mut elapsed = Times::default();
     let mut done = 0u64;
     while done < total {
         let n = (cap as u64).min(total - done);
-        let t = Instant::now();
+        let t = stamp();
         for i in done..done + n {
             black_box(p.push([i, !i]).is_ok());
         }
@@ -277,7 +327,7 @@ fn rtrb_concurrent(total: u64) -> Row {
                 }
             }
         });
-        let t = Instant::now();
+        let t = stamp();
         for i in 0..total {
             while p.push([i, !i]).is_err() {
                 std::hint::spin_loop();
@@ -308,7 +358,12 @@ fn median(v: &mut [f64]) -> f64 {
 }
 
 fn ns(r: &Row) -> f64 {
-    r.elapsed.as_nanos() as f64 / r.records as f64
+    r.elapsed.wall.as_nanos() as f64 / r.records as f64
+}
+
+/// The timing thread's CPU time per record (the writer's, in (b)).
+fn cpu_ns(r: &Row) -> f64 {
+    r.elapsed.cpu.as_nanos() as f64 / r.records as f64
 }
 
 fn main() {
@@ -350,37 +405,53 @@ fn main() {
         }
     } else {
         println!(
-            "{:<44} {:>10} {:>10} {:>10}  (last round's note)",
-            "row", "min ns", "median ns", "max ns"
+            "{:<44} {:>9} {:>9} {:>9} | {:>9} {:>9} {:>9}  (last round's note)",
+            "ns per record: wall", "min", "median", "max", "cpu min", "median", "max"
         );
         for i in 0..all[0].len() {
-            let mut v: Vec<f64> = all.iter().map(|round| ns(&round[i])).collect();
-            let med = median(&mut v);
+            let mut w: Vec<f64> = all.iter().map(|round| ns(&round[i])).collect();
+            let mut c: Vec<f64> = all.iter().map(|round| cpu_ns(&round[i])).collect();
+            let (wm, cm) = (median(&mut w), median(&mut c));
             println!(
-                "{:<44} {:>10.2} {:>10.2} {:>10.2}  {}",
+                "{:<44} {:>9.2} {:>9.2} {:>9.2} | {:>9.2} {:>9.2} {:>9.2}  {}",
                 all[0][i].name,
-                v[0],
-                med,
-                v[v.len() - 1],
+                w[0],
+                wm,
+                w[w.len() - 1],
+                c[0],
+                cm,
+                c[c.len() - 1],
                 all[rounds - 1][i].note
             );
         }
     }
     // Ratios to rtrb, round by round (rows: 0 ours alone, 1 rtrb alone,
-    // 5 ours with a batched concurrent reader, 6 rtrb concurrent).
-    let ratio = |a: usize, b: usize| {
+    // 5 ours with a batched concurrent reader, 6 rtrb concurrent): the
+    // writer alone in CPU time (what it costs, whatever the scheduler did),
+    // the concurrent rows in wall time (the pipeline's throughput).
+    let ratio = |a: usize, b: usize, t: fn(&Row) -> f64| {
         let mut v: Vec<f64> = all
             .iter()
-            .map(|round| ns(&round[a]) / ns(&round[b]))
+            .map(|round| t(&round[a]) / t(&round[b]))
             .collect();
         let med = median(&mut v);
         (v[0], med, v[v.len() - 1])
     };
-    for (what, a, b) in [
-        ("writer alone / rtrb alone", 0, 1),
-        ("concurrent consume_batch / rtrb concurrent", 5, 6),
+    for (what, a, b, t) in [
+        (
+            "writer alone / rtrb alone (cpu)",
+            0,
+            1,
+            cpu_ns as fn(&Row) -> f64,
+        ),
+        (
+            "concurrent consume_batch / rtrb (wall)",
+            5,
+            6,
+            ns as fn(&Row) -> f64,
+        ),
     ] {
-        let (lo, med, hi) = ratio(a, b);
+        let (lo, med, hi) = ratio(a, b, t);
         println!("ratio {what:<44} min {lo:>6.2}  median {med:>6.2}  max {hi:>6.2}");
     }
 }
