@@ -96,7 +96,14 @@ for args in "-c 1000 -F 100" "-e cpu-clock -c 1,2" "-e cpu-clock,cpu-clock" \
     config_is_back "after record $args"
 done
 
-echo "== 5. a second reader holds the device: the settings still apply and come back"
+echo "== 5. an error after the settings were applied (the output cannot be created)"
+oprofile-rs record -q -o /nonexistent-dir/x.data --debugfs $NODBG -e page-faults -c 10 --buffer-size 2M -d 1 2>/tmp/e.err
+rc=$?; cat /tmp/e.err
+check "record fails" [ $rc -ne 0 ]
+check "it says it put the settings back" grep -q "the module's settings were put back (event=cpu-clock" /tmp/e.err
+config_is_back "after the error"
+
+echo "== 6. a second reader holds the device: the settings still apply and come back"
 cat $DEV >/dev/null &
 catpid=$!
 sleep 0.3

@@ -49,6 +49,8 @@ pub struct RecordOptions {
     pub settings: ModuleSettings,
 }
 
+/// The flush ioctl of the device (`_IO('O', 3)`, src/device.rs).
+pub const IOC_FLUSH: libc::c_ulong = ((b'O' as libc::c_ulong) << 8) | 3;
 /// The snapshot ioctl of the device (`_IO('O', 32)`, src/device.rs).
 pub const IOC_SNAPSHOT: libc::c_ulong = ((b'O' as libc::c_ulong) << 8) | 32;
 
@@ -553,8 +555,14 @@ fn kallsyms_usable(text: &str) -> bool {
     })
 }
 
-/// Writes `1` to `<debugfs>/flush`.
-fn flush(debugfs: &Path) -> Result<(), String> {
+/// Hands what the CPUs hold to the reader: the device's
+/// `OPROFILE_RS_IOC_FLUSH` (it works under `lockdown=integrity`, where
+/// debugfs cannot be written), else `1` to `<debugfs>/flush`.
+fn flush(dev: &File, debugfs: &Path) -> Result<(), String> {
+    // SAFETY: an argument-less ioctl on an open file.
+    if unsafe { libc::ioctl(dev.as_raw_fd(), IOC_FLUSH as _) } == 0 {
+        return Ok(());
+    }
     let p = debugfs.join("flush");
     OpenOptions::new()
         .write(true)
@@ -803,22 +811,27 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
     // every process alive from then on is covered by the snapshot or the
     // kernel's records (a process that started and exited between the
     // opening and the map tracking's start would have neither).
+    // The settings applied below (`-e`, `-c`, ...): declared before the
+    // device so that, on an error path, they are put back after the
+    // reader's file is closed.
+    let mut applied = None;
     let mut dev = OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK)
         .open(&opts.device)
         .with_context(cannot_open)?;
     // The settings asked for: recording off, applied, recording on; put
-    // back at the end (or, on an error, when `applied` is dropped: before
-    // `dev`, after the mapping, declared below).
-    let mut applied = if opts.settings.is_empty() {
-        None
-    } else {
-        let ctl = ModuleControl::new(
-            dev.try_clone()
-                .context("cannot duplicate the device's file")?,
-            opts.debugfs.clone(),
-        );
+    // back at the end (or, on an error, when `applied` is dropped).
+    if !opts.settings.is_empty() {
+        // A control file of its own (`O_WRONLY`: no reader slot), so that
+        // the settings can be put back after the reader is closed: the
+        // module refuses a new buffer_size while a reader that mapped the
+        // buffer has it open.
+        let ctl_file = OpenOptions::new()
+            .write(true)
+            .open(&opts.device)
+            .with_context(|| format!("cannot open {} for control", opts.device.display()))?;
+        let ctl = ModuleControl::new(ctl_file, opts.debugfs.clone());
         let a = crate::control::apply(ctl, &opts.settings)?;
         use crate::control::Control;
         info.push(format!(
@@ -827,8 +840,8 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
             a.control().describe(),
             words(&a.saved)
         ));
-        Some(a)
-    };
+        applied = Some(a);
+    }
     if sc_dir.exists() {
         std::fs::remove_dir_all(&sc_dir)
             .with_context(|| format!("cannot replace {}", sc_dir.display()))?;
@@ -1096,14 +1109,15 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
         drain!();
         snapshot!();
         info.push(format!("snapshots-taken: {snapshots}"));
-    } else if let Err(e) = flush(&opts.debugfs) {
+    } else if let Err(e) = flush(&dev, &opts.debugfs) {
         warnings.push(format!(
             "{e}: samples still in the per-CPU buffers are not included"
         ));
     }
     drain!();
     drop(mapped);
-    // Unmapped and read: the buffer sizes can be put back.
+    // Unmapped, read and closed: the buffer sizes can be put back.
+    drop(dev);
     let mut settings_restored = None;
     if let Some(mut a) = applied.take() {
         let problems = a.restore();
@@ -1115,7 +1129,6 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
             warnings.extend(problems);
         }
     }
-    drop(dev);
     out.flush().context("write failed")?;
     let mut map_events = Vec::new();
     if let Some(c) = collector.as_mut() {

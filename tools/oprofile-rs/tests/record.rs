@@ -883,3 +883,29 @@ fn record_refuses_contradictory_settings_before_touching_the_module() {
         assert!(!o.status.success(), "{args:?}");
     }
 }
+
+#[test]
+fn record_puts_back_its_settings_after_a_later_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let dbg = fake_debugfs(dir.path());
+    let dev = dir.path().join("dev");
+    std::fs::write(&dev, stream_for(&[1])).unwrap();
+    // Applied, then the output cannot be created.
+    let out = dir.path().join("no-such-dir/rec");
+    let o = record_for(&out, &dev, &dbg, "5")
+        .args(SETTINGS)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    assert!(err.contains("cannot create"), "{err}");
+    assert!(
+        err.contains("the module's settings were put back (event=cpu-clock,page-faults"),
+        "{err}"
+    );
+    assert_eq!(file(&dbg, "event"), "cpu-clock,page-faults");
+    assert_eq!(file(&dbg, "sample_freq"), "0,0");
+    assert_eq!(file(&dbg, "backtrace_depth"), "0");
+    assert_eq!(file(&dbg, "buffer_size"), "1048576");
+    assert_eq!(file(&dbg, "tracing_on"), "1");
+}
