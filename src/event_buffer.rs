@@ -531,4 +531,51 @@ mod tests {
             assert!(v.map_page(3).is_none());
         }
     }
+
+    #[test]
+    fn adopt_keeps_waiting_records_and_positions() {
+        let (Ok(mut old), Ok(mut new)) =
+            (EventBuffer::new(PAGE_SIZE), EventBuffer::new(3 * PAGE_SIZE))
+        else {
+            return;
+        };
+        let lost = |count| {
+            format::Lost {
+                cpu: 1,
+                time: 5,
+                count,
+            }
+            .encoded(Endian::native())
+        };
+        // Fill, consume most, append more: the waiting records wrap the end.
+        let fit = PAGE_SIZE / 24;
+        for i in 0..fit {
+            assert!(old.push(&lost(i as u64)));
+        }
+        old.consume((fit - 3) * 24);
+        for i in 0..5 {
+            assert!(old.push(&lost(1000 + i)));
+        }
+        let want = bytes(&old, old.chunk(usize::MAX));
+        assert_eq!(want.len(), 8 * 24);
+        old.mapped = true;
+        old.copying = true;
+        assert!(new.adopt(&old));
+        assert_eq!(new.len(), old.len());
+        assert_eq!(new.consumed(), old.consumed());
+        assert_eq!(new.bytes_in, old.bytes_in);
+        assert!(!new.mapped && !new.copying);
+        // The same records, where the consumer position says in the new ring.
+        let c = new.chunk(usize::MAX);
+        assert_eq!(bytes(&new, c), want);
+        assert_eq!(c.start as u64, new.consumed() % (3 * PAGE_SIZE) as u64);
+        assert_eq!(new.meta_u64(meta::TAIL_AT).load(Relaxed), new.consumed());
+        assert_eq!(new.meta_u64(meta::HEAD_AT).load(Relaxed), new.bytes_in);
+        // A buffer that cannot hold them, or one not fresh, refuses.
+        let Ok(mut small) = EventBuffer::new(64) else {
+            return;
+        };
+        assert!(small.push(&lost(1)));
+        assert!(!small.adopt(&old));
+    }
 }
