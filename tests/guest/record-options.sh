@@ -1,4 +1,5 @@
 #!/bin/sh
+# vm-run: --timeout 600
 # `oprofile-rs record`'s module settings (issue 11 part 3, the tool side):
 # -e/-c/-F/-g/--call-graph/--buffer-size/--watershed are applied while
 # recording is off through the device's OPROFILE_RS_IOC_SET_CONFIG (the tool

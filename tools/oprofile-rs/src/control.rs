@@ -338,7 +338,16 @@ pub fn words(kv: &[(&'static str, String)]) -> String {
 /// there changes nothing), switches recording off, applies them, and
 /// switches recording on. On an error after the first change, what was
 /// changed is put back before the error is returned.
-pub fn apply<C: Control>(mut ctl: C, want: &ModuleSettings) -> Result<Applied<C>> {
+///
+/// The module refuses a change (`EBUSY`, nothing changed) when its event
+/// buffer has no room for the CONFIG record that announces it: then
+/// `make_room` is called (it reads the stream; whether it read anything)
+/// and the change tried again.
+pub fn apply<C: Control>(
+    mut ctl: C,
+    want: &ModuleSettings,
+    make_room: &mut dyn FnMut() -> bool,
+) -> Result<Applied<C>> {
     let text = ctl.config().with_context(|| {
         format!(
             "cannot read the module's configuration ({}): does the module have runtime control?",
@@ -375,7 +384,18 @@ pub fn apply<C: Control>(mut ctl: C, want: &ModuleSettings) -> Result<Applied<C>
         restored: false,
         failed: None,
     };
-    if let Err(SetError { applied, error: e }) = a.ctl.set_config(&a.changes) {
+    let mut result = a.ctl.set_config(&a.changes);
+    for _ in 0..16 {
+        match &result {
+            Err(SetError { applied: 0, error })
+                if error.raw_os_error() == Some(libc::EBUSY) && make_room() =>
+            {
+                result = a.ctl.set_config(&a.changes);
+            }
+            _ => break,
+        }
+    }
+    if let Err(SetError { applied, error: e }) = result {
         a.failed = Some(applied);
         let why = match e.raw_os_error() {
             Some(libc::EINVAL) => " (EINVAL: a value the module does not accept)",
@@ -685,6 +705,9 @@ mod tests {
         atomic: bool,
         /// Switching recording on fails (EIO).
         broken_on: bool,
+        /// Reads of the stream needed before the event buffer has room
+        /// for a CONFIG record (EBUSY until then).
+        full: u32,
     }
 
     #[derive(Clone)]
@@ -742,6 +765,9 @@ mod tests {
                 return Err(err(0, libc::EBUSY));
             }
             s.log.push(format!("set {}", words(changes)));
+            if s.full > 0 {
+                return Err(err(0, libc::EBUSY));
+            }
             if s.atomic && changes.iter().any(|(k, _)| Some(*k) == s.refuse) {
                 return Err(err(0, libc::EINVAL));
             }
@@ -774,7 +800,7 @@ mod tests {
         for atomic in [true, false] {
             let fake = Fake::new(atomic);
             let before = fake.config();
-            let mut a = apply(fake.clone(), &settings()).unwrap();
+            let mut a = apply(fake.clone(), &settings(), &mut || false).unwrap();
             assert_eq!(
                 fake.log(),
                 [
@@ -858,7 +884,9 @@ mod tests {
         for s in &bad {
             assert!(s.check().is_err(), "{s:?}");
             let fake = Fake::new(true);
-            let e = apply(fake.clone(), s).err().expect("refused");
+            let e = apply(fake.clone(), s, &mut || false)
+                .err()
+                .expect("refused");
             assert!(
                 fake.log().iter().all(|l| l.ends_with('?')),
                 "{s:?}: {e}: {:?}",
@@ -874,7 +902,10 @@ mod tests {
         };
         assert!(s.check().is_ok());
         let fake = Fake::new(true);
-        let e = apply(fake.clone(), &s).err().unwrap().to_string();
+        let e = apply(fake.clone(), &s, &mut || false)
+            .err()
+            .unwrap()
+            .to_string();
         assert!(e.contains("3 values for 2 events"), "{e}");
         assert_eq!(fake.log(), ["config?"]);
     }
@@ -885,7 +916,10 @@ mod tests {
             let fake = Fake::new(atomic);
             fake.0.borrow_mut().refuse = Some("buffer_size");
             let before = fake.config();
-            let e = apply(fake.clone(), &settings()).err().unwrap().to_string();
+            let e = apply(fake.clone(), &settings(), &mut || false)
+                .err()
+                .unwrap()
+                .to_string();
             assert!(e.contains("the module refused"), "{e}");
             assert!(e.contains("EINVAL"), "{e}");
             assert!(e.contains("as they were"), "{e}");
@@ -901,7 +935,10 @@ mod tests {
         let fake = Fake::new(true);
         fake.0.borrow_mut().broken_on = true;
         let before = fake.config();
-        let e = apply(fake.clone(), &settings()).err().unwrap().to_string();
+        let e = apply(fake.clone(), &settings(), &mut || false)
+            .err()
+            .unwrap()
+            .to_string();
         assert!(e.contains("cannot switch recording on"), "{e}");
         assert!(e.contains("cannot switch recording back on"), "{e}");
         assert_eq!(fake.config(), before);
@@ -912,7 +949,7 @@ mod tests {
         let fake = Fake::new(false);
         let before = fake.config();
         {
-            let _a = apply(fake.clone(), &settings()).unwrap();
+            let _a = apply(fake.clone(), &settings(), &mut || false).unwrap();
             assert_ne!(fake.config(), before);
             // An error returned while recording drops it here.
         }
@@ -923,7 +960,7 @@ mod tests {
     #[test]
     fn what_cannot_be_put_back_is_said_with_the_command_that_would() {
         let fake = Fake::new(false);
-        let mut a = apply(fake.clone(), &settings()).unwrap();
+        let mut a = apply(fake.clone(), &settings(), &mut || false).unwrap();
         fake.0.borrow_mut().refuse = Some("buffer_size");
         let p = a.restore();
         assert_eq!(p.len(), 1, "{p:?}");
@@ -939,6 +976,36 @@ mod tests {
     }
 
     #[test]
+    fn a_full_event_buffer_is_read_and_the_change_tried_again() {
+        let fake = Fake::new(true);
+        fake.0.borrow_mut().full = 2;
+        let f = fake.clone();
+        let mut reads = 0;
+        let a = apply(fake.clone(), &settings(), &mut || {
+            reads += 1;
+            f.0.borrow_mut().full -= 1;
+            true
+        })
+        .unwrap();
+        drop(a);
+        assert_eq!(reads, 2);
+        let sets = fake.log().iter().filter(|l| l.starts_with("set ")).count();
+        assert_eq!(sets, 3 + 1, "three tries, then the restore");
+        // A reader that finds nothing to read: the refusal stands, nothing
+        // changed.
+        let fake = Fake::new(true);
+        fake.0.borrow_mut().full = 100;
+        let before = fake.config();
+        let e = apply(fake.clone(), &settings(), &mut || false)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("EBUSY"), "{e}");
+        assert_eq!(fake.config(), before);
+        assert!(fake.0.borrow().on);
+    }
+
+    #[test]
     fn recording_off_before_stays_off() {
         let fake = Fake::new(true);
         fake.0.borrow_mut().on = false;
@@ -948,6 +1015,7 @@ mod tests {
                 call_graph: Some(DEFAULT_CALL_GRAPH),
                 ..ModuleSettings::default()
             },
+            &mut || false,
         )
         .unwrap();
         assert!(fake.0.borrow().on, "on for the recording");

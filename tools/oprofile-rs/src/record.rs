@@ -815,6 +815,7 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
     // device so that, on an error path, they are put back after the
     // reader's file is closed.
     let mut applied = None;
+    let mut pre: Vec<u8> = Vec::new();
     let mut dev = OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK)
@@ -832,7 +833,22 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
             .open(&opts.device)
             .with_context(|| format!("cannot open {} for control", opts.device.display()))?;
         let ctl = ModuleControl::new(ctl_file, opts.debugfs.clone());
-        let a = crate::control::apply(ctl, &opts.settings)?;
+        // Bytes read to make room for the CONFIG record (the event buffer
+        // filled up since the open): written first.
+        let mut scratch = vec![0u8; opts.buffer_size.max(4096)];
+        let a = crate::control::apply(ctl, &opts.settings, &mut || {
+            let mut got = false;
+            while pre.len() < (256 << 20) {
+                match read_some(&mut dev, &mut scratch) {
+                    Ok(ReadOutcome::Data(n)) => {
+                        pre.extend_from_slice(&scratch[..n]);
+                        got = true;
+                    }
+                    _ => break,
+                }
+            }
+            got
+        })?;
         use crate::control::Control;
         info.push(format!(
             "settings: {} (through {}; they replaced {})",
@@ -853,6 +869,20 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
     );
     for &p in &opts.pids {
         tracker.track(p);
+    }
+    let mut bytes = 0u64;
+    let mut scanner = Scanner::default();
+    if !pre.is_empty() {
+        out.write_all(&pre).context("write failed")?;
+        bytes += pre.len() as u64;
+        scanner.feed(&pre)?;
+        for t in scanner.take_new_tgids() {
+            tracker.track(t);
+        }
+        info.push(format!(
+            "read before the settings: {} bytes (the event buffer had no room for the CONFIG record)",
+            pre.len()
+        ));
     }
     let mut child = if opts.command.is_empty() {
         None
@@ -903,8 +933,6 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
     };
 
     let mut buf = vec![0u8; opts.buffer_size.max(4096)];
-    let mut scanner = Scanner::default();
-    let mut bytes = 0u64;
     // Zero-copy where the device offers it (Documentation/mmap.md): the
     // opening by read(), then the records in place; else read().
     let mapped = match crate::mapped::Mapped::new(&dev) {
