@@ -42,12 +42,8 @@ use crate::{
 };
 
 /// Records moved per hold of the event buffer's lock (one batched read of
-/// the CPU buffer: `CpuBuffer::consume_batch`). Each hold may wait for the
-/// other CPUs' syncs: with 8 CPUs, 64 per hold (two or three holds per
-/// periodic sync at 10 kHz) spent about 60 % of the sync's time waiting
-/// for the lock; 256 (one hold) halves the sync's cost per record there
-/// (`scripts/bench-scaling`, Documentation/benchmarks.md).
-const BATCH: usize = 256;
+/// the CPU buffer: `CpuBuffer::consume_batch`).
+const BATCH: usize = 64;
 /// Upper bound of records moved by one sync of one CPU, so that a flood
 /// cannot keep a work running forever.
 const MAX_MOVE: usize = 1 << 20;
