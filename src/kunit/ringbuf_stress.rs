@@ -159,6 +159,12 @@ struct Stress {
     reader_started: Atomic<bool>,
     writer_done: Atomic<bool>,
     reader_done: Atomic<bool>,
+    /// Set when the run ends, in time or not: the reader leaves its loop
+    /// (it does not wait for `kthread_stop`, so without this a reader still
+    /// waiting for an NMI that never came, or for a buffer that stays
+    /// contended, would hang the load in `kthread_stop`; the checks then
+    /// report `timed_out` and what was left).
+    abort: Atomic<bool>,
 }
 
 impl_has_hr_timer! {
@@ -237,6 +243,7 @@ impl Stress {
                 reader_started: Atomic::new(false),
                 writer_done: Atomic::new(false),
                 reader_done: Atomic::new(false),
+                abort: Atomic::new(false),
             }),
             GFP_KERNEL,
         )
@@ -351,6 +358,9 @@ impl Stress {
         let mut batched = false;
         self.reader_started.store(true, Release);
         loop {
+            if self.abort.load(Acquire) {
+                break;
+            }
             let done = self.writer_done.load(Acquire) && self.nmi_pending.load(Acquire) == 0;
             if !self.writer_done.load(Relaxed) {
                 let t = mono_ns();
@@ -506,7 +516,9 @@ fn run(mode: Mode, words: usize) -> Result<Option<Report>> {
                 stress.writer_done.load(Acquire) && stress.reader_done.load(Acquire)
             });
         }
-        // Threads stop here (the writer's timer is cancelled before it returns).
+        // The reader leaves its loop if it has not (a timeout), the threads
+        // stop here (the writer's timer is cancelled before it returns).
+        stress.abort.store(true, Release);
         drop(writer);
         drop(reader);
     }
