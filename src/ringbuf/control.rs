@@ -17,8 +17,7 @@ use super::reader::ReaderGuard;
 #[cfg(ringbuf_host)]
 use super::NO_STAMP;
 use super::{
-    load_word, store_word, usable_words, CpuBuffer, Mode, STATE_EXCLUSIVE, STATE_OFF,
-    STATE_ON,
+    load_word, store_word, usable_words, CpuBuffer, Mode, STATE_EXCLUSIVE, STATE_OFF, STATE_ON,
 };
 
 /// Why a control operation failed.
