@@ -133,17 +133,8 @@ impl Settings {
 }
 
 /// The runtime-changeable keys, in the order the `config` text lists them
-/// (then `mode`, which is not changeable).
-pub(crate) const KEYS: [&str; 8] = [
-    "event",
-    "sample_period",
-    "sample_freq",
-    "backtrace_depth",
-    "user_backtrace_depth",
-    "cpu_buffer_size",
-    "buffer_size",
-    "buffer_watershed",
-];
+/// (then `mode`, which is not changeable): the stream format's one list.
+pub(crate) use crate::format::CONFIG_KEYS as KEYS;
 
 /// The `config` text: one `key=value` line per [`KEYS`] and `mode`.
 pub(crate) struct ConfigText<'a>(pub(crate) &'a Settings);

@@ -20,16 +20,7 @@ use anyhow::{bail, Context, Result};
 /// `config` text), in the order they are applied and put back: `event`
 /// first (writing it resets every period and frequency), then the periods
 /// and frequencies, then the rest.
-pub const KEYS: [&str; 8] = [
-    "event",
-    "sample_period",
-    "sample_freq",
-    "backtrace_depth",
-    "user_backtrace_depth",
-    "cpu_buffer_size",
-    "buffer_size",
-    "buffer_watershed",
-];
+pub use oprofile_stream::oprofile_format::CONFIG_KEYS as KEYS;
 
 /// The depths `-g` (and `--call-graph fp`) ask for.
 pub const DEFAULT_CALL_GRAPH: (u32, u32) = (32, 32);
