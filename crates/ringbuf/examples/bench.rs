@@ -20,8 +20,10 @@
 //! median of the per-round ratios to rtrb (on a loaded host the ratios of
 //! rows run close in time move much less than the absolute figures).
 
-use oprofile_ringbuf::atomics::AtomicU64;
-use oprofile_ringbuf::{CpuBuffer, Mode, ReadError, RecordSwitch, Switches};
+mod common;
+
+use common::{buffer, Buf, WORDS};
+use oprofile_ringbuf::{Mode, ReadError};
 use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -75,24 +77,7 @@ impl Stamp {
     }
 }
 
-static ON: RecordSwitch = RecordSwitch::new(true);
-const WORDS: usize = 1 << 16; // 512 KiB per CPU buffer
 const PAYLOAD: usize = 16;
-
-type Buf = CpuBuffer<'static, Box<[AtomicU64]>>;
-
-fn buffer(mode: Mode) -> Buf {
-    let storage: Box<[AtomicU64]> = (0..WORDS).map(|_| AtomicU64::new(0)).collect();
-    CpuBuffer::new(
-        storage,
-        mode,
-        Switches {
-            global: &ON,
-            set: &ON,
-        },
-    )
-    .unwrap()
-}
 
 #[inline(always)]
 fn write(b: &Buf, i: u64) -> bool {

@@ -15,31 +15,16 @@
 //! committed) and `read_each` (`consume`, one call per record). The program
 //! also prints those counts' denominators and a check sum.
 
-use oprofile_ringbuf::atomics::AtomicU64;
-use oprofile_ringbuf::{CpuBuffer, Mode, RecordSwitch, Switches};
+mod common;
+
+use common::{buffer, Buf};
+use oprofile_ringbuf::Mode;
 use std::hint::black_box;
 
-static ON: RecordSwitch = RecordSwitch::new(true);
-const WORDS: usize = 1 << 16;
 /// Records per measured call: fits in the buffer (3 words each, plus sync
 /// records).
 const RECORDS: u64 = 16_000;
 const ROUNDS: u64 = 8;
-
-type Buf = CpuBuffer<'static, Box<[AtomicU64]>>;
-
-fn buffer(mode: Mode) -> Buf {
-    let storage: Box<[AtomicU64]> = (0..WORDS).map(|_| AtomicU64::new(0)).collect();
-    CpuBuffer::new(
-        storage,
-        mode,
-        Switches {
-            global: &ON,
-            set: &ON,
-        },
-    )
-    .unwrap()
-}
 
 #[inline(never)]
 fn write_pc(b: &Buf, from: u64) {
