@@ -772,13 +772,7 @@ fn settings_put_back_on(sig: i32) {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "signal {sig}: {err}");
     // Everything it changed is back (watershed: it was 256K already).
-    assert_eq!(file(&dbg, "event"), "cpu-clock,page-faults");
-    assert_eq!(file(&dbg, "sample_period"), "1000000,1000");
-    assert_eq!(file(&dbg, "sample_freq"), "0,0");
-    assert_eq!(file(&dbg, "backtrace_depth"), "0");
-    assert_eq!(file(&dbg, "user_backtrace_depth"), "32");
-    assert_eq!(file(&dbg, "buffer_size"), "1048576");
-    assert_eq!(file(&dbg, "tracing_on"), "1", "recording was on before");
+    assert_settings_as_before(&dbg);
     assert!(
         err.contains("put the module's settings back: event=cpu-clock,page-faults"),
         "{err}"
@@ -794,6 +788,18 @@ fn settings_put_back_on(sig: i32) {
         info.contains("settings-restored: event=cpu-clock,page-faults"),
         "{info}"
     );
+}
+
+/// The fake module's settings are those `fake_debugfs` made, recording on
+/// as it was before `record` ran.
+fn assert_settings_as_before(dbg: &Path) {
+    assert_eq!(file(dbg, "event"), "cpu-clock,page-faults");
+    assert_eq!(file(dbg, "sample_period"), "1000000,1000");
+    assert_eq!(file(dbg, "sample_freq"), "0,0");
+    assert_eq!(file(dbg, "backtrace_depth"), "0");
+    assert_eq!(file(dbg, "user_backtrace_depth"), "32");
+    assert_eq!(file(dbg, "buffer_size"), "1048576");
+    assert_eq!(file(dbg, "tracing_on"), "1", "recording was on before");
 }
 
 #[test]
@@ -818,12 +824,7 @@ fn record_puts_back_what_it_changed_when_applying_fails() {
         "{err}"
     );
     assert!(err.contains("its settings are as they were"), "{err}");
-    assert_eq!(file(&dbg, "event"), "cpu-clock,page-faults");
-    assert_eq!(file(&dbg, "sample_period"), "1000000,1000");
-    assert_eq!(file(&dbg, "sample_freq"), "0,0");
-    assert_eq!(file(&dbg, "backtrace_depth"), "0");
-    assert_eq!(file(&dbg, "buffer_size"), "1048576");
-    assert_eq!(file(&dbg, "tracing_on"), "1");
+    assert_settings_as_before(&dbg);
     assert!(!out.exists(), "nothing recorded");
 }
 
@@ -903,9 +904,5 @@ fn record_puts_back_its_settings_after_a_later_error() {
         err.contains("the module's settings were put back (event=cpu-clock,page-faults"),
         "{err}"
     );
-    assert_eq!(file(&dbg, "event"), "cpu-clock,page-faults");
-    assert_eq!(file(&dbg, "sample_freq"), "0,0");
-    assert_eq!(file(&dbg, "backtrace_depth"), "0");
-    assert_eq!(file(&dbg, "buffer_size"), "1048576");
-    assert_eq!(file(&dbg, "tracing_on"), "1");
+    assert_settings_as_before(&dbg);
 }
