@@ -127,11 +127,16 @@ guest_script() {
 
 # receive_files DIR: copies a scripts/vm-run's output from stdin to stdout,
 # except the files the guest handed over with send_file (tests/guest/lib.sh):
-# those it writes into DIR.
+# those it writes into DIR. A name other than letters, digits, '.', '_' and
+# '-' (a path, a quote: it would leave DIR or reach the shell) is not written.
 receive_files() {
     mkdir -p "$1"
     awk -v dir="$1" '
-        /^=== FILE / { f = dir "/" $3; cmd = "base64 -d > \"" f "\""; next }
+        /^=== FILE / && $3 ~ /^[A-Za-z0-9_][A-Za-z0-9._-]*$/ && NF == 3 {
+                       f = dir "/" $3; cmd = "base64 -d > \"" f "\""; next }
+        /^=== FILE /   { print "receive_files: refused the file name " $0 > "/dev/stderr"; skip = 1; next }
+        skip && /^=== END$/ { skip = 0; next }
+        skip         { next }
         /^=== END$/  { close(cmd); cmd = ""; next }
         cmd != ""    { print | cmd; next }
                      { print; fflush() }'
