@@ -9,7 +9,17 @@
 //!   unchanged.
 //! - `flush` (0200): writing `1` pushes everything buffered to the reader now.
 //! - `stats` (0400): per-CPU counters (see `Documentation/design.md`).
-//! - `event` (0400): the sampled event and its context (NMI or hard IRQ).
+//! - `event`, `sample_period`, `sample_freq`, `backtrace_depth`,
+//!   `user_backtrace_depth`, `cpu_buffer_size`, `buffer_size`,
+//!   `buffer_watershed` (0600): the setting in the parameter's syntax; a
+//!   write (one value, a trailing newline allowed) changes it while
+//!   recording is off (`config.rs`: `EBUSY` while on, `EINVAL` for garbage,
+//!   nothing changed either way).
+//! - `event_info` (0400): one line per event: its name, period, frequency,
+//!   the context its overflows run in (`nmi`, `hardirq` or `task`) and the
+//!   mode exclusions.
+//! - `config` (0400): every runtime setting as `key=value` lines
+//!   (`settings.rs`).
 //! - `buffer_sizes` (0400): the buffer parameters in effect.
 //! - `snapshot` (0600): writing `1` takes a flight-recorder snapshot
 //!   (`mode=overwrite`, see `snapshot.rs`; `EINVAL` in consume mode or for
@@ -24,9 +34,12 @@ use kernel::{
 };
 
 use crate::{
+    config::Changes,
     debugfs_files::{DebugfsDir, FileSpec},
+    params::write_list,
     profiler::{Profiler, TRACING_ON},
     ratelimit::pr_ratelimited,
+    settings::{ConfigText, ValueText, KEYS},
 };
 
 /// Parses what user space wrote to a boolean switch file.
@@ -109,6 +122,7 @@ fn show_snapshot(p: &Arc<Profiler>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
 }
 
 fn show_stats(p: &Arc<Profiler>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    let n = p.settings().events().len();
     for s in p.buffers.cpus.iter() {
         let c = &s.counters;
         let received = c.sample_received.load(Relaxed);
@@ -116,13 +130,13 @@ fn show_stats(p: &Arc<Profiler>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
             continue;
         }
         let rb = s.buffer.stats();
-        writeln!(
+        write!(
             f,
             "cpu{} sample_received={} sample_lost_overflow={} sample_invalid_eip={} backtrace_aborted={} \
              user_backtrace_aborted={} user_backtrace_truncated={} handler_avg_ns={} handler_max_ns={} \
              buffer_entries={} buffer_dropped_full={} buffer_read={} \
              sample_lost_snapshot={} comm_records={} buffer_committed={} buffer_overrun={} \
-             sync_records={} sync_ns={}",
+             sync_records={} sync_ns={} sample_wrong_cpu={} event_samples=",
             s.cpu,
             received,
             c.sample_lost_overflow.load(Relaxed),
@@ -141,7 +155,10 @@ fn show_stats(p: &Arc<Profiler>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
             rb.overrun,
             c.sync_records.load(Relaxed),
             c.sync_ns.load(Relaxed),
+            c.sample_wrong_cpu.load(Relaxed),
         )?;
+        write_list(f, c.event_samples.iter().take(n).map(|a| a.load(Relaxed)))?;
+        writeln!(f)?;
     }
     let eb = p.buffers.events.lock();
     writeln!(
@@ -153,26 +170,63 @@ fn show_stats(p: &Arc<Profiler>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     )
 }
 
-fn show_event(p: &Arc<Profiler>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-    let e = p.event();
-    let c = &p.config;
-    writeln!(
-        f,
-        "{} period={} freq={} context={} exclude_user={} exclude_kernel={} backtrace_depth={} \
-         user_backtrace_depth={}",
-        e.name(),
-        c.sample_period,
-        c.sample_freq,
-        if e.is_hardware() { "nmi" } else { "hardirq" },
-        u8::from(c.exclude_user),
-        u8::from(c.exclude_kernel),
-        c.backtrace_depth,
-        c.user_backtrace_depth,
-    )
+fn show_event_info(p: &Arc<Profiler>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    let s = p.settings();
+    for a in (0..s.events().len()).filter_map(|i| s.attr(i)) {
+        writeln!(
+            f,
+            "{} period={} freq={} context={} exclude_user={} exclude_kernel={}",
+            a.event.name(),
+            a.period,
+            a.freq,
+            a.event.context().name(),
+            u8::from(a.exclude_user),
+            u8::from(a.exclude_kernel),
+        )?;
+    }
+    Ok(())
+}
+
+/// Shows the value of key `K` of [`KEYS`].
+fn show_key<const K: usize>(p: &Arc<Profiler>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    let key = KEYS.get(K).copied().unwrap_or("");
+    write!(f, "{}", ValueText(&p.settings(), key))
+}
+
+/// Longest write to a key's file.
+const MAX_VALUE: usize = 512;
+
+/// Changes key `K` of [`KEYS`] to the value written (one word; a trailing
+/// newline allowed): see `config.rs`.
+fn store_key<const K: usize>(p: &Arc<Profiler>, reader: &mut UserSliceReader) -> Result {
+    let key = KEYS.get(K).copied().unwrap_or("");
+    let len = reader.len();
+    let mut buf = [0u8; MAX_VALUE];
+    let input = buf.get_mut(..len).ok_or_else(|| {
+        pr_ratelimited!(pr_warn, "{key}: refused a {len}-byte write (EINVAL)\n");
+        EINVAL
+    })?;
+    reader.read_slice(input)?;
+    let value = input.strip_suffix(b"\n").unwrap_or(input);
+    if value.is_empty() || value.iter().any(|c| c.is_ascii_whitespace() || *c == b'=') {
+        pr_ratelimited!(
+            pr_warn,
+            "{key}: refused {:?} (EINVAL)\n",
+            kernel::str::BStr::from_bytes(value)
+        );
+        return Err(EINVAL);
+    }
+    let mut ch = Changes::default();
+    ch.set(key.as_bytes(), value)?;
+    p.configure_changes(&ch)
+}
+
+fn show_config(p: &Arc<Profiler>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    write!(f, "{}", ConfigText(&p.settings()))
 }
 
 fn show_sizes(p: &Arc<Profiler>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-    let c = &p.config;
+    let c = p.settings().config;
     writeln!(
         f,
         "cpu_buffer_size={} buffer_size={} buffer_watershed={}",
@@ -206,7 +260,52 @@ impl ControlFiles {
             },
             FileSpec {
                 name: c"event",
-                show: Some(show_event),
+                show: Some(show_key::<0>),
+                store: Some(store_key::<0>),
+            },
+            FileSpec {
+                name: c"sample_period",
+                show: Some(show_key::<1>),
+                store: Some(store_key::<1>),
+            },
+            FileSpec {
+                name: c"sample_freq",
+                show: Some(show_key::<2>),
+                store: Some(store_key::<2>),
+            },
+            FileSpec {
+                name: c"backtrace_depth",
+                show: Some(show_key::<3>),
+                store: Some(store_key::<3>),
+            },
+            FileSpec {
+                name: c"user_backtrace_depth",
+                show: Some(show_key::<4>),
+                store: Some(store_key::<4>),
+            },
+            FileSpec {
+                name: c"cpu_buffer_size",
+                show: Some(show_key::<5>),
+                store: Some(store_key::<5>),
+            },
+            FileSpec {
+                name: c"buffer_size",
+                show: Some(show_key::<6>),
+                store: Some(store_key::<6>),
+            },
+            FileSpec {
+                name: c"buffer_watershed",
+                show: Some(show_key::<7>),
+                store: Some(store_key::<7>),
+            },
+            FileSpec {
+                name: c"event_info",
+                show: Some(show_event_info),
+                store: None,
+            },
+            FileSpec {
+                name: c"config",
+                show: Some(show_config),
                 store: None,
             },
             FileSpec {

@@ -26,7 +26,10 @@
 //! `OPROFILE_RS_IOC_FLUSH` (as `echo 1 > flush`), `OPROFILE_RS_IOC_GET_TRACING`
 //! (writes 0 or 1 as a `__u32`), `OPROFILE_RS_IOC_SNAPSHOT` (as `echo 1 >
 //! snapshot`: a flight-recorder snapshot, `EINVAL` in consume mode, `ENOSPC`
-//! when the event buffer cannot take it). Other commands get `ENOTTY`.
+//! when the event buffer cannot take it), `OPROFILE_RS_IOC_SET_CONFIG` and
+//! `OPROFILE_RS_IOC_GET_CONFIG` (runtime configuration, `config.rs`: the
+//! text of `struct oprofile_rs_config_text { __u64 ptr; __u64 len; }`).
+//! Other commands get `ENOTTY`.
 //!
 //!
 //! Zero-copy reading (`Documentation/mmap.md`): a reader may `mmap` the
@@ -39,7 +42,7 @@
 use kernel::{
     bindings,
     fs::{File, Kiocb},
-    ioctl::{_IO, _IOR, _IOW},
+    ioctl::{_IO, _IOR, _IOW, _IOWR},
     iov::IovIterDest,
     mm::virt::VmaNew,
     prelude::*,
@@ -54,12 +57,12 @@ use kernel::{
 use crate::{
     event_buffer::EventBuffer,
     format::{self, Endian},
-    params::Config,
     perf::Event,
     poll_misc::{map_read_only, mask, PollMiscDevice, PollMiscRegistration},
     profiler::{Profiler, TRACING_ON},
     ratelimit::pr_ratelimited,
     sampler::now,
+    settings::Settings,
 };
 
 /// The name of the device; devtmpfs creates `/dev/oprofile/buffer`.
@@ -85,6 +88,12 @@ pub(crate) mod ioctl {
     /// Take a flight-recorder snapshot (`mode=overwrite`). Number 32: far
     /// from the control ioctls that follow 4.
     pub(crate) const SNAPSHOT: u32 = _IO(MAGIC, 32);
+    /// Apply configuration text: `struct oprofile_rs_config_text { __u64
+    /// ptr; __u64 len; }` (`config.rs`).
+    pub(crate) const SET_CONFIG: u32 = _IOW::<[u64; 2]>(MAGIC, 33);
+    /// Write the `config` text (NUL-terminated) to the same structure's
+    /// buffer; returns its length.
+    pub(crate) const GET_CONFIG: u32 = _IOWR::<[u64; 2]>(MAGIC, 34);
 }
 
 /// `O_NONBLOCK` and `O_ACCMODE` from the UAPI headers.
@@ -127,7 +136,7 @@ impl BufferReader {
         let flushed = eb.flush_seq != self.seen_flush.load(Relaxed);
         !self.header_sent.load(Acquire)
             || self.prefix_pending.load(Acquire)
-            || eb.len() >= self.profiler.config.buffer_watershed
+            || eb.len() >= self.profiler.buffers.watershed()
             || self.profiler.buffers.nearly_full(eb)
             || (flushed && eb.len() > 0)
     }
@@ -179,8 +188,7 @@ impl BufferReader {
                 return Err(EINVAL);
             }
             st.start_stream()?;
-            let event = p.event();
-            let header = stream_header(event, p.buffers.cpus.len() as u32, &p.config, now());
+            let header = stream_header(&p.settings(), p.buffers.cpus.len() as u32, now());
             if iov.copy_to_iter(&header) != header.len() {
                 return Err(EFAULT);
             }
@@ -214,14 +222,18 @@ impl BufferReader {
     }
 }
 
-/// The header every stream starts with: `event` sampled on `nr_cpus`
-/// possible CPUs as `config` says, the stream opened at `start_time`.
+/// The header every stream starts with: `settings` in force on `nr_cpus`
+/// possible CPUs, the stream opened at `start_time`. The header names the
+/// first event and its period or frequency (what version-1 readers know);
+/// the CONFIG record that follows lists them all.
 pub(crate) fn stream_header(
-    event: Event,
+    settings: &Settings,
     nr_cpus: u32,
-    config: &Config,
     start_time: u64,
 ) -> [u8; format::HEADER_LEN] {
+    let config = &settings.config;
+    let first = settings.attr(0);
+    let event = first.map_or(Event::CpuClock, |a| a.event);
     let mut header = [0u8; format::HEADER_LEN];
     format::Header {
         version: format::VERSION,
@@ -236,8 +248,8 @@ pub(crate) fn stream_header(
         },
         nr_cpus,
         backtrace_depth: config.backtrace_depth,
-        sample_period: config.sample_period,
-        sample_freq: config.sample_freq,
+        sample_period: first.map_or(0, |a| a.period),
+        sample_freq: first.map_or(0, |a| a.freq),
         start_time,
         event_name: format::event_name_field(event.name().as_bytes()),
     }
@@ -313,6 +325,9 @@ impl PollMiscDevice for BufferReader {
 
     fn release(me: KBox<Self>, _file: &File) {
         if me.reads {
+            // No mapping outlives the file: the event buffer may be
+            // replaced again (a `buffer_size` change).
+            me.profiler.buffers.events.lock().mapped = false;
             me.profiler.reader_open.store(false, Release);
         }
     }
@@ -363,6 +378,9 @@ impl PollMiscDevice for BufferReader {
                 );
                 return Err(EINVAL);
             }
+            // Until consumed below: the storage must stay (a `buffer_size`
+            // change waits for the next read).
+            eb.copying = true;
             (chunk, eb.view())
         };
         // The copy runs without the events lock: the sync goes on meanwhile.
@@ -379,6 +397,7 @@ impl PollMiscDevice for BufferReader {
         p.reader.lock().delivered(a, b, whole);
         let mut eb = p.buffers.events.lock();
         eb.consume(whole);
+        eb.copying = false;
         if eb.len() == 0 {
             me.seen_flush.store(eb.flush_seq, Relaxed);
         }
@@ -403,6 +422,35 @@ impl PollMiscDevice for BufferReader {
                 let new_tail = r.read::<u64>()?;
                 me.consume_mapped(tail, new_tail, file.flags() & O_NONBLOCK != 0)?;
             }
+            ioctl::SET_CONFIG => {
+                let (ptr, len) = config_text(arg)?;
+                if len > crate::config::MAX_TEXT {
+                    pr_ratelimited!(
+                        pr_info,
+                        "SET_CONFIG: {len} bytes of text, more than {} (EINVAL)\n",
+                        crate::config::MAX_TEXT
+                    );
+                    return Err(EINVAL);
+                }
+                let mut text = KVec::from_elem(0u8, len, GFP_KERNEL)?;
+                UserSlice::new(UserPtr::from_addr(ptr), len)
+                    .reader()
+                    .read_slice(&mut text)?;
+                p.configure(&text)?;
+            }
+            ioctl::GET_CONFIG => {
+                let (ptr, len) = config_text(arg)?;
+                let mut text = KVec::new();
+                crate::settings::write_config_text(&p.settings(), &mut text)?;
+                if text.len() + 1 > len {
+                    return Err(ERANGE);
+                }
+                text.push(0, GFP_KERNEL)?;
+                UserSlice::new(UserPtr::from_addr(ptr), text.len())
+                    .writer()
+                    .write_slice(&text)?;
+                return Ok((text.len() - 1) as isize);
+            }
             ioctl::GET_TRACING => {
                 let v = u32::from(TRACING_ON.is_on());
                 UserSlice::new(UserPtr::from_addr(arg), core::mem::size_of::<u32>())
@@ -420,7 +468,12 @@ impl PollMiscDevice for BufferReader {
         if !me.reads {
             return Err(EACCES);
         }
-        let view = me.profiler.buffers.events.lock().view();
+        let view = {
+            let mut eb = me.profiler.buffers.events.lock();
+            // Before the view: the storage stays while this file lives.
+            eb.mapped = true;
+            eb.view()
+        };
         // SAFETY: `me` holds the profiler, which owns the event buffer, for
         // the whole call; the pages are used only during it (each mapped page
         // then holds its own reference).
@@ -459,7 +512,7 @@ impl BufferReader {
             return Err(EINVAL);
         }
         let (chunk, view) = {
-            let eb = p.buffers.events.lock();
+            let mut eb = p.buffers.events.lock();
             if tail != eb.consumed() {
                 return Err(ESTALE);
             }
@@ -471,6 +524,7 @@ impl BufferReader {
             if chunk.len as u64 != n {
                 return Err(EINVAL);
             }
+            eb.copying = true;
             (chunk, eb.view())
         };
         // SAFETY: `p` owns the event buffer; this is the only consumer
@@ -479,11 +533,20 @@ impl BufferReader {
         p.reader.lock().delivered(a, b, chunk.len);
         let mut eb = p.buffers.events.lock();
         eb.consume(chunk.len);
+        eb.copying = false;
         if eb.len() == 0 {
             self.seen_flush.store(eb.flush_seq, Relaxed);
         }
         Ok(())
     }
+}
+
+/// The user buffer of a `struct oprofile_rs_config_text` at `arg`.
+fn config_text(arg: usize) -> Result<(usize, usize)> {
+    let mut r = UserSlice::new(UserPtr::from_addr(arg), 16).reader();
+    let ptr = usize::try_from(r.read::<u64>()?).map_err(|_| EFAULT)?;
+    let len = usize::try_from(r.read::<u64>()?).map_err(|_| EINVAL)?;
+    Ok((ptr, len))
 }
 
 /// Registers the device, whose files read `profiler`'s stream; it is removed

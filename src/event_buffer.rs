@@ -118,6 +118,13 @@ pub(crate) struct EventBuffer {
     pub(crate) full: u64,
     /// Total bytes ever consumed (`head` is its ring offset).
     consumed: u64,
+    /// The device's reader mapped the buffer (set before its `mmap` takes
+    /// a view, cleared when its file is released, which no mapping
+    /// outlives): the storage must not be replaced.
+    pub(crate) mapped: bool,
+    /// A reader copies a chunk without the lock (from taking its view to
+    /// consuming it): the storage must not be replaced.
+    pub(crate) copying: bool,
 }
 
 impl EventBuffer {
@@ -152,6 +159,8 @@ impl EventBuffer {
             bytes_in: 0,
             full: 0,
             consumed: 0,
+            mapped: false,
+            copying: false,
         };
         eb.meta_u32(meta::VERSION_AT).store(meta::VERSION, Relaxed);
         eb.meta_u32(meta::META_SIZE_AT)
@@ -196,6 +205,70 @@ impl EventBuffer {
     /// Bytes free.
     pub(crate) fn free(&self) -> usize {
         self.storage.cap - self.len
+    }
+
+    /// Bytes of ring storage.
+    pub(crate) fn capacity(&self) -> usize {
+        self.storage.cap
+    }
+
+    /// Writes `bytes` (at most `cap`) at ring offset `at` (below twice the
+    /// capacity), wrapping.
+    ///
+    /// # Safety
+    ///
+    /// The bytes written are free (not waiting): no reader chunk covers
+    /// them; `&mut self` excludes other writes.
+    unsafe fn write_at(&mut self, at: usize, bytes: &[u8]) {
+        let cap = self.storage.cap;
+        let at = self.wrap(at);
+        let n = bytes.len().min(cap);
+        let first = n.min(cap - at);
+        let src = bytes.as_ptr();
+        // SAFETY: `at + first <= cap` and `n - first <= cap`: within the
+        // storage; the caller guarantees nothing reads these bytes.
+        unsafe {
+            core::ptr::copy_nonoverlapping(src, self.storage.ptr.add(at), first);
+            core::ptr::copy_nonoverlapping(src.add(first), self.storage.ptr, n - first);
+        }
+    }
+
+    /// Takes over `old`'s waiting records and positions (a resize): this
+    /// buffer must be fresh (nothing appended) and hold them (checked:
+    /// false, nothing done, if not). The waiting bytes go where the
+    /// consumer position says (`consumed` modulo the new capacity), so that
+    /// the meta page describes them as a mapping would read them.
+    pub(crate) fn adopt(&mut self, old: &EventBuffer) -> bool {
+        if self.len != 0 || old.len > self.storage.cap {
+            return false;
+        }
+        let cap = self.storage.cap;
+        self.head = old.consumed.checked_rem(cap as u64).unwrap_or(0) as usize;
+        let mut tmp = [0u8; 256];
+        let mut done = 0;
+        while done < old.len {
+            let n = (old.len - done).min(tmp.len());
+            let Some(part) = tmp.get_mut(..n) else { break };
+            old.read_at(old.head + done, part);
+            // SAFETY: the bytes from `head + done` are free here: nothing
+            // waits in this fresh buffer beyond `done` bytes, and `old.len
+            // <= cap`.
+            unsafe { self.write_at(self.head + done, part) };
+            done += n;
+        }
+        // INVARIANT: `old`'s waiting bytes are whole records, copied in
+        // order from `head`.
+        self.len = old.len;
+        self.flush_seq = old.flush_seq;
+        self.bytes_in = old.bytes_in;
+        self.full = old.full;
+        self.consumed = old.consumed;
+        self.meta_u64(meta::FULL_AT).store(self.full, Relaxed);
+        self.meta_u64(meta::TAIL_AT).store(self.consumed, Relaxed);
+        self.meta_u64(meta::OPENING_AT)
+            .store(old.meta_u64(meta::OPENING_AT).load(Relaxed), Relaxed);
+        self.meta_u64(meta::HEAD_AT).store(self.bytes_in, Release);
+        true
     }
 
     /// `pos` (below twice the capacity) as a ring offset, without a
@@ -457,5 +530,52 @@ mod tests {
             assert!(v.map_page(2).is_some());
             assert!(v.map_page(3).is_none());
         }
+    }
+
+    #[test]
+    fn adopt_keeps_waiting_records_and_positions() {
+        let (Ok(mut old), Ok(mut new)) =
+            (EventBuffer::new(PAGE_SIZE), EventBuffer::new(3 * PAGE_SIZE))
+        else {
+            return;
+        };
+        let lost = |count| {
+            format::Lost {
+                cpu: 1,
+                time: 5,
+                count,
+            }
+            .encoded(Endian::native())
+        };
+        // Fill, consume most, append more: the waiting records wrap the end.
+        let fit = PAGE_SIZE / 24;
+        for i in 0..fit {
+            assert!(old.push(&lost(i as u64)));
+        }
+        old.consume((fit - 3) * 24);
+        for i in 0..5 {
+            assert!(old.push(&lost(1000 + i)));
+        }
+        let want = bytes(&old, old.chunk(usize::MAX));
+        assert_eq!(want.len(), 8 * 24);
+        old.mapped = true;
+        old.copying = true;
+        assert!(new.adopt(&old));
+        assert_eq!(new.len(), old.len());
+        assert_eq!(new.consumed(), old.consumed());
+        assert_eq!(new.bytes_in, old.bytes_in);
+        assert!(!new.mapped && !new.copying);
+        // The same records, where the consumer position says in the new ring.
+        let c = new.chunk(usize::MAX);
+        assert_eq!(bytes(&new, c), want);
+        assert_eq!(c.start as u64, new.consumed() % (3 * PAGE_SIZE) as u64);
+        assert_eq!(new.meta_u64(meta::TAIL_AT).load(Relaxed), new.consumed());
+        assert_eq!(new.meta_u64(meta::HEAD_AT).load(Relaxed), new.bytes_in);
+        // A buffer that cannot hold them, or one not fresh, refuses.
+        let Ok(mut small) = EventBuffer::new(64) else {
+            return;
+        };
+        assert!(small.push(&lost(1)));
+        assert!(!small.adopt(&old));
     }
 }

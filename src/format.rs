@@ -881,6 +881,24 @@ impl Tracing {
     }
 }
 
+/// The names of the settings a [`Config`] record carries that can be
+/// changed while recording is off: the module's debugfs files and the
+/// `key=value` words of its `SET_CONFIG`/`GET_CONFIG` text (the user guide),
+/// which the tool's `record` options write. In the order the module's
+/// `config` text lists them and the tool applies them: `event` first
+/// (writing it resets every period and frequency), then the periods and
+/// frequencies, then the rest.
+pub const CONFIG_KEYS: [&str; 8] = [
+    "event",
+    "sample_period",
+    "sample_freq",
+    "backtrace_depth",
+    "user_backtrace_depth",
+    "cpu_buffer_size",
+    "buffer_size",
+    "buffer_watershed",
+];
+
 /// Bytes of a CONFIG record's fixed part (each event adds
 /// [`EVENT_DESC_LEN`]).
 pub const CONFIG_LEN: usize = 48;

@@ -22,12 +22,23 @@
 /*
  * The overflow handler: perf's callback type has struct perf_sample_data,
  * and event->overflow_handler_context is a field of struct perf_event, both
- * opaque to Rust's bindings.
+ * opaque to Rust's bindings. data->period is the count this sample stands
+ * for (perf changes it in frequency mode).
+ *
+ * perf calls it with preemption off in every context (NMI, the hrtimer's
+ * hard IRQ, and perf_sw_event()'s task context, which disables preemption
+ * around the swevent hash walk); the explicit pair documents and enforces
+ * what the sampler relies on: the per-CPU ring buffer and scratch space of
+ * this CPU cannot change under it (a migration mid-record). It never
+ * reschedules: the count is raised on entry, so the enable never brings it
+ * to zero here.
  */
 static void overflow_handler(struct perf_event *event, struct perf_sample_data *data,
 			     struct pt_regs *regs)
 {
-	oprofile_rs_perf_overflow(event->overflow_handler_context, regs);
+	preempt_disable_notrace();
+	oprofile_rs_perf_overflow(event->overflow_handler_context, regs, data->period);
+	preempt_enable_notrace();
 }
 
 /*
@@ -145,12 +156,40 @@ void oprofile_rs_current_task(u32 *pid, u32 *tgid, char comm[16])
 
 static char *event = "default";
 module_param(event, charp, 0444);
-MODULE_PARM_DESC(event, "Event to sample: default (cycles, else cpu-clock), cycles, instructions, "
-			"cache-references, cache-misses, branch-instructions, branch-misses, cpu-clock");
+MODULE_PARM_DESC(event, "Events to sample, a comma list of 1..8: default (alone: cycles, else "
+			"cpu-clock), cycles, instructions, cache-references, cache-misses, "
+			"branch-instructions, branch-misses, cpu-clock, task-clock, page-faults, "
+			"context-switches, cpu-migrations");
 
 const char *oprofile_rs_event_param(void)
 {
 	return event ? event : "";
+}
+
+/*
+ * ---- sample_period= and sample_freq= (src/oprofile.rs, src/params.rs): one
+ * value or a comma list with one per event, strings as event=.
+ */
+
+static char *sample_period = "";
+module_param(sample_period, charp, 0444);
+MODULE_PARM_DESC(sample_period, "Sample period per event (one value for all, or a comma list; 0: "
+				"not given): ns for the clocks (10000..1000000000), events for the "
+				"others (1..1000000000)");
+
+const char *oprofile_rs_sample_period_param(void)
+{
+	return sample_period ? sample_period : "";
+}
+
+static char *sample_freq = "";
+module_param(sample_freq, charp, 0444);
+MODULE_PARM_DESC(sample_freq, "Samples per second per CPU per event instead of a period (one value "
+			      "or a comma list, 1..100000; 0: period mode)");
+
+const char *oprofile_rs_sample_freq_param(void)
+{
+	return sample_freq ? sample_freq : "";
 }
 
 /*

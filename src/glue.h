@@ -15,8 +15,8 @@ struct perf_event *oprofile_rs_perf_create(int cpu, u32 type, u64 config, u64 pe
 					   bool freq, bool exclude_user, bool exclude_kernel,
 					   void *context);
 void oprofile_rs_perf_release(struct perf_event *event);
-/* Implemented in Rust (src/perf.rs); runs in NMI or hard-IRQ context. */
-void oprofile_rs_perf_overflow(void *context, struct pt_regs *regs);
+/* Implemented in Rust (src/perf.rs); runs in NMI, hard-IRQ or task context, preemption off. */
+void oprofile_rs_perf_overflow(void *context, struct pt_regs *regs, u64 period);
 bool oprofile_rs_unwind_kernel(struct pt_regs *regs, bool (*frame)(void *ctx, unsigned long addr),
 			       void *ctx);
 unsigned long oprofile_rs_regs_ip(struct pt_regs *regs);
@@ -29,5 +29,7 @@ void oprofile_rs_current_task(u32 *pid, u32 *tgid, char comm[16]);
 /* src/oprofile.rs */
 const char *oprofile_rs_event_param(void);
 const char *oprofile_rs_mode_param(void);
+const char *oprofile_rs_sample_period_param(void);
+const char *oprofile_rs_sample_freq_param(void);
 
 #endif

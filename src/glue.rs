@@ -60,4 +60,8 @@ extern "C" {
     pub(crate) fn oprofile_rs_event_param() -> *const c_char;
     /// The `mode=` module parameter: a NUL-terminated string.
     pub(crate) fn oprofile_rs_mode_param() -> *const c_char;
+    /// The `sample_period=` module parameter: a NUL-terminated string.
+    pub(crate) fn oprofile_rs_sample_period_param() -> *const c_char;
+    /// The `sample_freq=` module parameter: a NUL-terminated string.
+    pub(crate) fn oprofile_rs_sample_freq_param() -> *const c_char;
 }

@@ -10,6 +10,7 @@ use kernel::{prelude::*, sync::Arc};
 
 use poll_misc::PollMiscRegistration;
 
+mod config;
 mod control;
 mod cpu_work;
 mod debugfs_files;
@@ -35,6 +36,7 @@ mod profiler;
 mod ratelimit;
 mod reader_state;
 mod sampler;
+mod settings;
 mod snapshot;
 // Pure logic shared with the host crate `crates/snapshot` (hence `pub` items).
 #[allow(unreachable_pub)]
@@ -65,14 +67,6 @@ module! {
         buffer_watershed: u64 {
             default: 0,
             description: "Wake readers when this many bytes wait (0: buffer_size/4)",
-        },
-        sample_period: u64 {
-            default: 0,
-            description: "Sample period: ns for cpu-clock, events for PMU events (10000..1000000000; 0: 1000000 unless sample_freq is set)",
-        },
-        sample_freq: u64 {
-            default: 0,
-            description: "Samples per second per CPU instead of a fixed period (1..100000; 0: period mode)",
         },
         exclude_user: bool {
             default: false,
@@ -115,6 +109,20 @@ fn mode_param() -> &'static [u8] {
     unsafe { CStr::from_char_ptr(glue::oprofile_rs_mode_param()) }.to_bytes()
 }
 
+/// The `sample_period=` parameter (a C `charp` in glue.c, as `event=`).
+fn sample_period_param() -> &'static [u8] {
+    // SAFETY: glue.c returns a NUL-terminated string owned by the module
+    // parameter, which is not changed after load (the file is read-only).
+    unsafe { CStr::from_char_ptr(glue::oprofile_rs_sample_period_param()) }.to_bytes()
+}
+
+/// The `sample_freq=` parameter (a C `charp` in glue.c, as `event=`).
+fn sample_freq_param() -> &'static [u8] {
+    // SAFETY: glue.c returns a NUL-terminated string owned by the module
+    // parameter, which is not changed after load (the file is read-only).
+    unsafe { CStr::from_char_ptr(glue::oprofile_rs_sample_freq_param()) }.to_bytes()
+}
+
 impl kernel::InPlaceModule for OprofileModule {
     fn init(_module: &'static ThisModule) -> impl PinInit<Self, Error> {
         pin_init::pin_init_scope(|| {
@@ -123,8 +131,8 @@ impl kernel::InPlaceModule for OprofileModule {
                 buffer_size: module_parameters::buffer_size.value(),
                 buffer_watershed: module_parameters::buffer_watershed.value(),
                 event: event_param(),
-                sample_period: module_parameters::sample_period.value(),
-                sample_freq: module_parameters::sample_freq.value(),
+                sample_period: sample_period_param(),
+                sample_freq: sample_freq_param(),
                 exclude_user: module_parameters::exclude_user.value(),
                 exclude_kernel: module_parameters::exclude_kernel.value(),
                 backtrace_depth: module_parameters::backtrace_depth.value(),

@@ -2,8 +2,11 @@
 
 //! A small safe wrapper around in-kernel perf counters, which the kernel
 //! crate does not offer: one sampling counter bound to one CPU, calling
-//! [`OverflowHandler::overflow`] on every overflow (NMI context for hardware
-//! PMU events, hard-IRQ context for the software cpu-clock event).
+//! [`OverflowHandler::overflow`] on every overflow: NMI context for hardware
+//! PMU events, hard-IRQ context for the clocks (hrtimers), and task context
+//! (preemption off, under `rcu_read_lock()`, interrupts as the event site has
+//! them) for the other software events, which perf counts where they happen
+//! (`perf_sw_event()`: the page-fault handler, the scheduler).
 
 use kernel::{
     bindings,
@@ -19,8 +22,12 @@ use crate::glue;
 const PERF_TYPE_HARDWARE: u32 = 0;
 const PERF_TYPE_SOFTWARE: u32 = 1;
 const PERF_COUNT_SW_CPU_CLOCK: u64 = 0;
+const PERF_COUNT_SW_TASK_CLOCK: u64 = 1;
+const PERF_COUNT_SW_PAGE_FAULTS: u64 = 2;
+const PERF_COUNT_SW_CONTEXT_SWITCHES: u64 = 3;
+const PERF_COUNT_SW_CPU_MIGRATIONS: u64 = 4;
 
-/// What to count. The discriminants are the positions in [`Event::ALL`].
+/// What to count. Listed in [`Event::ALL`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
 pub(crate) enum Event {
@@ -38,11 +45,43 @@ pub(crate) enum Event {
     BranchMisses,
     /// The software cpu-clock event (hrtimer; hard-IRQ context), period in ns.
     CpuClock,
+    /// The software task-clock event (hrtimer of the running task; hard-IRQ
+    /// context), period in ns.
+    TaskClock,
+    /// Page faults (software; task context, in the fault handler).
+    PageFaults,
+    /// Context switches (software; task context, in the scheduler).
+    ContextSwitches,
+    /// Task migrations to another CPU (software; task context, in the
+    /// scheduler, counted on the CPU that moves the task).
+    CpuMigrations,
+}
+
+/// The context an event's overflows run in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Context {
+    /// Hardware PMU overflow interrupt.
+    Nmi,
+    /// hrtimer interrupt (the clocks).
+    HardIrq,
+    /// The event site itself (preemption off, interrupts maybe on).
+    Task,
+}
+
+impl Context {
+    /// Its name in debugfs.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Context::Nmi => "nmi",
+            Context::HardIrq => "hardirq",
+            Context::Task => "task",
+        }
+    }
 }
 
 impl Event {
     /// Every event, in the order `event=` documents them.
-    pub(crate) const ALL: [Event; 7] = [
+    pub(crate) const ALL: [Event; 11] = [
         Event::Cycles,
         Event::Instructions,
         Event::CacheReferences,
@@ -50,10 +89,14 @@ impl Event {
         Event::BranchInstructions,
         Event::BranchMisses,
         Event::CpuClock,
+        Event::TaskClock,
+        Event::PageFaults,
+        Event::ContextSwitches,
+        Event::CpuMigrations,
     ];
 
     /// (perf type, config) of the event.
-    fn raw(self) -> (u32, u64) {
+    pub(crate) fn raw(self) -> (u32, u64) {
         match self {
             // PERF_COUNT_HW_* are 0..5 in this order.
             Event::Cycles => (PERF_TYPE_HARDWARE, 0),
@@ -63,6 +106,26 @@ impl Event {
             Event::BranchInstructions => (PERF_TYPE_HARDWARE, 4),
             Event::BranchMisses => (PERF_TYPE_HARDWARE, 5),
             Event::CpuClock => (PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_CLOCK),
+            Event::TaskClock => (PERF_TYPE_SOFTWARE, PERF_COUNT_SW_TASK_CLOCK),
+            Event::PageFaults => (PERF_TYPE_SOFTWARE, PERF_COUNT_SW_PAGE_FAULTS),
+            Event::ContextSwitches => (PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CONTEXT_SWITCHES),
+            Event::CpuMigrations => (PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_MIGRATIONS),
+        }
+    }
+
+    /// Whether the period counts ns (the clocks) rather than events.
+    pub(crate) fn is_clock(self) -> bool {
+        matches!(self, Event::CpuClock | Event::TaskClock)
+    }
+
+    /// The context its overflows run in.
+    pub(crate) fn context(self) -> Context {
+        if self.is_hardware() {
+            Context::Nmi
+        } else if self.is_clock() {
+            Context::HardIrq
+        } else {
+            Context::Task
         }
     }
 
@@ -81,6 +144,10 @@ impl Event {
             Event::BranchInstructions => "branch-instructions",
             Event::BranchMisses => "branch-misses",
             Event::CpuClock => "cpu-clock",
+            Event::TaskClock => "task-clock",
+            Event::PageFaults => "page-faults",
+            Event::ContextSwitches => "context-switches",
+            Event::CpuMigrations => "cpu-migrations",
         }
     }
 
@@ -88,26 +155,13 @@ impl Event {
     pub(crate) fn from_name(name: &[u8]) -> Option<Event> {
         Self::ALL.into_iter().find(|e| e.name().as_bytes() == name)
     }
-
-    /// The event's position in [`Event::ALL`].
-    pub(crate) fn index(self) -> u8 {
-        self as u8
-    }
-
-    /// The event at `index` of [`Event::ALL`].
-    pub(crate) fn from_index(index: u8) -> Event {
-        Self::ALL
-            .get(usize::from(index))
-            .copied()
-            .unwrap_or(Event::CpuClock)
-    }
 }
 
 /// How a counter samples.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Attr {
     pub(crate) event: Event,
-    /// A sample every `period` events (ns for cpu-clock); 0 in frequency mode.
+    /// A sample every `period` events (ns for the clocks); 0 in frequency mode.
     pub(crate) period: u64,
     /// Samples per second (perf adjusts the period); 0 in period mode.
     pub(crate) freq: u64,
@@ -207,12 +261,24 @@ impl Regs {
     }
 }
 
+/// What perf says about one overflow besides the registers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Overflow {
+    /// The tag the counter's [`Trampoline`] was made with (the sampler's
+    /// event index).
+    pub(crate) tag: u16,
+    /// The events this sample stands for (`perf_sample_data.period`; in
+    /// frequency mode perf changes it from sample to sample).
+    pub(crate) period: u64,
+}
+
 /// Receives the overflows of a [`Counter`].
 pub(crate) trait OverflowHandler: Sync {
-    /// Called in NMI or hard-IRQ context on the counter's CPU with the
-    /// interrupted registers: must not sleep, allocate or take a lock that
-    /// other contexts can hold.
-    fn overflow(&self, regs: &Regs);
+    /// Called on the counter's CPU with preemption off, in NMI, hard-IRQ or
+    /// task context (see [`Context`]) with the interrupted registers (for
+    /// task-context events, perf's registers of the event site): must not
+    /// sleep, allocate or take a lock that other contexts can hold.
+    fn overflow(&self, regs: &Regs, o: Overflow);
 }
 
 /// A sampling perf counter on one CPU; released when dropped.
@@ -237,20 +303,26 @@ unsafe impl Sync for Counter {}
 /// `context` is the `&H` given to [`Counter::new`] with `H`'s type erased
 /// through [`trampoline`]: see there.
 #[unsafe(no_mangle)]
-unsafe extern "C" fn oprofile_rs_perf_overflow(context: *mut c_void, regs: *mut bindings::pt_regs) {
+unsafe extern "C" fn oprofile_rs_perf_overflow(
+    context: *mut c_void,
+    regs: *mut bindings::pt_regs,
+    period: u64,
+) {
     // SAFETY: `Counter::new` stores a pointer to a `Trampoline`, valid until
     // the counter is released (the caller of `new` guarantees it).
     let t = unsafe { &*context.cast::<Trampoline>() };
     // SAFETY: the perf core passes the overflow's live registers, used only
     // during this call.
     let regs = unsafe { Regs::from_raw(regs) };
-    (t.call)(t.handler, &regs);
+    (t.call)(t.handler, &regs, Overflow { tag: t.tag, period });
 }
 
-/// Type-erased handler: a data pointer and the monomorphised function for it.
+/// Type-erased handler: a data pointer, the monomorphised function for it
+/// and the tag it is called with.
 pub(crate) struct Trampoline {
     handler: *const c_void,
-    call: fn(*const c_void, &Regs),
+    call: fn(*const c_void, &Regs, Overflow),
+    tag: u16,
 }
 
 // SAFETY: the handler is `Sync` (required by `Trampoline::new`).
@@ -259,17 +331,18 @@ unsafe impl Sync for Trampoline {}
 unsafe impl Send for Trampoline {}
 
 impl Trampoline {
-    /// A trampoline calling `handler.overflow`.
-    pub(crate) fn new<H: OverflowHandler>(handler: &H) -> Self {
-        fn call<H: OverflowHandler>(h: *const c_void, regs: &Regs) {
+    /// A trampoline calling `handler.overflow` with `tag`.
+    pub(crate) fn new<H: OverflowHandler>(handler: &H, tag: u16) -> Self {
+        fn call<H: OverflowHandler>(h: *const c_void, regs: &Regs, o: Overflow) {
             // SAFETY: `h` was made from a `&H` in `Trampoline::new`, and the
             // owner keeps `H` alive while any counter using it exists.
             let h = unsafe { &*h.cast::<H>() };
-            h.overflow(regs);
+            h.overflow(regs, o);
         }
         Trampoline {
             handler: core::ptr::from_ref(handler).cast(),
             call: call::<H>,
+            tag,
         }
     }
 }

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The profiler: per-CPU samplers and counters, the event buffer and the
-//! sync work, started at load and stopped at unload.
+//! The profiler: per-CPU samplers and one counter per (online CPU, event),
+//! the event buffer and the sync work, started at load and stopped at
+//! unload.
 
 use kernel::{
     bindings,
@@ -17,13 +18,15 @@ use kernel::{
 
 use crate::{
     cpu_work::CpuWorks,
+    format::MAX_EVENTS,
     hotplug::{self, HotplugHandler},
     params::{Config, EventChoice, RecordMode},
-    perf::{Attr, Counter, Event, Trampoline},
+    perf::{Counter, Event, Trampoline},
     ratelimit::pr_ratelimited,
     reader_state::ReaderState,
     ringbuf::{RecordSwitch, Switches},
     sampler::CpuSampler,
+    settings::Settings,
     sync::Buffers,
 };
 
@@ -42,19 +45,34 @@ static RUNNING: RecordSwitch = RecordSwitch::new(false);
 
 /// The profiler.
 ///
-/// Locks, outermost first (never taken the other way round): `control`
-/// (tracing_on and flush writers, one at a time), then those of `buffers`
-/// (see [`Buffers`]). `reader` is taken only by the one reader of the moment
-/// (the device's busy flag) and never held with another. `counters` and
-/// `hotplug` are leaves. CPU hotplug callbacks run under the hotplug lock
-/// and take the locks of `buffers`; nothing here takes the hotplug lock
-/// while holding one of these.
+/// Locks, outermost first (never taken the other way round):
+///
+/// 1. `control`: `tracing_on`, `flush`, snapshot and configuration writers
+///    (`config.rs`), one at a time;
+/// 2. `hotplug` (the registration): `start`, `stop` and configuration
+///    writers; a configuration writer holds `control` and `hotplug` while it
+///    drops and re-creates the registration, which takes the CPU hotplug
+///    lock (`cpus_read_lock()`) and runs the callbacks;
+/// 3. the CPU hotplug lock: the callbacks (`online`, `offline`) run under
+///    it and take only the leaves below, never `control` or `hotplug`, so a
+///    configuration writer waiting for a CPU hotplug operation in progress
+///    never waits for itself;
+/// 4. leaves, held only for a copy or a short update, never across
+///    anything that waits for the others: `settings`, `counters`, and those
+///    of `buffers` (a CPU's sync state, then `events`; see [`Buffers`]).
+///
+/// `reader` is taken only by the one reader of the moment (the device's busy
+/// flag) with no other lock but `settings` (a copy, for the stream header)
+/// and `events`.
 #[pin_data(PinnedDrop)]
 pub(crate) struct Profiler {
-    pub(crate) config: Config,
-    /// The sampled event ([`Event::index`]), resolved at start.
-    active: Atomic<i8>,
-    /// Each CPU's counter's overflow context: that CPU's sampler.
+    /// The configuration in force (a leaf lock: held only to copy or
+    /// replace it).
+    #[pin]
+    pub(crate) settings: Mutex<Settings>,
+    /// Each (CPU, event index) counter's overflow context, at
+    /// `cpu * MAX_EVENTS + index`: that CPU's sampler, tagged with the
+    /// index.
     trampolines: KVVec<Trampoline>,
     /// The per-CPU sync works, calling `buffers` (stopped while a CPU is
     /// offline and after `stop`).
@@ -62,22 +80,25 @@ pub(crate) struct Profiler {
     /// The CPUs' samplers, the event buffer and what the sync moves.
     #[pin]
     pub(crate) buffers: Buffers,
+    /// Serialises `tracing_on`, `flush`, snapshot and configuration
+    /// writers (the outermost lock).
     #[pin]
-    control: Mutex<()>,
+    pub(crate) control: Mutex<()>,
     /// What the stream delivered (see `reader_state.rs`).
     #[pin]
     pub(crate) reader: Mutex<ReaderState>,
     /// Set while a `read` of the device is in progress (one at a time, also
     /// for threads sharing the file).
     pub(crate) read_busy: Atomic<bool>,
-    /// One counter slot per possible CPU: `Some` while the CPU is online.
+    /// One counter slot per possible CPU and event index (as
+    /// `trampolines`): `Some` while the CPU is online and samples the event.
     #[pin]
     counters: Mutex<KVVec<Option<Counter>>>,
     /// Set while `start` brings the online CPUs up: a failure then fails the load.
     starting: Atomic<bool>,
     /// The hotplug registration, from `start` to `stop`.
     #[pin]
-    hotplug: Mutex<Option<hotplug::Registration<Profiler>>>,
+    pub(crate) hotplug: Mutex<Option<hotplug::Registration<Profiler>>>,
     /// Set while `/dev/oprofile/buffer` is open (one reader at a time).
     pub(crate) reader_open: Atomic<bool>,
 }
@@ -105,13 +126,18 @@ impl Profiler {
                 )?,
                 GFP_KERNEL,
             )?;
-            slots.push(None, GFP_KERNEL)?;
+            for _ in 0..MAX_EVENTS {
+                slots.push(None, GFP_KERNEL)?;
+            }
         }
-        // Each counter's overflow context: the sampler of its CPU. They point
-        // into the heap buffer of `cpus`, which never moves or grows.
-        let mut trampolines = KVVec::with_capacity(n as usize, GFP_KERNEL)?;
+        // Each counter's overflow context: the sampler of its CPU and the
+        // event's index. They point into the heap buffer of `cpus`, which
+        // never moves or grows.
+        let mut trampolines = KVVec::with_capacity(n as usize * MAX_EVENTS, GFP_KERNEL)?;
         for s in cpus.iter() {
-            trampolines.push(Trampoline::new(s), GFP_KERNEL)?;
+            for i in 0..MAX_EVENTS {
+                trampolines.push(Trampoline::new(s, i as u16), GFP_KERNEL)?;
+            }
         }
         let buffers = Buffers::new(
             cpus,
@@ -122,15 +148,18 @@ impl Profiler {
         )?;
         let p = Arc::pin_init(
             try_pin_init!(&this in Self {
-                config,
-                active: Atomic::new(Event::CpuClock.index() as i8),
+                // `default` is resolved at start.
+                settings <- new_mutex!(Settings::new(config, Event::CpuClock, 1)),
                 trampolines,
                 buffers <- buffers,
                 // SAFETY: `buffers` is initialised above and pinned; the
                 // works are declared before it, so dropped before it.
                 works: unsafe { CpuWorks::new(&(*this.as_ptr()).buffers, sync_interval())? },
                 control <- new_mutex!(()),
-                reader <- new_mutex!(ReaderState::new(n as usize)?),
+                reader <- new_mutex!(ReaderState::new(
+                    n as usize,
+                    Settings::new(config, Event::CpuClock, 1).record(0)
+                )?),
                 read_busy: Atomic::new(false),
                 counters <- new_mutex!(slots),
                 starting: Atomic::new(false),
@@ -143,90 +172,111 @@ impl Profiler {
         Ok(p)
     }
 
-    /// How counters sample the event `event`.
-    fn attr(&self, event: Event) -> Attr {
-        Attr {
-            event,
-            period: self.config.sample_period,
-            freq: self.config.sample_freq,
-            exclude_user: self.config.exclude_user,
-            exclude_kernel: self.config.exclude_kernel,
+    /// The configuration in force.
+    pub(crate) fn settings(&self) -> Settings {
+        *self.settings.lock()
+    }
+
+    /// Makes the counter of event index `i` of `settings` on `cpu`, calling
+    /// that CPU's sampler.
+    fn counter(&self, cpu: u32, settings: &Settings, i: usize) -> Result<Counter> {
+        let attr = settings.attr(i).ok_or(EINVAL)?;
+        let t = self
+            .trampolines
+            .get(cpu as usize * MAX_EVENTS + i)
+            .ok_or(EINVAL)?;
+        // SAFETY: `t` and the sampler it calls live in `self`, which outlives
+        // every counter: `stop` drops them all before the module drops `self`.
+        unsafe { Counter::new(cpu, &attr, t) }
+    }
+
+    /// What `default` samples: cycles if this machine can count them (tried
+    /// on one online CPU), else cpu-clock.
+    fn resolve_default(&self, config: &Config) -> Event {
+        let Some(cpu) = (0..nr_cpu_ids())
+            .filter_map(CpuId::from_u32)
+            .find(|c| cpu_online(*c))
+        else {
+            return Event::CpuClock;
+        };
+        let probe = Settings::new(*config, Event::Cycles, 0);
+        // RUNNING is off, or TRACING_ON (a runtime change): a sample of this
+        // probe is not recorded.
+        match self.counter(cpu.as_u32(), &probe, 0) {
+            Ok(_probe) => Event::Cycles,
+            Err(e) => {
+                pr_ratelimited!(
+                    pr_info,
+                    "no hardware PMU (cycles: error {}): sampling cpu-clock in hard-IRQ context\n",
+                    e.to_errno()
+                );
+                Event::CpuClock
+            }
         }
     }
 
-    /// Makes a counter of `event` on `cpu` calling that CPU's sampler.
-    fn counter(&self, cpu: u32, event: Event) -> Result<Counter> {
-        let t = self.trampolines.get(cpu as usize).ok_or(EINVAL)?;
-        // SAFETY: `t` and the sampler it calls live in `self`, which outlives
-        // every counter: `stop` drops them all before the module drops `self`.
-        unsafe { Counter::new(cpu, &self.attr(event), t) }
-    }
-
-    /// The event to sample: `event=`, or for the default cycles if this
-    /// machine can count them (tried on one online CPU), else cpu-clock.
-    fn resolve_event(&self) -> Event {
-        let EventChoice::Only(event) = self.config.event else {
-            let Some(cpu) = (0..nr_cpu_ids())
-                .filter_map(CpuId::from_u32)
-                .find(|c| cpu_online(*c))
-            else {
-                return Event::CpuClock;
-            };
-            // RUNNING is off: a sample of this probe is not recorded.
-            return match self.counter(cpu.as_u32(), Event::Cycles) {
-                Ok(_probe) => Event::Cycles,
-                Err(e) => {
-                    pr_info!(
-                        "no hardware PMU (cycles: error {}): sampling cpu-clock in hard-IRQ context\n",
-                        e.to_errno()
-                    );
-                    Event::CpuClock
-                }
-            };
+    /// The settings of `config` at `generation`, `default` resolved.
+    pub(crate) fn resolve(&self, config: Config, generation: u32) -> Settings {
+        let default = if config
+            .events
+            .as_slice()
+            .iter()
+            .any(|s| s.choice == EventChoice::Default)
+        {
+            self.resolve_default(&config)
+        } else {
+            Event::CpuClock
         };
-        event
+        Settings::new(config, default, generation)
     }
 
     fn start(&self) -> Result {
         let mut hotplug = self.hotplug.lock();
-        let event = self.resolve_event();
-        self.active.store(event.index() as i8, Relaxed);
+        let settings = {
+            let config = self.settings.lock().config;
+            self.resolve(config, 1)
+        };
+        *self.settings.lock() = settings;
+        self.reader
+            .lock()
+            .set_initial_config(settings.record(crate::sampler::now()));
         RUNNING.set(true);
+        let registration = self.register()?;
+        let online = self.counters.lock().iter().flatten().count();
+        for (i, a) in (0..settings.events().len())
+            .filter_map(|i| settings.attr(i))
+            .enumerate()
+        {
+            let unit = if a.freq != 0 {
+                "Hz"
+            } else if a.event.is_clock() {
+                "ns period"
+            } else {
+                "events period"
+            };
+            pr_info!(
+                "event {i}: sampling {} ({}) at {} {unit} ({online} counters)\n",
+                a.event.name(),
+                a.event.context().name(),
+                a.period.max(a.freq)
+            );
+        }
+        *hotplug = Some(registration);
+        Ok(())
+    }
+
+    /// Registers the hotplug callbacks, bringing every online CPU up with
+    /// the settings in force; a failure (a counter that cannot be made)
+    /// fails it. Turns `RUNNING` off on failure.
+    pub(crate) fn register(&self) -> Result<hotplug::Registration<Profiler>> {
         self.starting.store(true, Relaxed);
         // SAFETY: `self` outlives the registration: `stop` (at the latest
         // in `drop`) drops it.
         let registration = unsafe { hotplug::Registration::new(self) };
         self.starting.store(false, Relaxed);
-        let registration = registration.inspect_err(|_| {
+        registration.inspect_err(|_| {
             RUNNING.set(false);
-        })?;
-        let online = self.counters.lock().iter().flatten().count();
-        let mode = if self.config.sample_freq != 0 {
-            "Hz"
-        } else if event == Event::CpuClock {
-            "ns period"
-        } else {
-            "events period"
-        };
-        pr_info!(
-            "sampling {} ({}) at {} {} on {} online CPUs\n",
-            event.name(),
-            if event.is_hardware() {
-                "NMI"
-            } else {
-                "hard IRQ"
-            },
-            self.config.sample_period.max(self.config.sample_freq),
-            mode,
-            online
-        );
-        *hotplug = Some(registration);
-        Ok(())
-    }
-
-    /// The event being sampled.
-    pub(crate) fn event(&self) -> Event {
-        Event::from_index(self.active.load(Relaxed) as u8)
+        })
     }
 
     /// Stops sampling: no overflow handler and no sync work runs after this.
@@ -294,38 +344,50 @@ impl Profiler {
 }
 
 impl HotplugHandler for Profiler {
-    /// A CPU came online: give it a counter and a sync work.
+    /// A CPU came online: give it a counter per event and a sync work.
     fn online(&self, cpu: u32) -> Result {
-        let event = self.event();
-        let counter = match self.counter(cpu, event) {
-            Ok(c) => c,
-            Err(e) => {
-                pr_ratelimited!(
-                    pr_err,
-                    "cpu{cpu}: cannot sample {}: error {}{}\n",
-                    event.name(),
-                    e.to_errno(),
-                    if event.is_hardware() {
-                        " (no hardware PMU for it on this machine?)"
-                    } else {
-                        ""
+        let settings = self.settings();
+        let mut made: [Option<Counter>; MAX_EVENTS] = Default::default();
+        for (i, slot) in made.iter_mut().enumerate().take(settings.events().len()) {
+            let event = settings.attr(i).map_or(Event::CpuClock, |a| a.event);
+            match self.counter(cpu, &settings, i) {
+                Ok(c) => *slot = Some(c),
+                Err(e) => {
+                    pr_ratelimited!(
+                        pr_err,
+                        "cpu{cpu}: cannot sample {}: error {}{}\n",
+                        event.name(),
+                        e.to_errno(),
+                        if event.is_hardware() {
+                            " (no hardware PMU for it on this machine?)"
+                        } else {
+                            ""
+                        }
+                    );
+                    // At load (or a runtime change) this fails it (perf's
+                    // ENOENT, "no PMU for this event", as EOPNOTSUPP:
+                    // insmod's ENOENT text speaks of unknown symbols), the
+                    // counters made so far released; a CPU hotplugged later
+                    // stays online without this event's samples.
+                    if !self.starting.load(Relaxed) {
+                        continue;
                     }
-                );
-                // At load this fails the load (perf's ENOENT, "no PMU for
-                // this event", as EOPNOTSUPP: insmod's ENOENT text speaks of
-                // unknown symbols); a CPU hotplugged later stays online
-                // without samples.
-                return if !self.starting.load(Relaxed) {
-                    Ok(())
-                } else if e == ENOENT || e == ENODEV {
-                    Err(EOPNOTSUPP)
-                } else {
-                    Err(e)
-                };
+                    return if e == ENOENT || e == ENODEV {
+                        Err(EOPNOTSUPP)
+                    } else {
+                        Err(e)
+                    };
+                }
             }
-        };
-        if let Some(slot) = self.counters.lock().get_mut(cpu as usize) {
-            *slot = Some(counter);
+        }
+        {
+            let mut counters = self.counters.lock();
+            let base = cpu as usize * MAX_EVENTS;
+            for (i, c) in made.into_iter().enumerate() {
+                if let Some(slot) = counters.get_mut(base + i) {
+                    *slot = c;
+                }
+            }
         }
         // Overwrite mode: no periodic sync (a snapshot moves the records).
         if !self.buffers.overwrite {
@@ -335,15 +397,19 @@ impl HotplugHandler for Profiler {
         Ok(())
     }
 
-    /// A CPU goes offline: release its counter, stop its work, drain its buffer.
+    /// A CPU goes offline: release its counters, stop its work, drain its
+    /// buffer.
     fn offline(&self, cpu: u32) {
-        let counter = self
-            .counters
-            .lock()
-            .get_mut(cpu as usize)
-            .and_then(Option::take);
+        let mut taken: [Option<Counter>; MAX_EVENTS] = Default::default();
+        {
+            let mut counters = self.counters.lock();
+            let base = cpu as usize * MAX_EVENTS;
+            for (i, t) in taken.iter_mut().enumerate() {
+                *t = counters.get_mut(base + i).and_then(Option::take);
+            }
+        }
         // Released outside the lock; no overflow handler runs after this.
-        drop(counter);
+        drop(taken);
         // Stopping a work that never started is a no-op.
         self.works.stop(cpu);
         self.buffers.sync_one(cpu);
@@ -367,8 +433,11 @@ impl PinnedDrop for Profiler {
 /// committed its record and updated its counters, so a sync afterwards sees
 /// all of it (tested by the `oprofile_rs_quiesce` KUnit suite).
 ///
-/// Handlers run in hard-IRQ (cpu-clock) or NMI (hardware events) context;
-/// `synchronize_rcu()` waits for both. Process context only (it sleeps).
+/// Handlers run in hard-IRQ (the clocks), NMI (hardware events) or task
+/// context with preemption off (the other software events, under perf's
+/// `rcu_read_lock()`); `synchronize_rcu()` waits for all of them (every
+/// preemption-disabled region is an RCU read-side critical section).
+/// Process context only (it sleeps).
 pub(crate) fn stop_recording(switch: &RecordSwitch) {
     switch.set(false);
     kernel::sync::rcu::synchronize_rcu();

@@ -7,9 +7,12 @@
 //! the one its last COMM named, and the records a new reader gets first were
 //! written before it opened: their COMM may have gone to the previous
 //! reader. So the device remembers, per CPU, the last COMM record it
-//! delivered, and whether the last TRACING record it delivered said off, and
-//! starts each stream with them (after the header): the naming and tracing
-//! state in force where the new stream's records begin.
+//! delivered, whether the last TRACING record it delivered said off, and the
+//! last CONFIG record it delivered (at first the configuration at load), and
+//! starts each stream with them (after the header; the CONFIG first, stamped
+//! with the stream's start): the configuration, naming and tracing state in
+//! force where the new stream's records begin. A CONFIG record waiting in
+//! the event buffer (a change not read yet) follows in its place.
 
 use kernel::prelude::*;
 
@@ -22,6 +25,8 @@ pub(crate) struct ReaderState {
     comm: KVVec<[u8; format::COMM_LEN]>,
     /// The last TRACING record delivered said off.
     tracing_off: bool,
+    /// The last CONFIG record delivered (at first, the one of the load).
+    config: format::Config,
     /// The current stream's opening records after the header, and how many
     /// of their bytes were read.
     prefix: KVVec<u8>,
@@ -29,7 +34,9 @@ pub(crate) struct ReaderState {
 }
 
 impl ReaderState {
-    pub(crate) fn new(nr_cpus: usize) -> Result<Self> {
+    /// The state before any stream, of `nr_cpus` possible CPUs and the
+    /// configuration `config` (the one at load).
+    pub(crate) fn new(nr_cpus: usize, config: format::Config) -> Result<Self> {
         let mut comm = KVVec::with_capacity(nr_cpus, GFP_KERNEL)?;
         for _ in 0..nr_cpus {
             comm.push([0; format::COMM_LEN], GFP_KERNEL)?;
@@ -37,6 +44,7 @@ impl ReaderState {
         Ok(Self {
             comm,
             tracing_off: false,
+            config,
             prefix: KVVec::new(),
             prefix_read: 0,
         })
@@ -47,6 +55,14 @@ impl ReaderState {
     pub(crate) fn start_stream(&mut self) -> Result {
         self.prefix.clear();
         self.prefix_read = 0;
+        let mut config = [0u8; format::config_len(format::MAX_EVENTS as u8)];
+        let restated = format::Config {
+            time: crate::sampler::now(),
+            ..self.config
+        };
+        let len = restated.encode(Endian::native(), &mut config).unwrap_or(0);
+        self.prefix
+            .extend_from_slice(config.get(..len).unwrap_or(&[]), GFP_KERNEL)?;
         for c in self.comm.iter() {
             if format::record_len(Endian::native(), c) == Some(format::COMM_LEN) {
                 self.prefix.extend_from_slice(c, GFP_KERNEL)?;
@@ -98,7 +114,13 @@ impl ReaderState {
         self.prefix_read = (self.prefix_read + n).min(self.prefix.len());
     }
 
-    /// Notes the COMM and TRACING records among the whole records `a`
+    /// Sets the configuration restated before anything was delivered: the
+    /// load's, once `default` is resolved.
+    pub(crate) fn set_initial_config(&mut self, config: format::Config) {
+        self.config = config;
+    }
+
+    /// Notes the COMM, TRACING and CONFIG records among the whole records `a`
     /// followed by `b` (one run of records split in two slices) up to `n`
     /// bytes, which were delivered.
     pub(crate) fn delivered(&mut self, a: &[u8], b: &[u8], n: usize) {
@@ -111,7 +133,7 @@ impl ReaderState {
         };
         let mut at = 0;
         while at + format::PREFIX_LEN <= n {
-            // Only COMM and TRACING records matter: skip the others reading
+            // Only COMM, TRACING and CONFIG records matter: skip the others reading
             // their prefix straight from `a` (the slow path below copies the
             // prefix, for the record at the seam of `a` and `b`).
             if let Some(p) = a
@@ -121,6 +143,7 @@ impl ReaderState {
                 let len = usize::from(p.size);
                 if p.kind != format::COMM
                     && p.kind != format::TRACING
+                    && p.kind != format::CONFIG
                     && len >= format::PREFIX_LEN
                     && at + len <= n
                 {
@@ -148,6 +171,16 @@ impl ReaderState {
             } else if p.kind == format::TRACING {
                 // Byte 6 of a TRACING record: the new state.
                 self.tracing_off = p.b6 == 0;
+            } else if p.kind == format::CONFIG
+                && len <= format::config_len(format::MAX_EVENTS as u8)
+            {
+                let mut rec = [0u8; format::config_len(format::MAX_EVENTS as u8)];
+                for (i, r) in rec.iter_mut().take(len).enumerate() {
+                    *r = byte(at + i);
+                }
+                if let Some(c) = format::Config::read(Endian::native(), &rec) {
+                    self.config = c;
+                }
             }
             at += len;
         }

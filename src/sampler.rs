@@ -2,10 +2,22 @@
 
 //! log_sample: the overflow handler's work, on the sampled CPU.
 //!
-//! Runs in NMI (hardware events) or hard-IRQ (cpu-clock) context: it only
-//! reads the current task, reserves and commits records in this CPU's ring
-//! buffer and bumps per-CPU atomic counters. No sleeping, no allocation, no
-//! lock.
+//! Runs in NMI (hardware events), hard-IRQ (the clocks) or task context
+//! (the other software events: page faults in the fault handler, context
+//! switches and migrations in the scheduler), always with preemption off
+//! (perf's, and the C trampoline's own, see `glue.c`): it only reads the
+//! current task, reserves and commits records in this CPU's ring buffer and
+//! bumps per-CPU atomic counters. No sleeping, no allocation, no lock.
+//!
+//! A task-context writer can be interrupted on its CPU by a hard-IRQ or NMI
+//! writer (a cpu-clock or PMU overflow in the middle of a page-fault sample):
+//! the ring buffer takes nested writers (`src/ringbuf/`, the nesting model),
+//! the callchain scratch space is guarded by its busy flag (the nested
+//! sample records no callchain, counted), and the COMM bookkeeping is
+//! advisory (a race writes one COMM too many, never a wrong one). A sample
+//! is written only into the buffer of the CPU it runs on: the handler checks
+//! it (preemption is off, so the answer holds until it returns) and counts a
+//! mismatch, which perf never produces, as `sample_wrong_cpu`.
 
 use core::cell::UnsafeCell;
 use kernel::{
@@ -14,8 +26,8 @@ use kernel::{
 };
 
 use crate::{
-    format::{self, Endian, MAX_DEPTH, MAX_USER_DEPTH},
-    perf::{OverflowHandler, Regs},
+    format::{self, Endian, MAX_DEPTH, MAX_EVENTS, MAX_USER_DEPTH},
+    perf::{Overflow, OverflowHandler, Regs},
     ringbuf::{CpuBuffer, Mode, ReserveError, Switches},
     user_stack::{self, UserRegs},
 };
@@ -99,6 +111,16 @@ fn comm_words(comm: &[u8; 16]) -> [u64; 2] {
 /// Storage of a CPU ring buffer.
 pub(crate) type Storage = KVVec<crate::ringbuf::atomics::AtomicU64>;
 
+/// Zeroed storage for a CPU ring buffer of `bytes` bytes.
+pub(crate) fn new_storage(bytes: usize) -> Result<Storage> {
+    let words = bytes / 8;
+    let mut storage = Storage::with_capacity(words, GFP_KERNEL)?;
+    for _ in 0..words {
+        storage.push(crate::ringbuf::atomics::AtomicU64::new(0), GFP_KERNEL)?;
+    }
+    Ok(storage)
+}
+
 /// Per-CPU counters, as in oprofile's cpu_buffer.c.
 pub(crate) struct Counters {
     /// Samples delivered by the counter while recording was on.
@@ -134,6 +156,11 @@ pub(crate) struct Counters {
     /// Records moved by this CPU's periodic sync, and the ns it spent.
     pub(crate) sync_records: Atomic<u64>,
     pub(crate) sync_ns: Atomic<u64>,
+    /// Of `sample_received`: per event index of the configuration in force.
+    pub(crate) event_samples: [Atomic<u64>; MAX_EVENTS],
+    /// Overflows delivered on another CPU than this sampler's (dropped;
+    /// perf binds each counter to its CPU, so this stays 0).
+    pub(crate) sample_wrong_cpu: Atomic<u64>,
 }
 
 impl Counters {
@@ -151,6 +178,8 @@ impl Counters {
             comm_records: Atomic::new(0),
             sync_records: Atomic::new(0),
             sync_ns: Atomic::new(0),
+            event_samples: core::array::from_fn(|_| Atomic::new(0)),
+            sample_wrong_cpu: Atomic::new(0),
         }
     }
 }
@@ -177,10 +206,11 @@ pub(crate) struct CpuSampler {
     /// that `exec`s keeps its pid but changes its name.
     last_comm: [Atomic<u64>; 2],
     pub(crate) counters: Counters,
-    /// Kernel callchain entries to record (0: none).
-    depth: usize,
-    /// User callchain entries to record (0: none).
-    user_depth: usize,
+    /// Kernel callchain entries to record (0: none); changed at runtime while
+    /// recording is off (`config.rs`), read once per sample.
+    depth: Atomic<u32>,
+    /// User callchain entries to record (0: none); as `depth`.
+    user_depth: Atomic<u32>,
     scratch: Scratch,
     /// Overwrite mode: bytes of SAMPLE records after which the running task
     /// is named again (a new COMM record), so that a COMM overwritten in the
@@ -199,11 +229,7 @@ impl CpuSampler {
         switches: Switches<'static>,
         overwrite: bool,
     ) -> Result<Self> {
-        let words = bytes / 8;
-        let mut storage = Storage::with_capacity(words, GFP_KERNEL)?;
-        for _ in 0..words {
-            storage.push(crate::ringbuf::atomics::AtomicU64::new(0), GFP_KERNEL)?;
-        }
+        let storage = new_storage(bytes)?;
         let mode = if overwrite {
             Mode::Overwrite
         } else {
@@ -216,12 +242,21 @@ impl CpuSampler {
             last_pid: Atomic::new(u64::MAX),
             last_comm: [Atomic::new(0), Atomic::new(0)],
             counters: Counters::new(),
-            depth: (depth as usize).min(MAX_DEPTH),
-            user_depth: (user_depth as usize).min(MAX_USER_DEPTH),
+            depth: Atomic::new(depth.min(MAX_DEPTH as u32)),
+            user_depth: Atomic::new(user_depth.min(MAX_USER_DEPTH as u32)),
             scratch: Scratch::new(),
             rename_bytes: if overwrite { bytes as u64 / 8 } else { 0 },
             since_comm: Atomic::new(0),
         })
+    }
+
+    /// Sets the callchain depths (kernel, user), capped at the format's:
+    /// while recording is off (`config.rs`); the sample path reads each
+    /// once per sample.
+    pub(crate) fn set_depths(&self, depth: u32, user_depth: u32) {
+        self.depth.store(depth.min(MAX_DEPTH as u32), Relaxed);
+        self.user_depth
+            .store(user_depth.min(MAX_USER_DEPTH as u32), Relaxed);
     }
 
     /// Forgets which task the last COMM record named, so that the next sample
@@ -254,9 +289,14 @@ impl CpuSampler {
         }
     }
 
-    /// Records one sample of the current task, interrupted with `regs`.
-    pub(crate) fn log_sample(&self, regs: &Regs) {
+    /// Records one sample of the current task, interrupted with `regs`, of
+    /// the event at `event` in the configuration, standing for `period`
+    /// events.
+    pub(crate) fn log_sample(&self, regs: &Regs, event: u16, period: u64) {
         let gen = PAUSE_GEN.load(Acquire);
+        // Read once: a runtime change (recording off) cannot tear a sample.
+        let depth = (self.depth.load(Relaxed) as usize).min(MAX_DEPTH);
+        let user_depth = (self.user_depth.load(Relaxed) as usize).min(MAX_USER_DEPTH);
         let pc = regs.ip();
         let kernel_mode = !regs.user_mode();
         let ts = now();
@@ -308,9 +348,8 @@ impl CpuSampler {
                 pc,
                 pid,
                 tgid,
-                // Not known here yet: readers take the CONFIG's period.
-                period: 0,
-                event: 0,
+                period,
+                event,
                 user_depth: chain.len().saturating_sub(kernel) as u8,
                 ext: true,
             };
@@ -322,8 +361,8 @@ impl CpuSampler {
             }
             r
         };
-        let want_kernel = kernel_mode && self.depth > 0;
-        let user = if self.user_depth > 0 {
+        let want_kernel = kernel_mode && depth > 0;
+        let user = if user_depth > 0 {
             UserRegs::of(regs)
         } else {
             None
@@ -336,7 +375,7 @@ impl CpuSampler {
                     let mut cut = 0;
                     let mut k = 0;
                     if want_kernel {
-                        let out = chain.get_mut(..self.depth).unwrap_or(&mut []);
+                        let out = chain.get_mut(..depth).unwrap_or(&mut []);
                         let (n, aborted) = regs.kernel_backtrace(out);
                         if aborted {
                             cut |= CUT_KERNEL_ABORTED;
@@ -345,7 +384,7 @@ impl CpuSampler {
                     }
                     let mut u = 0;
                     if let Some(start) = &user {
-                        let out = chain.get_mut(k..k + self.user_depth).unwrap_or(&mut []);
+                        let out = chain.get_mut(k..k + user_depth).unwrap_or(&mut []);
                         let (n, stop) = user_stack::walk(start, out, user_stack::read_frame);
                         if stop.aborted() {
                             cut |= CUT_USER_ABORTED;
@@ -383,6 +422,9 @@ impl CpuSampler {
         match result {
             Ok(()) => {
                 c.sample_received.add(1, Relaxed);
+                if let Some(n) = c.event_samples.get(usize::from(event)) {
+                    n.add(1, Relaxed);
+                }
             }
             Err(ReserveError::Disabled) => self.refused(gen),
             Err(_) => {
@@ -401,9 +443,16 @@ const CUT_USER_ABORTED: u8 = 2;
 const CUT_USER_TRUNCATED: u8 = 4;
 
 impl OverflowHandler for CpuSampler {
-    fn overflow(&self, regs: &Regs) {
+    fn overflow(&self, regs: &Regs, o: Overflow) {
+        // Preemption is off (perf and glue.c): the CPU cannot change until
+        // this returns, so a match here means every record below goes to
+        // this CPU's own buffer.
+        if kernel::cpu::CpuId::current().as_u32() != self.cpu {
+            self.counters.sample_wrong_cpu.add(1, Relaxed);
+            return;
+        }
         let start = now();
-        self.log_sample(regs);
+        self.log_sample(regs, o.tag, o.period);
         let cost = now().wrapping_sub(start);
         self.counters.handler_ns_sum.add(cost, Relaxed);
         store_max(&self.counters.handler_ns_max, cost);

@@ -36,7 +36,7 @@ use crate::{
     event_buffer::EventBuffer,
     format::{self, Endian},
     ratelimit::pr_ratelimited,
-    ringbuf::ReadError,
+    ringbuf::{ControlError, ReadError},
     sampler::{now, CpuSampler},
     snapshot::SnapshotState,
 };
@@ -292,9 +292,12 @@ pub(crate) struct Buffers {
     /// and when the reader slot's busy flag clears.
     #[pin]
     pub(crate) readers: PollCondVar,
-    /// The event buffer's size and the fill that wakes readers.
-    buffer_size: usize,
-    watershed: usize,
+    /// The event buffer's size and the fill that wakes readers (both
+    /// changed at runtime by `config.rs`, while recording is off).
+    buffer_size: Atomic<usize>,
+    watershed: Atomic<usize>,
+    /// The smallest event buffer for this machine's CPUs.
+    min_buffer_size: usize,
     /// Flight recorder (`mode=overwrite`): the CPU buffers keep the newest
     /// records; nothing moves them but a snapshot (`snapshot.rs`).
     pub(crate) overwrite: bool,
@@ -343,8 +346,9 @@ impl Buffers {
             pending_on: Atomic::new(0),
             events <- new_mutex!(EventBuffer::new(buffer_size)?),
             readers <- new_poll_condvar!(),
-            buffer_size,
-            watershed,
+            buffer_size: Atomic::new(buffer_size),
+            watershed: Atomic::new(watershed),
+            min_buffer_size: min,
             overwrite,
             snap <- SnapshotState::new_locked(n, staging)?,
         }? Error))
@@ -388,7 +392,7 @@ impl Buffers {
             c.sync_ns.add(now().saturating_sub(start), Relaxed);
             c.sync_records.add(moved.records as u64, Relaxed);
             let eb = self.events.lock();
-            let wake = moved.full || self.nearly_full(&eb) || eb.len() >= self.watershed;
+            let wake = moved.full || self.nearly_full(&eb) || eb.len() >= self.watershed();
             drop(eb);
             if wake {
                 self.readers.notify_all();
@@ -399,7 +403,18 @@ impl Buffers {
     /// Whether the event buffer is (nearly) too full for the sync to move
     /// more: readers are woken then, whatever the watershed.
     pub(crate) fn nearly_full(&self, eb: &EventBuffer) -> bool {
-        eb.free() < (self.buffer_size / 8).max(self.reserve.bytes() + format::MAX_RECORD)
+        eb.free()
+            < (self.buffer_size.load(Relaxed) / 8).max(self.reserve.bytes() + format::MAX_RECORD)
+    }
+
+    /// The fill of the event buffer that wakes readers.
+    pub(crate) fn watershed(&self) -> usize {
+        self.watershed.load(Relaxed)
+    }
+
+    /// Sets the fill of the event buffer that wakes readers.
+    pub(crate) fn set_watershed(&self, bytes: usize) {
+        self.watershed.store(bytes, Relaxed);
     }
 
     /// Moves every CPU's records, one CPU after another.
@@ -491,6 +506,173 @@ impl Buffers {
     /// is not before that of a sample it follows in the stream.
     fn marker_time(&self) -> u64 {
         now().max(self.last_ts.load(Relaxed))
+    }
+}
+
+/// Runtime configuration changes (`config.rs`), while recording is off.
+impl Buffers {
+    /// The smallest event buffer for this machine's CPUs.
+    pub(crate) fn min_buffer_size(&self) -> usize {
+        self.min_buffer_size
+    }
+
+    /// Whether a CPU buffer holds records (overwrite mode: not snapshotted
+    /// yet).
+    pub(crate) fn cpus_hold_records(&self) -> bool {
+        self.cpus.iter().any(|s| s.buffer.stats().entries > 0)
+    }
+
+    /// Sets every sampler's callchain depths.
+    pub(crate) fn set_depths(&self, depth: u32, user_depth: u32) {
+        for s in self.cpus.iter() {
+            s.set_depths(depth, user_depth);
+        }
+    }
+
+    /// Clears the per-event sample counts (a new event list).
+    pub(crate) fn reset_event_counts(&self) {
+        for s in self.cpus.iter() {
+            for a in s.counters.event_samples.iter() {
+                a.store(0, Relaxed);
+            }
+        }
+    }
+
+    /// Appends a CONFIG record to the event buffer, keeping the reserve.
+    pub(crate) fn push_config(&self, rec: &format::Config) {
+        let mut b = [0u8; format::config_len(format::MAX_EVENTS as u8)];
+        let len = rec.encode(Endian::native(), &mut b).unwrap_or(0);
+        let ok = self
+            .events
+            .lock()
+            .push_keeping(b.get(..len).unwrap_or(&[]), self.reserve.bytes());
+        if !ok {
+            pr_ratelimited!(pr_err, "event buffer full: CONFIG record dropped\n");
+        }
+    }
+
+    /// Appends the CONFIG record `rec` to the event buffer, after replacing
+    /// it with `new` (its waiting records carried over, positions kept) if
+    /// given; returns the replaced buffer (to be freed by the caller,
+    /// outside the lock). `EBUSY`, nothing changed, if `new` is given while
+    /// the event buffer is mapped or a reader copies from it or if `new`
+    /// cannot hold what waits, or if the record does not fit.
+    pub(crate) fn swap_events(
+        &self,
+        new: Option<EventBuffer>,
+        rec: &[u8],
+    ) -> Result<Option<EventBuffer>> {
+        let reserve = self.reserve.bytes();
+        let mut eb = self.events.lock();
+        let Some(mut nb) = new else {
+            if !eb.push_keeping(rec, reserve) {
+                pr_ratelimited!(
+                    pr_info,
+                    "config: no room in the event buffer for the CONFIG record (EBUSY): read the stream first\n"
+                );
+                return Err(EBUSY);
+            }
+            return Ok(None);
+        };
+        if eb.mapped || eb.copying {
+            pr_ratelimited!(
+                pr_info,
+                "config: buffer_size cannot change while the event buffer is mapped or read (EBUSY)\n"
+            );
+            return Err(EBUSY);
+        }
+        if eb.len() + rec.len() + reserve > nb.free() {
+            pr_ratelimited!(
+                pr_info,
+                "config: {} bytes wait in the event buffer: more than the new buffer_size holds (EBUSY): read the stream first\n",
+                eb.len()
+            );
+            return Err(EBUSY);
+        }
+        nb.adopt(&eb);
+        if !nb.push_keeping(rec, reserve) {
+            // Cannot happen: checked above.
+            return Err(EBUSY);
+        }
+        let size = nb.capacity();
+        let old = core::mem::replace(&mut *eb, nb);
+        self.buffer_size.store(size, Relaxed);
+        Ok(Some(old))
+    }
+
+    /// Storage for every CPU buffer at `bytes` each, allocated before
+    /// anything changes.
+    pub(crate) fn cpu_storages(&self, bytes: usize) -> Result<KVVec<crate::sampler::Storage>> {
+        let mut v = KVVec::with_capacity(self.cpus.len(), GFP_KERNEL)?;
+        for _ in 0..self.cpus.len() {
+            v.push(crate::sampler::new_storage(bytes)?, GFP_KERNEL)?;
+        }
+        Ok(v)
+    }
+
+    /// Gives CPU `cpu`'s buffer the storage `st` (its records carried
+    /// over); returns the old storage, or `st` back with `EBUSY` if a
+    /// writer or reader stayed in the buffer through a few retries.
+    fn resize_one(
+        &self,
+        cpu: usize,
+        mut st: crate::sampler::Storage,
+    ) -> core::result::Result<crate::sampler::Storage, (crate::sampler::Storage, Error)> {
+        let (Some(s), Some(lock)) = (self.cpus.get(cpu), self.cpu_sync.get(cpu)) else {
+            return Err((st, EINVAL));
+        };
+        for _ in 0..100 {
+            {
+                // The CPU's sync (the only reader) waits meanwhile.
+                let _sync = lock.lock();
+                // Recording is off (tracing_on=0): a writer in flight is
+                // one that is giving up.
+                let _ = s.buffer.set_enabled(false);
+                let r = s.buffer.resize(st);
+                let _ = s.buffer.set_enabled(true);
+                match r {
+                    Ok(old) => return Ok(old),
+                    Err((back, ControlError::WritersActive | ControlError::ReaderBusy)) => {
+                        st = back
+                    }
+                    Err((back, _)) => return Err((back, EINVAL)),
+                }
+            }
+            kernel::time::delay::fsleep(kernel::time::Delta::from_millis(1));
+        }
+        Err((st, EBUSY))
+    }
+
+    /// Gives every CPU buffer its storage of `storages` (one per possible
+    /// CPU), all or none: a failure puts the old storage back where it was
+    /// replaced already.
+    pub(crate) fn resize_cpus(&self, storages: KVVec<crate::sampler::Storage>) -> Result {
+        let mut old = KVVec::with_capacity(storages.len(), GFP_KERNEL)?;
+        for (cpu, st) in storages.into_iter().enumerate() {
+            match self.resize_one(cpu, st) {
+                Ok(o) => {
+                    // Room reserved above: no allocation.
+                    let _ = old.push(o, GFP_KERNEL);
+                }
+                Err((_, e)) => {
+                    for (cpu, o) in old.into_iter().enumerate() {
+                        if self.resize_one(cpu, o).is_err() {
+                            pr_ratelimited!(
+                                pr_err,
+                                "cpu{cpu}: the buffer cannot be put back to its old size\n"
+                            );
+                        }
+                    }
+                    pr_ratelimited!(
+                        pr_info,
+                        "config: cpu_buffer_size: a CPU buffer stayed busy (error {})\n",
+                        e.to_errno()
+                    );
+                    return Err(e);
+                }
+            }
+        }
+        Ok(())
     }
 }
 

@@ -4,13 +4,15 @@
 //!
 //! There is no PMU on the test machines, so perf never delivers an overflow
 //! as an NMI there. This test drives the same code from real NMIs instead: a
-//! CPU-local NMI handler ([`super::nmi`]) calls [`CpuSampler`] through its
-//! [`OverflowHandler`] entry (what perf's overflow trampoline calls) with the
-//! NMI's registers, for every self-NMI IPI the test sends while it spins on
-//! its CPU. Checked: every NMI is handled in NMI context and counted as
-//! received; the records read back are a COMM of the interrupted task, then
-//! kernel-mode SAMPLEs of it with the interrupted PC and a kernel callchain
-//! from the NMI's registers no deeper than the depth; with a buffer too small
+//! CPU-local NMI handler ([`super::nmi`]) calls [`CpuSampler::log_sample`]
+//! (what its [`crate::perf::OverflowHandler`] entry calls once it checked
+//! the CPU: the test's task may run on any CPU between two NMIs) with the
+//! NMI's registers and an event index and period, for every self-NMI IPI the
+//! test sends while it spins on its CPU. Checked: every NMI is handled in NMI
+//! context and counted as received; the records read back are a COMM of the
+//! interrupted task, then kernel-mode SAMPLEs of it with the interrupted PC,
+//! the event index and period given, and a kernel callchain from the NMI's
+//! registers no deeper than the depth; with a buffer too small
 //! on purpose, SAMPLE records + lost == received exactly. As in the ring-buffer
 //! stress test, results are collected first and asserted after teardown.
 
@@ -22,7 +24,7 @@ use kernel::{cpu::CpuId, prelude::*};
 use super::nmi;
 use crate::{
     format::{self, Endian, Fields},
-    perf::{OverflowHandler, Regs},
+    perf::Regs,
     ringbuf::{ReadError, RecordSwitch, Switches},
     sampler::{self, CpuSampler},
 };
@@ -34,6 +36,9 @@ static SET_ON: RecordSwitch = RecordSwitch::new(true);
 static ACTIVE: Atomic<*mut CpuSampler> = Atomic::new(null_mut());
 /// Set before each NMI IPI; the handler clears it.
 static PENDING: Atomic<u32> = Atomic::new(0);
+/// The event index and period the handler samples with.
+const EVENT: u16 = 3;
+const PERIOD: u64 = 777_777;
 /// NMIs the handler took outside NMI context (must stay 0).
 static WRONG_CONTEXT: Atomic<u64> = Atomic::new(0);
 
@@ -54,7 +59,7 @@ impl nmi::NmiHandler for SampleNmi {
         if !nmi::in_nmi() {
             WRONG_CONTEXT.fetch_add(1, Relaxed);
         }
-        s.overflow(regs);
+        s.log_sample(regs, EVENT, PERIOD);
         PENDING.store(0, Release);
         true
     }
@@ -147,7 +152,11 @@ fn run(bytes: usize, depth: u32, n: u32) -> Result<Outcome> {
                             if !named {
                                 out.before_comm += 1;
                             }
-                            if !s.kernel || s.pc == 0 || s.pid != me {
+                            if !s.kernel
+                                || s.pc == 0
+                                || s.pid != me
+                                || (s.event, s.period) != (EVENT, PERIOD)
+                            {
                                 out.bad_samples += 1;
                             }
                             if s.depth > 0 {

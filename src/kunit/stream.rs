@@ -3,34 +3,44 @@
 //! KUnit test of what the module writes into the stream besides samples,
 //! read back with the stream format's own readers (`src/format.rs`, the ones
 //! the host decoder uses): the header `/dev/oprofile/buffer` starts with, for
-//! every event, and the opening records a new reader gets (the last COMM per
-//! CPU and a TRACING `off` record), restated from what an earlier reader was
-//! delivered, records split across the ring's wrap included.
+//! every event, and the opening records a new reader gets (the CONFIG in
+//! force, the last COMM per CPU and a TRACING `off` record), restated from
+//! what an earlier reader was delivered, records split across the ring's
+//! wrap included.
 
 use kernel::prelude::*;
 
 use crate::{
     device::stream_header,
     format::{self, Endian, Fields},
-    params::{Config, EventChoice},
+    params::{Config, Raw},
     perf::Event,
     reader_state::ReaderState,
+    settings::Settings,
 };
 
-fn config(event: Event) -> Config {
-    Config {
+/// Settings sampling `event` (at 4000 Hz) and `extra`, if any.
+fn settings(event: Event, extra: Option<Event>) -> Result<Settings> {
+    let mut names = KVec::new();
+    names.extend_from_slice(event.name().as_bytes(), GFP_KERNEL)?;
+    if let Some(x) = extra {
+        names.push(b',', GFP_KERNEL)?;
+        names.extend_from_slice(x.name().as_bytes(), GFP_KERNEL)?;
+    }
+    let config = Config::validate(Raw {
         cpu_buffer_size: 4096,
         buffer_size: 64 << 10,
         buffer_watershed: 16 << 10,
-        event: EventChoice::Only(event),
-        sample_period: 0,
-        sample_freq: 4000,
+        event: &names,
+        sample_period: b"",
+        sample_freq: b"4000",
         exclude_user: false,
-        exclude_kernel: false,
-        backtrace_depth: format::MAX_DEPTH as u32,
+        exclude_kernel: true,
+        backtrace_depth: format::MAX_DEPTH as u64,
         user_backtrace_depth: 0,
-        mode: crate::params::RecordMode::Consume,
-    }
+        mode: b"consume",
+    })?;
+    Ok(Settings::new(config, Event::CpuClock, 1))
 }
 
 /// The records of `bytes`, parsed one after another; `None` if any does not
@@ -53,7 +63,10 @@ mod tests {
     #[test]
     fn header_reads_back_for_every_event() {
         for e in Event::ALL {
-            let bytes = stream_header(e, 3, &config(e), 12345);
+            let s = settings(e, None);
+            assert!(s.is_ok());
+            let Ok(s) = s else { return };
+            let bytes = stream_header(&s, 3, 12345);
             let h = format::Header::read(&bytes);
             assert!(h.is_ok());
             let Ok(h) = h else { return };
@@ -78,7 +91,10 @@ mod tests {
 
     #[test]
     fn a_corrupt_header_is_refused_at_its_field() {
-        let good = stream_header(Event::CpuClock, 1, &config(Event::CpuClock), 0);
+        let s = settings(Event::CpuClock, None);
+        assert!(s.is_ok());
+        let Ok(s) = s else { return };
+        let good = stream_header(&s, 1, 0);
         let mut bad = good;
         bad[0] ^= 0xff;
         let e = format::Header::read(&bad);
@@ -93,13 +109,53 @@ mod tests {
     }
 
     #[test]
+    fn the_config_record_lists_every_event() {
+        let s = settings(Event::CpuClock, Some(Event::PageFaults));
+        assert!(s.is_ok());
+        let Ok(s) = s else { return };
+        let rec = s.record(77);
+        assert_eq!((rec.time, rec.generation, rec.nr_events), (77, 1, 2));
+        let names: [&[u8]; 2] = [b"cpu-clock", b"page-faults"];
+        let configs = [0, 2];
+        for (i, d) in rec.events().iter().enumerate() {
+            assert_eq!(d.perf_type, 1);
+            assert_eq!(Some(d.name_bytes()), names.get(i).copied());
+            assert_eq!(Some(d.config), configs.get(i).copied());
+            assert_eq!(d.value, 4000);
+            assert_eq!(
+                d.flags,
+                format::EVENT_FLAG_FREQ | format::EVENT_FLAG_EXCLUDE_KERNEL
+            );
+        }
+        // Encoded and read back with the format's parser.
+        let mut buf = [0u8; format::config_len(format::MAX_EVENTS as u8)];
+        let len = rec.encode(Endian::native(), &mut buf);
+        assert_eq!(len, Some(format::config_len(2)));
+        let recs = parse_all(buf.get(..len.unwrap_or(0)).unwrap_or(&[]));
+        assert_eq!(recs.as_deref(), Some(&[Fields::Config(rec)][..]));
+    }
+
+    #[test]
     fn a_new_stream_restates_what_was_delivered() {
-        let st = ReaderState::new(2);
+        let s = settings(Event::CpuClock, None);
+        assert!(s.is_ok());
+        let Ok(s) = s else { return };
+        let load = s.record(1);
+        let st = ReaderState::new(2, load);
         assert!(st.is_ok());
         let Ok(mut st) = st else { return };
-        // Nothing delivered yet: no opening records.
+        // Nothing delivered yet: only the load's CONFIG, stamped anew.
         assert!(st.start_stream().is_ok());
-        assert!(!st.prefix_pending());
+        let recs = parse_all(st.prefix_chunk(usize::MAX));
+        let c = match recs.as_deref() {
+            Some([Fields::Config(c)]) => Some(*c),
+            _ => None,
+        };
+        assert!(c.is_some());
+        if let Some(c) = c {
+            assert_eq!(c.generation, 1);
+            assert!(c.time > 1);
+        }
 
         let comm = format::Comm {
             cpu: 1,
@@ -119,9 +175,19 @@ mod tests {
             time: 8,
             count: 3,
         };
+        let two = settings(Event::PageFaults, Some(Event::ContextSwitches));
+        assert!(two.is_ok());
+        let Ok(two) = two else { return };
+        let changed = format::Config {
+            generation: 2,
+            ..two.record(8)
+        };
+        let mut cfg = [0u8; format::config_len(2)];
+        assert_eq!(changed.encode(Endian::native(), &mut cfg), Some(cfg.len()));
         for r in [
             &comm.encoded(Endian::native())[..],
             &lost.encoded(Endian::native())[..],
+            &cfg[..],
             &off.encoded(Endian::native())[..],
         ] {
             assert!(run.extend_from_slice(r, GFP_KERNEL).is_ok());
@@ -136,19 +202,32 @@ mod tests {
         let recs = parse_all(chunk);
         assert!(recs.is_some());
         let Some(recs) = recs else { return };
-        assert_eq!(recs.len(), 2);
-        assert_eq!(recs.first(), Some(&Fields::Comm(comm)));
+        assert_eq!(recs.len(), 3);
+        // The delivered CONFIG (generation 2) first, stamped with the
+        // stream's start.
+        let c = match recs.first() {
+            Some(Fields::Config(c)) => Some(*c),
+            _ => None,
+        };
+        assert!(c.is_some());
+        if let Some(c) = c {
+            assert_eq!(c.generation, 2);
+            assert_eq!(c.events(), changed.events());
+            assert!(c.time > 8);
+        }
+        assert_eq!(recs.get(1), Some(&Fields::Comm(comm)));
         assert!(matches!(
-            recs.get(1),
+            recs.get(2),
             Some(Fields::Tracing(format::Tracing {
                 cpu: 0,
                 on: false,
                 ..
             }))
         ));
-        // Only whole records: a chunk smaller than the COMM holds nothing.
-        assert!(st.prefix_chunk(format::COMM_LEN - 8).is_empty());
-        assert_eq!(st.prefix_chunk(format::COMM_LEN).len(), format::COMM_LEN);
+        // Only whole records: a chunk smaller than the CONFIG holds nothing.
+        let cl = format::config_len(2);
+        assert!(st.prefix_chunk(cl - 8).is_empty());
+        assert_eq!(st.prefix_chunk(cl).len(), cl);
     }
 
     #[test]

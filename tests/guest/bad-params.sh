@@ -8,7 +8,11 @@ for p in cpu_buffer_size=5000 cpu_buffer_size=1024 cpu_buffer_size=134217728 \
          sample_period=9999 sample_period=2000000000 backtrace_depth=65 \
          user_backtrace_depth=65 user_backtrace_depth=-1 user_backtrace_depth=18446744073709551615 \
          cpu_buffer_size=abc sample_period=-1 sample_freq=100001 event=bogus event=CYCLES \
-         exclude_user=maybe; do
+         exclude_user=maybe event=cpu-clock,cpu-clock event=cpu-clock, event=,cpu-clock \
+         event=default,cpu-clock event=cpu-clock,,page-faults \
+         event=cycles,instructions,cache-references,cache-misses,branch-instructions,branch-misses,cpu-clock,task-clock,page-faults \
+         sample_period=100000,x sample_period=, sample_period=100000, sample_freq=1,,2 \
+         sample_period=18446744073709551616 sample_freq=0x10; do
     name=${p%%=*}
     mark "bad$n"
     out=$(insmod /oprofile_rs.ko "$p" 2>&1) && fail "insmod $p succeeded"
@@ -21,7 +25,10 @@ for p in cpu_buffer_size=5000 cpu_buffer_size=1024 cpu_buffer_size=134217728 \
     n=$((n + 1))
 done
 # Combinations: named in the log line too.
-for p in "sample_period=100000 sample_freq=1000" "exclude_user=1 exclude_kernel=1"; do
+for p in "sample_period=100000 sample_freq=1000" "exclude_user=1 exclude_kernel=1" \
+         "event=cpu-clock,page-faults sample_period=100000,1,1" "event=cpu-clock,page-faults sample_freq=1,2,3" \
+         "event=cpu-clock,page-faults sample_period=100000,100 sample_freq=0,10" \
+         "event=cpu-clock,page-faults sample_period=1,1" "event=page-faults,cpu-clock sample_period=0,0,0"; do
     mark "bad$n"
     out=$(insmod /oprofile_rs.ko $p 2>&1) && fail "insmod $p succeeded"
     case $out in *"Invalid argument"*) pass "insmod $p: EINVAL" ;; *) fail "insmod $p: $out" ;; esac
@@ -31,7 +38,7 @@ done
 # A PMU event on a machine without a PMU fails the load with perf's error
 # and a line naming the event; the default falls back to cpu-clock.
 check "the default event loads" insmod /oprofile_rs.ko
-default_event=$(cut -d' ' -f1 $DBG/event)
+default_event=$(cat $DBG/event)
 check "rmmod" rmmod oprofile_rs
 if [ "$default_event" = cpu-clock ]; then
     mark "bad$n"
@@ -45,9 +52,13 @@ else
     echo "a PMU is present ($default_event): event=instructions is not a failure case here"
 fi
 check "event=cpu-clock sample_freq=2000 exclude_kernel=1 loads" insmod /oprofile_rs.ko event=cpu-clock sample_freq=2000 exclude_kernel=1
-expect_eq "debugfs event shows them" "$(cut -d' ' -f1-6 $DBG/event)" "cpu-clock period=0 freq=2000 context=hardirq exclude_user=0 exclude_kernel=1"
+expect_eq "debugfs event_info shows them" "$(cat $DBG/event_info)" "cpu-clock period=0 freq=2000 context=hardirq exclude_user=0 exclude_kernel=1"
 check "rmmod" rmmod oprofile_rs
 check "good parameters load" insmod /oprofile_rs.ko cpu_buffer_size=4096 buffer_size=65536 sample_period=10000 backtrace_depth=64 user_backtrace_depth=64
-expect_eq "debugfs event shows the user depth" "$(sed -n 's/.* user_backtrace_depth=\([0-9]*\).*/\1/p' $DBG/event)" 64
+expect_eq "debugfs config shows the user depth" "$(sed -n 's/^user_backtrace_depth=\([0-9]*\)$/\1/p' $DBG/config)" 64
+check "rmmod" rmmod oprofile_rs
+check "a list of events with one value each loads" insmod /oprofile_rs.ko event=page-faults,cpu-clock sample_period=0,200000 sample_freq=50,0
+expect_eq "debugfs event_info shows each" "$(cut -d' ' -f1-4 $DBG/event_info | tr '\n' ';')" \
+    "page-faults period=0 freq=50 context=task;cpu-clock period=200000 freq=0 context=hardirq;"
 check "rmmod" rmmod oprofile_rs
 finish

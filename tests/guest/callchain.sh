@@ -6,7 +6,7 @@
 # them by their addresses.)
 . /tmp/lib.sh
 check "insmod backtrace_depth=8" insmod /oprofile_rs.ko backtrace_depth=8
-grep -q 'backtrace_depth=8' $DBG/event && pass "debugfs event shows the depth" || fail "event: $(cat $DBG/event)"
+grep -q '^backtrace_depth=8$' $DBG/config && pass "debugfs config shows the depth" || fail "config: $(cat $DBG/config)"
 oprofile-rs record -q -o /tmp/c.bin -- /tmp/workload 2
 oprofile-rs script --all -i /tmp/c.bin --callchain >/tmp/c.txt 2>/dev/null
 check "stream decodes with callchains" [ -s /tmp/c.txt ]

@@ -49,11 +49,11 @@ check_stream() {
     grep '^#' /tmp/rep.txt
     check_accounting "$3" /tmp/rep.txt
 }
-# samples_while_off SCRIPT: SAMPLE lines of `oprofile-rs script --events`
+# samples_while_off SCRIPT: SAMPLE lines (not LOST or CONFIG) of `oprofile-rs script --events`
 # output that stand between a TRACING off and the next TRACING on.
 samples_while_off() {
     awk '/TRACING off/ { off = 1; next } /TRACING on/ { off = 0; next }
-         off && !/LOST/ { n++ } END { print n + 0 }' "$1"
+         off && !/ LOST / && !/ CONFIG / { n++ } END { print n + 0 }' "$1"
 }
 # check_kmemleak [WHEN]: on a kernel with kmemleak (the debug one), scans
 # and checks that nothing leaked; elsewhere says the check runs on --debug.

@@ -377,7 +377,9 @@ static int write_file(const char *path, const void *data, size_t len)
 	return e;
 }
 
-static const char *const files[] = { "tracing_on", "flush", "stats", "event", "buffer_sizes" };
+/* The last three are read-only (the configuration files, writable while
+ * recording is off, get a bad value below instead). */
+static const char *const files[] = { "tracing_on", "flush", "stats", "config", "buffer_sizes" };
 
 static void control(void)
 {
@@ -445,6 +447,10 @@ static void control(void)
 			int e = write_file(path, "1", 1);
 			if (e != EPERM && e != EACCES && e != EINVAL)
 				violation("write to %s: %s", path, e ? strerrorname_np(e) : "accepted");
+			/* A configuration file: a bad value is EINVAL, or EBUSY while recording. */
+			e = write_file(DBG "event", "x", 1);
+			if (e != EINVAL && e != EBUSY)
+				violation("write x to event: %s", e ? strerrorname_np(e) : "accepted");
 		} else { /* the ioctls on a control file */
 			int fd = open(DEV, O_WRONLY);
 			if (fd < 0) {

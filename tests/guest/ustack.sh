@@ -15,7 +15,7 @@ count() { awk -v re="$1" '$0 ~ re { n += $NF } END { print n + 0 }' "$2"; }
 
 check "insmod" insmod /oprofile_rs.ko
 expect_eq "user stacks are on by default (depth 32)" \
-    "$(sed -n 's/.* user_backtrace_depth=\([0-9]*\).*/\1/p' $DBG/event)" 32
+    "$(sed -n 's/^user_backtrace_depth=\([0-9]*\)$/\1/p' $DBG/config)" 32
 
 # --- the known split, with frame pointers
 oprofile-rs record -q -o /tmp/u.bin -- /tmp/ustack 4

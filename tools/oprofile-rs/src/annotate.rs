@@ -24,6 +24,9 @@ pub struct Annotated {
     /// Weight of samples that fell on no instruction start (outside the
     /// disassembled range, or in the middle of an instruction).
     pub unplaced: u64,
+    /// What the weights are: `samples`, or for an event whose periods
+    /// differ, their unit (`ns`, `events`).
+    pub unit: &'static str,
 }
 
 /// Disassembles `code` (the bytes at `start`) and places the `hits` (vaddr →
@@ -151,6 +154,7 @@ pub fn annotate(p: &Profile, name: &str, symfs: Option<&Path>) -> Result<Vec<Ann
             lines,
             total,
             unplaced: unplaced + outside,
+            unit: crate::report::shown_event(p).map_or("samples", |e| e.weight_unit()),
         });
     }
     Ok(out)
@@ -171,10 +175,11 @@ pub fn write(a: &[Annotated], out: &mut dyn Write) -> std::io::Result<()> {
     for f in a {
         writeln!(
             out,
-            "# {} ({}), {} samples{}",
+            "# {} ({}), {} {}{}",
             esc(&f.symbol),
             esc(&f.path),
             f.total,
+            f.unit,
             if f.unplaced > 0 {
                 format!(", {} not on an instruction start", f.unplaced)
             } else {
@@ -184,7 +189,7 @@ pub fn write(a: &[Annotated], out: &mut dyn Write) -> std::io::Result<()> {
         writeln!(
             out,
             "# {:>7} {:>8}  {:>16}  instruction",
-            "percent", "samples", "address"
+            "percent", f.unit, "address"
         )?;
         for (addr, text, w) in &f.lines {
             if *w > 0 {

@@ -95,9 +95,17 @@ pub fn build(p: &Prof, end_time: Option<SystemTime>) -> Profile {
             }
         }
         let stack = prof.intern_stack_frames(thread, frames.into_iter());
-        let cpu = ns_per_weight.map_or(CpuDelta::ZERO, |ns| {
-            CpuDelta::from_nanos((ns * s.weight as f64) as u64)
-        });
+        // A clock's period is the CPU time the sample stands for.
+        let clock = p
+            .event_list
+            .get(usize::from(s.event))
+            .is_some_and(|e| e.unit == "ns");
+        let cpu = match (clock, s.period) {
+            (true, ns) if ns != 0 => CpuDelta::from_nanos(ns),
+            _ => ns_per_weight.map_or(CpuDelta::ZERO, |ns| {
+                CpuDelta::from_nanos((ns * s.weight as f64) as u64)
+            }),
+        };
         prof.add_sample(
             thread,
             ts(s.time),

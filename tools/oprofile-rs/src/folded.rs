@@ -18,7 +18,9 @@ fn frame_name(f: &Frame) -> String {
     n
 }
 
-/// Folded stacks, `comm;outermost;...;leaf COUNT`, sorted by stack.
+/// Folded stacks, `comm;outermost;...;leaf COUNT`, sorted by stack. COUNT
+/// sums the samples' weights: samples, or for an event whose periods differ
+/// (frequency mode) the events (ns for the clocks) they stand for.
 pub fn folded_lines(p: &Profile) -> Vec<String> {
     let mut counts: BTreeMap<String, u64> = BTreeMap::new();
     for s in &p.samples {
@@ -38,7 +40,7 @@ pub fn folded_lines(p: &Profile) -> Vec<String> {
                 }
             }
         }
-        *counts.entry(line).or_default() += 1;
+        *counts.entry(line).or_default() += s.weight;
     }
     counts
         .into_iter()
@@ -58,7 +60,9 @@ pub fn write_flamegraph(p: &Profile, title: &str, out: &mut dyn Write) -> Result
     let lines = folded_lines(p);
     let mut opts = inferno::flamegraph::Options::default();
     opts.title = title.to_string();
-    opts.count_name = "samples".to_string();
+    opts.count_name = crate::report::shown_event(p)
+        .map_or("samples", |e| e.weight_unit())
+        .to_string();
     if lines.is_empty() {
         anyhow::bail!("no samples: nothing to draw");
     }

@@ -3,6 +3,7 @@
 //! The binary is a thin clap front-end over these modules.
 
 pub mod annotate;
+pub mod control;
 pub mod firefox;
 pub mod folded;
 pub mod mapevents;

@@ -9,6 +9,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
 
+use oprofile_tool::control;
 use oprofile_tool::profile::{Filter, LoadOptions, Profile, TimeSpan};
 use oprofile_tool::record::{self, MapsSource, RecordOptions, StopReason};
 use oprofile_tool::report::{self, ReportOptions, SortKey};
@@ -78,8 +79,65 @@ struct RecordArgs {
     #[arg(long, default_value = "/proc", hide = true)]
     proc_root: PathBuf,
     /// Read buffer size in bytes (grown automatically on EINVAL).
-    #[arg(long, default_value_t = 1 << 20)]
-    buffer_size: usize,
+    #[arg(long, value_name = "BYTES", default_value_t = 1 << 20)]
+    read_size: usize,
+    /// Sample these events (comma-separated, 1 to 8, e.g.
+    /// `cycles,page-faults` or `cpu-clock,page-faults,context-switches`):
+    /// PMU events (cycles, instructions, cache-references, cache-misses,
+    /// branch-instructions, branch-misses), software events (cpu-clock,
+    /// task-clock, page-faults, context-switches, cpu-migrations), or
+    /// `default`. Each gets its default period unless -c or -F says.
+    /// Like every setting below, it is applied while recording is off
+    /// (the device's control ioctl, else debugfs) and put back when
+    /// recording stops.
+    #[arg(
+        short = 'e',
+        long = "event",
+        value_name = "EVENT,...",
+        value_delimiter = ','
+    )]
+    events: Vec<String>,
+    /// Sampling period: one value for every event, or one per event (0:
+    /// not given for that event): events (ns for cpu-clock and task-clock)
+    /// between two samples.
+    #[arg(
+        short = 'c',
+        long = "count",
+        value_name = "PERIOD[,...]",
+        value_delimiter = ','
+    )]
+    count: Vec<u64>,
+    /// Sampling frequency (samples per second per CPU; perf adjusts the
+    /// period, and each sample carries its own): one value for every
+    /// event, or one per event (0: not given). An event takes -c or -F,
+    /// not both.
+    #[arg(
+        short = 'F',
+        long = "freq",
+        value_name = "HZ[,...]",
+        value_delimiter = ','
+    )]
+    freq: Vec<u64>,
+    /// Record kernel and user call stacks (32 entries each; see
+    /// --call-graph).
+    #[arg(short = 'g', conflicts_with = "call_graph")]
+    callchains: bool,
+    /// Call stack depths: KDEPTH[,UDEPTH] (kernel callchain and user call
+    /// stack entries, 0 to 64; UDEPTH defaults to KDEPTH), `fp` (as -g) or
+    /// `no` (none).
+    #[arg(long, value_name = "KDEPTH[,UDEPTH]", value_parser = control::parse_call_graph)]
+    call_graph: Option<(u32, u32)>,
+    /// Bytes of each CPU's ring buffer (K, M, G suffixes).
+    #[arg(long, value_name = "BYTES", value_parser = control::parse_size)]
+    cpu_buffer_size: Option<u64>,
+    /// Bytes of the module's event buffer, read through the device (K, M,
+    /// G suffixes). The read buffer is --read-size.
+    #[arg(long, value_name = "BYTES", value_parser = control::parse_size)]
+    buffer_size: Option<u64>,
+    /// Fill of the event buffer that wakes the reader (below --buffer-size;
+    /// K, M, G suffixes).
+    #[arg(long, value_name = "BYTES", value_parser = control::parse_size)]
+    watershed: Option<u64>,
     /// Never show the progress line.
     #[arg(short, long)]
     quiet: bool,
@@ -179,6 +237,13 @@ struct Common {
     /// recorded for, and their descendants.
     #[arg(long)]
     all: bool,
+    /// Only samples of this event (a recording of several: `record -e
+    /// cycles,page-faults`). Without it, `report` has a section per event,
+    /// `pprof` sample types per event, `script` names each sample's event,
+    /// and the views of one event (folded, flamegraph, diff, annotate,
+    /// firefox) show the first and say so.
+    #[arg(long, value_name = "NAME")]
+    event: Option<String>,
 }
 
 impl Common {
@@ -199,12 +264,17 @@ impl Common {
             (Some(t), false) => t.clone(),
             _ => self.pid.clone(),
         };
+        let event = match &self.event {
+            Some(n) => Some((p.event_index(n)?, n.clone())),
+            None => None,
+        };
         p.retain(&Filter {
             pids,
             comms: self.comm.clone(),
             cpus: self.cpu.clone(),
             time: self.time,
             snapshot: self.snapshot,
+            event,
         });
         if let Some(n) = self.snapshot {
             let seqs: Vec<u32> = p.snapshots().iter().map(|s| s.0).collect();
@@ -238,6 +308,33 @@ impl Common {
 impl Input {
     fn load(&self) -> Result<Profile> {
         self.common.load(&self.input, self.sidecar.clone())
+    }
+
+    /// Loads for a view of one event: a recording of several, without
+    /// `--event`, shows its first sampled event, and says so.
+    fn load_one_event(&self, view: &str) -> Result<Profile> {
+        let p = self.load()?;
+        Ok(one_event(p, view, self.common.quiet))
+    }
+}
+
+/// `p` limited to its default event where it has several and `--event` did
+/// not choose (a note on stderr names it and the others).
+fn one_event(p: Profile, view: &str, quiet: bool) -> Profile {
+    match p.default_event() {
+        Some(i) => {
+            let q = p.for_event(i);
+            if !quiet {
+                let name = &q.event_list[usize::from(i)].name;
+                eprintln!(
+                    "oprofile-rs: {view} shows event {} (the recording has {}; --event NAME for another)",
+                    esc(name),
+                    esc(&oprofile_tool::profile::event_names(&p.event_list))
+                );
+            }
+            q
+        }
+        None => p,
     }
 }
 
@@ -442,7 +539,20 @@ fn run(cli: Cli) -> Result<ExitCode> {
             o.command = a.command;
             o.maps = a.maps;
             o.pids = a.pid;
-            o.buffer_size = a.buffer_size;
+            o.buffer_size = a.read_size;
+            o.settings = control::ModuleSettings {
+                events: (!a.events.is_empty()).then_some(a.events),
+                count: (!a.count.is_empty()).then_some(a.count),
+                freq: (!a.freq.is_empty()).then_some(a.freq),
+                call_graph: if a.callchains {
+                    Some(control::DEFAULT_CALL_GRAPH)
+                } else {
+                    a.call_graph
+                },
+                cpu_buffer_size: a.cpu_buffer_size,
+                buffer_size: a.buffer_size,
+                watershed: a.watershed,
+            };
             o.snapshot = a.snapshot;
             o.mode_param = a.mode_param;
             o.progress = !a.quiet && std::io::stderr().is_terminal();
@@ -472,6 +582,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     "oprofile-rs: warning: maps of {who} not captured: {}",
                     esc(why)
                 );
+            }
+            if let Some(r) = &sum.settings_restored {
+                eprintln!("oprofile-rs: put the module's settings back: {}", esc(r));
             }
             eprintln!("oprofile-rs: {}", esc(&sum.line(&a.output)));
             if sum.stop == StopReason::CommandExited {
@@ -519,15 +632,22 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Diff(a) => {
-            let old = a.common.load(&a.old, None)?;
-            let new = a.common.load(&a.new, None)?;
+            let old = one_event(a.common.load(&a.old, None)?, "diff", a.common.quiet);
+            let mut new = a.common.load(&a.new, None)?;
+            // The same event in both (the old one's, unless --event chose).
+            if let Some((_, name)) = &old.filter.event {
+                if new.filter.event.is_none() {
+                    let i = new.event_index(name).context("the new recording")?;
+                    new = new.for_event(i);
+                }
+            }
             let mut out = BufWriter::new(std::io::stdout().lock());
             report::write_diff(&old, &new, a.top, a.json, &mut out)?;
             out.flush()?;
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Annotate(a) => {
-            let p = a.input.load()?;
+            let p = a.input.load_one_event("annotate")?;
             let ann =
                 oprofile_tool::annotate::annotate(&p, &a.symbol, a.input.common.symfs.as_deref())?;
             let mut out = BufWriter::new(std::io::stdout().lock());
@@ -536,7 +656,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Firefox(a) => {
-            let p = a.input.load()?;
+            let p = a.input.load_one_event("firefox")?;
             let end = std::fs::metadata(&a.input.input)
                 .and_then(|m| m.modified())
                 .ok();
@@ -566,14 +686,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Folded(a) => {
-            let p = a.input.load()?;
+            let p = a.input.load_one_event("folded")?;
             let mut out = stdout_or(&a.output)?;
             folded::write_folded(&p, &mut out)?;
             out.flush()?;
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Flamegraph(a) => {
-            let p = a.input.load()?;
+            let p = a.input.load_one_event("flamegraph")?;
             let mut out = create(&a.output)?;
             folded::write_flamegraph(&p, &a.title, &mut out)?;
             out.flush()?;

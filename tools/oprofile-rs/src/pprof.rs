@@ -273,42 +273,125 @@ pub fn second_value(h: &oprofile_stream::Header) -> Option<(String, &'static str
     }
 }
 
+/// The sample types of one event: its sample count, then what the samples
+/// stand for, summed from their periods: `cpu/nanoseconds` for cpu-clock,
+/// `<event>/count` for others (`<event>/nanoseconds` for task-clock); none
+/// when some sample's period is not known (an old stream in frequency
+/// mode). With several events (`multi`) the count is `<event>_samples`,
+/// the second `<event>`.
+fn event_types(
+    name: &str,
+    unit: &str,
+    header_name: &str,
+    multi: bool,
+    with_second: bool,
+) -> Vec<(String, &'static str)> {
+    let ns = unit == "ns";
+    let mut v = Vec::new();
+    if multi {
+        v.push((format!("{name}_samples"), "count"));
+    } else {
+        v.push(("samples".to_string(), "count"));
+    }
+    if with_second {
+        let t = if !multi && ns && name == header_name && name == "cpu-clock" {
+            "cpu".to_string()
+        } else {
+            name.to_string()
+        };
+        v.push((t, if ns { "nanoseconds" } else { "count" }));
+    }
+    v
+}
+
 /// Builds the Profile message: one sample per distinct (stack, process,
-/// thread, cpu), values = [samples (summed weights), cpu/nanoseconds or
-/// event count]; labels `pid`, `tid`, `cpu`, `comm`.
+/// thread, cpu), values = [samples, cpu/nanoseconds or event count] for a
+/// profile of one event; for a recording of several events (without
+/// `--event`) that pair for each event in turn (`<event>_samples/count`,
+/// `<event>/count|nanoseconds`), each sample having values only in its own
+/// event's pair. Labels `pid`, `tid`, `cpu`, `comm`.
 pub fn build(prof: &Prof) -> Profile {
     let mut b = Builder::default();
     b.s(""); // string_table[0] must be ""
-    let samples = b.s("samples");
-    let count = b.s("count");
-    b.p.sample_type.push(ValueType {
-        r#type: samples,
-        unit: count,
-    });
     let h = &prof.header;
-    let second = second_value(h);
-    if let Some((t, u, _)) = &second {
-        let (t, u) = (b.s(t), b.s(u));
-        b.p.sample_type.push(ValueType { r#type: t, unit: u });
+    // The events shown, and the slot of each (index in event_list → slot).
+    let shown: Vec<u16> = match &prof.filter.event {
+        Some((i, _)) => vec![*i],
+        None => (0..prof.event_list.len().max(1) as u16).collect(),
+    };
+    let multi = shown.len() > 1;
+    let mut slot: HashMap<u16, (usize, usize)> = HashMap::new();
+    let mut ntypes = 0usize;
+    let mut first_second: Option<(i64, i64)> = None;
+    for &i in &shown {
+        let (name, unit) = prof
+            .event_list
+            .get(usize::from(i))
+            .map_or((h.event_name(), "events"), |e| (e.name.clone(), e.unit));
+        let known = prof
+            .samples
+            .iter()
+            .filter(|s| s.event == i)
+            .all(|s| s.period != 0);
+        let types = event_types(&name, unit, &h.event_name(), multi, known);
+        slot.insert(i, (ntypes, types.len()));
+        for (k, (t, u)) in types.iter().enumerate() {
+            let (t, u) = (b.s(t), b.s(u));
+            b.p.sample_type.push(ValueType { r#type: t, unit: u });
+            if k == 1 && first_second.is_none() {
+                first_second = Some((t, u));
+            }
+        }
+        ntypes += types.len();
+    }
+    if let Some((t, _)) = first_second {
         b.p.default_sample_type = t;
     }
-    let (pt, pu) = if h.sample_source == 2 {
-        (b.s("cpu"), b.s("nanoseconds"))
-    } else {
-        (b.s(&h.event_name()), b.s("count"))
+    let first = prof.event_list.get(usize::from(shown[0]));
+    let (pt, pu, period) = match first {
+        Some(e) if e.unit == "ns" => (
+            if e.name == "cpu-clock" {
+                "cpu".to_string()
+            } else {
+                e.name.clone()
+            },
+            "nanoseconds",
+            typical_period(prof, shown[0]),
+        ),
+        Some(e) => (e.name.clone(), "count", typical_period(prof, shown[0])),
+        None if h.sample_source == 2 => ("cpu".into(), "nanoseconds", h.sample_period),
+        None => (h.event_name(), "count", h.sample_period),
     };
+    let (pt, pu) = (b.s(&pt), b.s(pu));
     b.p.period_type = Some(ValueType {
         r#type: pt,
         unit: pu,
     });
-    b.p.period = h.sample_period as i64;
+    b.p.period = period as i64;
     let (k_pid, k_tid, k_cpu, k_comm) = (b.s("pid"), b.s("tid"), b.s("cpu"), b.s("comm"));
-    let c = b.s(&format!("oprofile-rs: event {}", h.event_name()));
+    let names: Vec<String> = shown
+        .iter()
+        .map(|&i| {
+            prof.event_list
+                .get(usize::from(i))
+                .map_or_else(|| h.event_name(), |e| e.name.clone())
+        })
+        .collect();
+    let c = b.s(&format!(
+        "oprofile-rs: event{} {}",
+        if multi { "s" } else { "" },
+        names.join(", ")
+    ));
     b.p.comment.push(c);
 
-    let mut agg: HashMap<(Vec<u64>, u32, u32, u16, i64), u64> = HashMap::new();
+    // (locations, tgid, pid, cpu, comm) → values.
+    type Key = (Vec<u64>, u32, u32, u16, i64);
+    let mut agg: HashMap<Key, Vec<i64>> = HashMap::new();
     let mut order = Vec::new();
     for s in &prof.samples {
+        let Some(&(at, n)) = slot.get(&s.event) else {
+            continue;
+        };
         // location_id[0] is the leaf.
         let mut locs = vec![b.location(&s.pc)];
         for f in &s.callchain {
@@ -318,17 +401,16 @@ pub fn build(prof: &Prof) -> Profile {
         let key = (locs, s.tgid, s.pid, s.cpu, comm);
         let e = agg.entry(key.clone()).or_insert_with(|| {
             order.push(key);
-            0
+            vec![0; ntypes]
         });
-        *e += s.weight;
+        e[at] += 1;
+        if n > 1 {
+            e[at + 1] = e[at + 1].saturating_add(s.period.min(i64::MAX as u64) as i64);
+        }
     }
     for key in order {
-        let n = agg[&key];
+        let value = agg.remove(&key).unwrap_or_default();
         let (locs, tgid, pid, cpu, comm) = key;
-        let mut value = vec![n as i64];
-        if let Some((_, _, per)) = &second {
-            value.push((n as f64 * per).round() as i64);
-        }
         b.p.sample.push(Sample {
             location_id: locs,
             value,
@@ -358,6 +440,17 @@ pub fn build(prof: &Prof) -> Profile {
     }
     b.p.duration_nanos = prof.recording_ns() as i64;
     b.p
+}
+
+/// The period the event's samples stand for most often (pprof's `period`).
+fn typical_period(prof: &Prof, event: u16) -> u64 {
+    let mut n: HashMap<u64, u64> = HashMap::new();
+    for s in prof.samples.iter().filter(|s| s.event == event) {
+        *n.entry(s.period).or_default() += 1;
+    }
+    n.into_iter()
+        .max_by_key(|&(p, c)| (c, std::cmp::Reverse(p)))
+        .map_or(prof.header.sample_period, |(p, _)| p)
 }
 
 /// Writes the gzipped profile.

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 use anyhow::{bail, Context, Result};
-use oprofile_stream::{decode, DecodeError, Header, HeaderExt, Record};
+use oprofile_stream::{decode, Config, DecodeError, EventDescExt, Header, HeaderExt, Record};
 
 use crate::sidecar::{sidecar_dir, Sidecar};
 use crate::symbols::{Frame, Resolver, ResolverOptions, SymbolizerKind};
@@ -38,11 +38,19 @@ pub struct ResolvedSample {
     pub pid: u32,
     pub tgid: u32,
     pub comm: Rc<str>,
-    /// What the sample stands for, summed by every analysis instead of
-    /// counting samples: its period (events, or ns for cpu-clock) where the
-    /// stream carries one per sample. Stream version 1 carries none, so every
-    /// sample weighs 1 (a count); see [`sample_weight`].
+    /// What every analysis sums instead of counting samples: 1 (a count)
+    /// while every sample of its event stands for the same period, else its
+    /// [`ResolvedSample::period`] (frequency mode, where perf changes the
+    /// period from sample to sample, or a period changed between two
+    /// configurations of the recording). Within one event both give the
+    /// same shares; see [`EventInfo::weighted`].
     pub weight: u64,
+    /// The events (or ns, for the clocks) this sample stands for: the
+    /// SAMPLE's own period (stream version 2), else its event's fixed period
+    /// (CONFIG record, or the header of an old stream); 0 if not known.
+    pub period: u64,
+    /// The sampled event: an index into [`Profile::event_list`].
+    pub event: u16,
     pub kernel: bool,
     pub pc: Rc<Frame>,
     /// Callers, innermost first: the kernel callchain (kernel-mode
@@ -70,17 +78,91 @@ impl ResolvedSample {
     }
 }
 
-/// The weight of a decoded sample: 1 while the stream has no per-sample
-/// period. When the format gains one (frequency mode changes the period from
-/// sample to sample), this is the one place to return it, and every report,
-/// diff, folded stack and pprof value follows.
-pub fn sample_weight(_s: &oprofile_stream::Sample) -> u64 {
-    1
+/// An event of the recording (the CONFIG records name them; a stream
+/// without one has the header's event). Events are told apart by name: an
+/// event listed by two configurations (the list changed between two
+/// recording phases) is one event here, whatever its index in each.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventInfo {
+    pub name: String,
+    /// Unit of its periods: `ns` for the clocks (`cpu-clock`, `task-clock`),
+    /// `events` for the others.
+    pub unit: &'static str,
+    /// How it was sampled, each distinct setting once in stream order:
+    /// `period N` or `N Hz`.
+    pub settings: Vec<String>,
+    /// Its samples weigh their period ([`ResolvedSample::weight`]): the
+    /// periods differ (frequency mode, or a changed period). Otherwise each
+    /// weighs 1 and shares of samples are shares of events.
+    pub weighted: bool,
+    /// Samples of the event in the recording (whatever the filter).
+    pub samples: u64,
+}
+
+impl EventInfo {
+    fn new(name: String) -> EventInfo {
+        let unit = if matches!(name.as_str(), "cpu-clock" | "task-clock") {
+            "ns"
+        } else {
+            "events"
+        };
+        EventInfo {
+            name,
+            unit,
+            settings: Vec::new(),
+            weighted: false,
+            samples: 0,
+        }
+    }
+
+    fn note_setting(&mut self, freq: bool, value: u64) {
+        let s = if freq {
+            format!("{value} Hz")
+        } else {
+            format!("period {value}")
+        };
+        if !self.settings.contains(&s) {
+            self.settings.push(s);
+        }
+    }
+
+    /// Its settings in words, e.g. `period 1000000` or `4000 Hz, then
+    /// period 100000`.
+    pub fn describe(&self) -> String {
+        self.settings.join(", then ")
+    }
+
+    /// What the weight sums are: `samples`, or the unit of the periods.
+    pub fn weight_unit(&self) -> &'static str {
+        if self.weighted {
+            self.unit
+        } else {
+            "samples"
+        }
+    }
+}
+
+/// The recording's events that a list of names shows, for messages:
+/// `cycles, page-faults`.
+pub fn event_names(events: &[EventInfo]) -> String {
+    events
+        .iter()
+        .map(|e| e.name.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Non-sample events, kept for `script`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
+    /// A CONFIG record: the configuration in force from here on, in words
+    /// (generation, events with their settings, depths, buffer sizes).
+    Config {
+        time: u64,
+        generation: u32,
+        summary: String,
+        segment: u32,
+    },
     Lost {
         time: u64,
         cpu: u16,
@@ -135,6 +217,9 @@ pub struct Filter {
     pub time: Option<TimeSpan>,
     /// `--snapshot N`: only samples of the flight-recorder snapshot N.
     pub snapshot: Option<u32>,
+    /// `--event NAME`: only samples of this event (its index in
+    /// [`Profile::event_list`], and its name).
+    pub event: Option<(u16, String)>,
 }
 
 /// One end of a `--time` span: seconds relative to the recording's start
@@ -217,6 +302,7 @@ impl Filter {
             && self.cpus.is_empty()
             && self.time.is_none()
             && self.snapshot.is_none()
+            && self.event.is_none()
     }
 
     /// Whether `s` passes; `span` is the resolved `--time` span, if any.
@@ -226,6 +312,7 @@ impl Filter {
             && (self.cpus.is_empty() || self.cpus.contains(&s.cpu))
             && span.is_none_or(|(a, b)| s.time >= a && s.time < b)
             && self.snapshot.is_none_or(|n| s.snapshot == n)
+            && self.event.as_ref().is_none_or(|(i, _)| s.event == *i)
     }
 
     /// Whether `s` passes, with a `--time` span relative to `origin` ns.
@@ -247,6 +334,7 @@ impl Filter {
             list("cpu", &self.cpus),
             self.time.map(|t| format!("time {}", t.describe())),
             self.snapshot.map(|n| format!("snapshot {n}")),
+            self.event.as_ref().map(|(_, n)| format!("event {n}")),
         ]
         .into_iter()
         .flatten()
@@ -255,8 +343,12 @@ impl Filter {
     }
 }
 
+#[derive(Clone)]
 pub struct Profile {
     pub header: Header,
+    /// The recording's events, in the order they first appear (the first
+    /// CONFIG's list, then events later configurations added).
+    pub event_list: Vec<EventInfo>,
     /// The samples the analysis uses (all, or those `filter` kept).
     pub samples: Vec<ResolvedSample>,
     /// The filter applied with [`Profile::retain`] (empty: none).
@@ -356,6 +448,30 @@ impl Profile {
     /// tells it: the frequency, or 1 s / period for the cpu-clock event.
     pub fn requested_rate(&self) -> Option<f64> {
         let h = &self.header;
+        // The event shown, where CONFIG records say how it was sampled (one
+        // setting only); else the header.
+        let configs = self
+            .events
+            .iter()
+            .any(|e| matches!(e, Event::Config { .. }));
+        let shown = match &self.filter.event {
+            _ if !configs => None,
+            Some((i, _)) => self.event_list.get(usize::from(*i)),
+            None if self.event_list.len() == 1 => self.event_list.first(),
+            None => return None,
+        };
+        if let Some(e) = shown.filter(|e| e.settings.len() == 1) {
+            let s = &e.settings[0];
+            if let Some(hz) = s.strip_suffix(" Hz").and_then(|v| v.parse::<f64>().ok()) {
+                return (hz > 0.0).then_some(hz);
+            }
+            if let Some(p) = s
+                .strip_prefix("period ")
+                .and_then(|v| v.parse::<f64>().ok())
+            {
+                return (e.unit == "ns" && p > 0.0).then(|| 1e9 / p);
+            }
+        }
         if h.sample_freq != 0 {
             Some(h.sample_freq as f64)
         } else if h.event_name() == "cpu-clock" && h.sample_period != 0 {
@@ -363,6 +479,53 @@ impl Profile {
         } else {
             None
         }
+    }
+
+    /// The index of event `name`, or an error that lists the recording's
+    /// events.
+    pub fn event_index(&self, name: &str) -> Result<u16> {
+        match self.event_list.iter().position(|e| e.name == name) {
+            Some(i) => Ok(i as u16),
+            None => bail!(
+                "--event {}: the recording has no such event; its events are: {}",
+                text::esc(name),
+                text::esc(&event_names(&self.event_list))
+            ),
+        }
+    }
+
+    /// Indices of the events that kept samples have, in list order.
+    pub fn events_sampled(&self) -> Vec<u16> {
+        let mut seen = vec![false; self.event_list.len()];
+        for s in &self.samples {
+            if let Some(x) = seen.get_mut(usize::from(s.event)) {
+                *x = true;
+            }
+        }
+        (0..self.event_list.len() as u16)
+            .filter(|&i| seen[usize::from(i)])
+            .collect()
+    }
+
+    /// A copy of the profile with only the samples of event `idx` (the
+    /// per-CPU totals stay those of the recording).
+    pub fn for_event(&self, idx: u16) -> Profile {
+        let mut p = self.clone();
+        p.samples.retain(|s| s.event == idx);
+        if let Some(e) = self.event_list.get(usize::from(idx)) {
+            p.filter.event = Some((idx, e.name.clone()));
+        }
+        p
+    }
+
+    /// The event an analysis shows, for a recording that holds several: the
+    /// first event with samples (or the first listed). `None` when
+    /// `--event` chose one (the filter holds it) or there is only one.
+    pub fn default_event(&self) -> Option<u16> {
+        if self.filter.event.is_some() || self.event_list.len() < 2 {
+            return None;
+        }
+        Some(self.events_sampled().first().copied().unwrap_or(0))
     }
 
     /// Keeps only the samples `filter` matches. The per-CPU totals (samples
@@ -456,6 +619,21 @@ impl Profile {
         let mut snapshot = 0u32;
         let mut first_time = decoded.header.start_time;
         let mut last_time = decoded.header.start_time;
+        let header = &decoded.header;
+        // Events by name; the latest CONFIG's list as indices into it.
+        let mut event_list: Vec<EventInfo> = Vec::new();
+        let mut current: Vec<u16> = Vec::new();
+        let mut config: Option<Box<Config>> = None;
+        let mut bad_event_index = 0u64;
+        fn index_of(list: &mut Vec<EventInfo>, name: String) -> u16 {
+            match list.iter().position(|e| e.name == name) {
+                Some(i) => i as u16,
+                None => {
+                    list.push(EventInfo::new(name));
+                    (list.len() - 1) as u16
+                }
+            }
+        }
         for r in decoded.records {
             first_time = first_time.min(r.time());
             last_time = last_time.max(r.time());
@@ -473,9 +651,26 @@ impl Profile {
                         segment,
                     });
                 }
-                // The events and settings (version 2): not used by the
-                // analysis yet.
-                Record::Config(_) => {}
+                // The events and settings from here on (version 2): a
+                // SAMPLE's `event` indexes the latest list.
+                Record::Config(c) => {
+                    current = c
+                        .events()
+                        .iter()
+                        .map(|d| {
+                            let i = index_of(&mut event_list, d.name());
+                            event_list[usize::from(i)].note_setting(d.is_freq(), d.value);
+                            i
+                        })
+                        .collect();
+                    events.push(Event::Config {
+                        time: c.time,
+                        generation: c.generation,
+                        summary: config_summary(&c),
+                        segment,
+                    });
+                    config = Some(c);
+                }
                 // Flight-recorder frames: the samples between a snapshot's
                 // BEGINs and its END are that snapshot's.
                 Record::Snapshot(sn) => {
@@ -507,6 +702,42 @@ impl Profile {
                 }
                 Record::Sample(s) => {
                     per_cpu.entry(s.cpu).or_default().samples += 1;
+                    // The event and what the sample stands for: its own
+                    // period, else its event's fixed one.
+                    let desc = config
+                        .as_ref()
+                        .and_then(|c| c.events().get(usize::from(s.event)).copied());
+                    let (event, fixed) = match (&config, desc) {
+                        (_, Some(d)) => (
+                            current[usize::from(s.event)],
+                            (!d.is_freq()).then_some(d.value),
+                        ),
+                        (None, None) if s.event == 0 => {
+                            let i = index_of(&mut event_list, header.event_name());
+                            if event_list[usize::from(i)].settings.is_empty() {
+                                let (freq, v) = if header.sample_freq != 0 {
+                                    (true, header.sample_freq)
+                                } else {
+                                    (false, header.sample_period)
+                                };
+                                event_list[usize::from(i)].note_setting(freq, v);
+                            }
+                            (i, (header.sample_freq == 0).then_some(header.sample_period))
+                        }
+                        _ => {
+                            bad_event_index += 1;
+                            (
+                                index_of(&mut event_list, format!("event-{}", s.event)),
+                                None,
+                            )
+                        }
+                    };
+                    let period = if s.period != 0 {
+                        s.period
+                    } else {
+                        fixed.unwrap_or(0)
+                    };
+                    event_list[usize::from(event)].samples += 1;
                     let comm = comms
                         .get(&s.pid)
                         .or_else(|| comms.get(&s.tgid))
@@ -541,7 +772,9 @@ impl Profile {
                         });
                     }
                     samples.push(ResolvedSample {
-                        weight: sample_weight(&s),
+                        weight: 1,
+                        period,
+                        event,
                         time: s.time,
                         cpu: s.cpu,
                         pid: s.pid,
@@ -556,6 +789,38 @@ impl Profile {
                 }
             }
         }
+        if bad_event_index > 0 {
+            warnings.push(format!(
+                "{bad_event_index} samples name an event the configuration before them does not list (named event-N)"
+            ));
+        }
+        // An event whose samples stand for different periods (frequency
+        // mode, or a period changed between configurations): its samples
+        // weigh their period.
+        let mut first_period: Vec<Option<u64>> = vec![None; event_list.len()];
+        for s in &samples {
+            let e = usize::from(s.event);
+            match first_period[e] {
+                None => first_period[e] = Some(s.period),
+                Some(p) if p != s.period => event_list[e].weighted = true,
+                _ => {}
+            }
+        }
+        for s in &mut samples {
+            if event_list[usize::from(s.event)].weighted {
+                s.weight = s.period.max(1);
+            }
+        }
+        if event_list.is_empty() {
+            // No sample and no CONFIG: the header's event.
+            let mut e = EventInfo::new(header.event_name());
+            if header.sample_freq != 0 {
+                e.note_setting(true, header.sample_freq);
+            } else {
+                e.note_setting(false, header.sample_period);
+            }
+            event_list.push(e);
+        }
         warnings.extend(resolver.take_warnings());
         let lost: u64 = per_cpu.values().map(|c| c.lost).sum();
         if lost > 0 {
@@ -567,6 +832,7 @@ impl Profile {
         }
         Ok(Profile {
             header: decoded.header,
+            event_list,
             samples,
             filter: Filter::default(),
             events,
@@ -578,6 +844,37 @@ impl Profile {
             target,
         })
     }
+}
+
+/// A CONFIG record in words, for `script --events`: `generation 2: cycles
+/// period 1000000, page-faults 4000 Hz; backtrace 8/16; ...`.
+fn config_summary(c: &Config) -> String {
+    let events: Vec<String> = c
+        .events()
+        .iter()
+        .map(|d| {
+            if d.is_freq() {
+                format!("{} {} Hz", d.name(), d.value)
+            } else {
+                format!("{} period {}", d.name(), d.value)
+            }
+        })
+        .collect();
+    format!(
+        "generation {}: {}; backtrace depth {} kernel, {} user; cpu_buffer_size {}, buffer_size {}, watershed {}{}",
+        c.generation,
+        events.join(", "),
+        c.backtrace_depth,
+        c.user_backtrace_depth,
+        c.cpu_buffer_size,
+        c.buffer_size,
+        c.buffer_watershed,
+        if c.mode == oprofile_stream::oprofile_format::MODE_OVERWRITE {
+            ", overwrite mode"
+        } else {
+            ""
+        }
+    )
 }
 
 #[cfg(test)]

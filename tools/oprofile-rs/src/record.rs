@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use oprofile_stream::{decode_record, ErrorKind, Header};
 
+use crate::control::{words, ModuleControl, ModuleSettings};
 use crate::sidecar::{sidecar_dir, Sidecar, SIDECAR_VERSION};
 
 #[derive(Debug, Clone)]
@@ -43,8 +44,13 @@ pub struct RecordOptions {
     pub snapshot: bool,
     /// The module's `mode` parameter file (checked with `snapshot`).
     pub mode_param: PathBuf,
+    /// `-e`, `-c`, `-F`, `-g`, buffer sizes: set before recording, put back
+    /// after ([`crate::control`]).
+    pub settings: ModuleSettings,
 }
 
+/// The flush ioctl of the device (`_IO('O', 3)`, src/device.rs).
+pub const IOC_FLUSH: libc::c_ulong = ((b'O' as libc::c_ulong) << 8) | 3;
 /// The snapshot ioctl of the device (`_IO('O', 32)`, src/device.rs).
 pub const IOC_SNAPSHOT: libc::c_ulong = ((b'O' as libc::c_ulong) << 8) | 32;
 
@@ -133,6 +139,7 @@ impl RecordOptions {
             pids: Vec::new(),
             snapshot: false,
             mode_param: PathBuf::from("/sys/module/oprofile_rs/parameters/mode"),
+            settings: ModuleSettings::default(),
         }
     }
 }
@@ -162,6 +169,10 @@ pub struct RecordSummary {
     pub warnings: Vec<String>,
     /// Snapshots taken (`--snapshot`).
     pub snapshots: u32,
+    /// The module's settings `record` changed and put back (`-e`, `-c`,
+    /// ...), in words; `None` if it changed none or could not put them back
+    /// (then `warnings` say what is left).
+    pub settings_restored: Option<String>,
 }
 
 impl RecordSummary {
@@ -544,8 +555,14 @@ fn kallsyms_usable(text: &str) -> bool {
     })
 }
 
-/// Writes `1` to `<debugfs>/flush`.
-fn flush(debugfs: &Path) -> Result<(), String> {
+/// Hands what the CPUs hold to the reader: the device's
+/// `OPROFILE_RS_IOC_FLUSH` (it works under `lockdown=integrity`, where
+/// debugfs cannot be written), else `1` to `<debugfs>/flush`.
+fn flush(dev: &File, debugfs: &Path) -> Result<(), String> {
+    // SAFETY: an argument-less ioctl on an open file.
+    if unsafe { libc::ioctl(dev.as_raw_fd(), IOC_FLUSH as _) } == 0 {
+        return Ok(());
+    }
     let p = debugfs.join("flush");
     OpenOptions::new()
         .write(true)
@@ -687,6 +704,8 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
         info.push(format!("kernel-release: {}", r.trim()));
     }
 
+    // Settings no module could take are refused before anything is touched.
+    opts.settings.check()?;
     // Targets of -p must exist (checked first: kallsyms takes a while).
     for &p in &opts.pids {
         if !running(&opts.proc_root, p) {
@@ -792,11 +811,53 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
     // every process alive from then on is covered by the snapshot or the
     // kernel's records (a process that started and exited between the
     // opening and the map tracking's start would have neither).
+    // The settings applied below (`-e`, `-c`, ...): declared before the
+    // device so that, on an error path, they are put back after the
+    // reader's file is closed.
+    let mut applied = None;
+    let mut pre: Vec<u8> = Vec::new();
     let mut dev = OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK)
         .open(&opts.device)
         .with_context(cannot_open)?;
+    // The settings asked for: recording off, applied, recording on; put
+    // back at the end (or, on an error, when `applied` is dropped).
+    if !opts.settings.is_empty() {
+        // A control file of its own (`O_WRONLY`: no reader slot), so that
+        // the settings can be put back after the reader is closed: the
+        // module refuses a new buffer_size while a reader that mapped the
+        // buffer has it open.
+        let ctl_file = OpenOptions::new()
+            .write(true)
+            .open(&opts.device)
+            .with_context(|| format!("cannot open {} for control", opts.device.display()))?;
+        let ctl = ModuleControl::new(ctl_file, opts.debugfs.clone());
+        // Bytes read to make room for the CONFIG record (the event buffer
+        // filled up since the open): written first.
+        let mut scratch = vec![0u8; opts.buffer_size.max(4096)];
+        let a = crate::control::apply(ctl, &opts.settings, &mut || {
+            let mut got = false;
+            while pre.len() < (256 << 20) {
+                match read_some(&mut dev, &mut scratch) {
+                    Ok(ReadOutcome::Data(n)) => {
+                        pre.extend_from_slice(&scratch[..n]);
+                        got = true;
+                    }
+                    _ => break,
+                }
+            }
+            got
+        })?;
+        use crate::control::Control;
+        info.push(format!(
+            "settings: {} (through {}; they replaced {})",
+            words(&a.changes),
+            a.control().describe(),
+            words(&a.saved)
+        ));
+        applied = Some(a);
+    }
     if sc_dir.exists() {
         std::fs::remove_dir_all(&sc_dir)
             .with_context(|| format!("cannot replace {}", sc_dir.display()))?;
@@ -808,6 +869,20 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
     );
     for &p in &opts.pids {
         tracker.track(p);
+    }
+    let mut bytes = 0u64;
+    let mut scanner = Scanner::default();
+    if !pre.is_empty() {
+        out.write_all(&pre).context("write failed")?;
+        bytes += pre.len() as u64;
+        scanner.feed(&pre)?;
+        for t in scanner.take_new_tgids() {
+            tracker.track(t);
+        }
+        info.push(format!(
+            "read before the settings: {} bytes (the event buffer had no room for the CONFIG record)",
+            pre.len()
+        ));
     }
     let mut child = if opts.command.is_empty() {
         None
@@ -858,8 +933,6 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
     };
 
     let mut buf = vec![0u8; opts.buffer_size.max(4096)];
-    let mut scanner = Scanner::default();
-    let mut bytes = 0u64;
     // Zero-copy where the device offers it (Documentation/mmap.md): the
     // opening by read(), then the records in place; else read().
     let mapped = match crate::mapped::Mapped::new(&dev) {
@@ -1053,18 +1126,37 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
     // Stop: flush the kernel's buffers (flight recorder: the last
     // snapshot) and drain what is left.
     tracker.refresh(true);
+    if let Some(a) = applied.as_mut() {
+        // The recording ends here (the settings are put back below, once
+        // what was recorded is read).
+        if let Err(e) = a.stop_recording() {
+            warnings.push(format!("cannot switch recording off: {e}"));
+        }
+    }
     if opts.snapshot {
         drain!();
         snapshot!();
         info.push(format!("snapshots-taken: {snapshots}"));
-    } else if let Err(e) = flush(&opts.debugfs) {
+    } else if let Err(e) = flush(&dev, &opts.debugfs) {
         warnings.push(format!(
             "{e}: samples still in the per-CPU buffers are not included"
         ));
     }
     drain!();
     drop(mapped);
+    // Unmapped, read and closed: the buffer sizes can be put back.
     drop(dev);
+    let mut settings_restored = None;
+    if let Some(mut a) = applied.take() {
+        let problems = a.restore();
+        if problems.is_empty() {
+            info.push(format!("settings-restored: {}", words(&a.saved)));
+            settings_restored = Some(words(&a.saved));
+        } else {
+            info.push(format!("settings-not-restored: {}", problems.join("; ")));
+            warnings.extend(problems);
+        }
+    }
     out.flush().context("write failed")?;
     let mut map_events = Vec::new();
     if let Some(c) = collector.as_mut() {
@@ -1204,5 +1296,6 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
         command_status,
         warnings,
         snapshots,
+        settings_restored,
     })
 }

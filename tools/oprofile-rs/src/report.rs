@@ -10,7 +10,7 @@ use oprofile_stream::HeaderExt;
 
 use serde::Serialize;
 
-use crate::profile::{lost_share, Profile, ResolvedSample};
+use crate::profile::{lost_share, EventInfo, Profile, ResolvedSample};
 use crate::symbols::Frame;
 use crate::text::esc;
 
@@ -303,22 +303,65 @@ pub fn rows(p: &Profile, o: &ReportOptions) -> Vec<Row> {
     rows
 }
 
+/// The event a profile shows: the one `--event` (or a report section)
+/// chose, or the recording's only one.
+pub fn shown_event(p: &Profile) -> Option<&EventInfo> {
+    match &p.filter.event {
+        Some((i, _)) => p.event_list.get(usize::from(*i)),
+        None if p.event_list.len() == 1 => p.event_list.first(),
+        None => None,
+    }
+}
+
 /// The header lines (event, samples, filter, recording, per-CPU totals).
 fn write_header(p: &Profile, out: &mut dyn Write) -> std::io::Result<()> {
     let h = &p.header;
-    let mode = if h.sample_freq != 0 {
-        format!("{} Hz", h.sample_freq)
-    } else {
-        format!("period {}", h.sample_period)
-    };
-    writeln!(
-        out,
-        "# event: {} ({}), {}, {} CPUs",
-        esc(&h.event_name()),
-        h.sample_source_name(),
-        mode,
-        h.nr_cpus
-    )?;
+    match shown_event(p) {
+        // The header's event: as the header says it.
+        Some(e) if e.name == h.event_name() && e.settings.len() < 2 => {
+            let mode = if h.sample_freq != 0 {
+                format!("{} Hz", h.sample_freq)
+            } else {
+                format!("period {}", h.sample_period)
+            };
+            writeln!(
+                out,
+                "# event: {} ({}), {}, {} CPUs",
+                esc(&h.event_name()),
+                h.sample_source_name(),
+                e.settings.first().unwrap_or(&mode),
+                h.nr_cpus
+            )?
+        }
+        Some(e) => writeln!(
+            out,
+            "# event: {}, {}, {} CPUs",
+            esc(&e.name),
+            esc(&e.describe()),
+            h.nr_cpus
+        )?,
+        None => writeln!(
+            out,
+            "# events: {}, {} CPUs",
+            esc(&crate::profile::event_names(&p.event_list)),
+            h.nr_cpus
+        )?,
+    }
+    if p.event_list.len() > 1 {
+        writeln!(
+            out,
+            "# the recording has {} events: {}",
+            p.event_list.len(),
+            esc(&crate::profile::event_names(&p.event_list))
+        )?;
+    }
+    if let Some(e) = shown_event(p).filter(|e| e.weighted) {
+        writeln!(
+            out,
+            "# weights: each sample's period ({}): the periods differ",
+            e.unit
+        )?;
+    }
     let recorded = p.recorded_samples();
     write!(out, "# samples: {}, lost: {}", recorded, p.total_lost())?;
     if p.total_lost() > 0 {
@@ -364,9 +407,40 @@ fn write_header(p: &Profile, out: &mut dyn Write) -> std::io::Result<()> {
     writeln!(out, "#")
 }
 
+/// The sections of a report: one per event of a recording of several
+/// (unless `--event` chose one), else the profile itself.
+fn sections(p: &Profile) -> Option<Vec<Profile>> {
+    if p.filter.event.is_some() || p.event_list.len() < 2 {
+        return None;
+    }
+    let mut v: Vec<Profile> = p
+        .events_sampled()
+        .into_iter()
+        .map(|i| p.for_event(i))
+        .collect();
+    if v.is_empty() {
+        v.push(p.for_event(0));
+    }
+    Some(v)
+}
+
 /// Writes the report: header, per-CPU totals, then the rows (and with
-/// `callers`, each row's callers and callees below it).
+/// `callers`, each row's callers and callees below it). A recording of
+/// several events gets one such section per event.
 pub fn write(p: &Profile, o: &ReportOptions, out: &mut dyn Write) -> std::io::Result<()> {
+    if let Some(sections) = sections(p) {
+        for (n, sp) in sections.iter().enumerate() {
+            if n > 0 {
+                writeln!(out)?;
+            }
+            write_one(sp, o, out)?;
+        }
+        return Ok(());
+    }
+    write_one(p, o, out)
+}
+
+fn write_one(p: &Profile, o: &ReportOptions, out: &mut dyn Write) -> std::io::Result<()> {
     write_header(p, out)?;
     let keys = o.keys();
     let rows = rows(p, o);
@@ -484,6 +558,10 @@ pub fn write(p: &Profile, o: &ReportOptions, out: &mut dyn Write) -> std::io::Re
 #[derive(Serialize)]
 struct JsonReport<'a> {
     event: String,
+    /// How the event was sampled (`period N`, `N Hz`, several if it
+    /// changed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    event_settings: Option<String>,
     sample_source: &'a str,
     sample_period: u64,
     sample_freq: u64,
@@ -502,10 +580,33 @@ struct JsonReport<'a> {
     rows: Vec<Row>,
 }
 
+/// `--json` for a recording of several events (without `--event`): one
+/// report per event.
+#[derive(Serialize)]
+struct JsonReports<'a> {
+    events: Vec<JsonReport<'a>>,
+}
+
+/// Writes the report as JSON: one object, or with several events and no
+/// `--event`, `{"events": [one object per event]}`.
 pub fn write_json(p: &Profile, o: &ReportOptions, out: &mut dyn Write) -> std::io::Result<()> {
+    if let Some(sections) = sections(p) {
+        let r = JsonReports {
+            events: sections.iter().map(|sp| json_report(sp, o)).collect(),
+        };
+        serde_json::to_writer_pretty(&mut *out, &r)?;
+        return writeln!(out);
+    }
+    serde_json::to_writer_pretty(&mut *out, &json_report(p, o))?;
+    writeln!(out)
+}
+
+fn json_report<'a>(p: &'a Profile, o: &ReportOptions) -> JsonReport<'a> {
     let h = &p.header;
-    let r = JsonReport {
-        event: h.event_name(),
+    let ev = shown_event(p);
+    JsonReport {
+        event: ev.map_or_else(|| h.event_name(), |e| e.name.clone()),
+        event_settings: ev.map(|e| e.describe()),
         sample_source: h.sample_source_name(),
         sample_period: h.sample_period,
         sample_freq: h.sample_freq,
@@ -514,14 +615,12 @@ pub fn write_json(p: &Profile, o: &ReportOptions, out: &mut dyn Write) -> std::i
         lost: p.total_lost(),
         kept_samples: p.total_samples(),
         kept_weight: p.total_weight(),
-        weight_unit: "samples",
+        weight_unit: ev.map_or("samples", |e| e.weight_unit()),
         filter: (!p.filter.is_empty()).then(|| p.filter.describe()),
         recording_seconds: p.recording_ns() as f64 / 1e9,
         sort: o.keys(),
         rows: rows(p, o),
-    };
-    serde_json::to_writer_pretty(&mut *out, &r)?;
-    writeln!(out)
+    }
 }
 
 // ------------------------------------------------------------------ diff
@@ -589,9 +688,13 @@ pub fn write_diff(
         serde_json::to_writer_pretty(&mut *out, &rows)?;
         return writeln!(out);
     }
+    let event = match (shown_event(old), shown_event(new)) {
+        (Some(a), Some(b)) if a.name == b.name => format!(" of {}", esc(&a.name)),
+        _ => String::new(),
+    };
     writeln!(
         out,
-        "# old: {} samples, new: {} samples; delta = new% - old% (percentage points)",
+        "# old: {} samples, new: {} samples{event}; delta = new% - old% (percentage points)",
         old.total_samples(),
         new.total_samples()
     )?;

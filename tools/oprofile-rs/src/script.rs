@@ -9,7 +9,8 @@ use crate::text::esc;
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum ScriptFormat {
-    /// `TIME [CPU] PID/TID COMM ADDRESS SYMBOL (BINARY)`.
+    /// `TIME [CPU] PID/TID COMM ADDRESS SYMBOL (BINARY) [FILE:LINE] EVENT
+    /// PERIOD`.
     #[default]
     Oprofile,
     /// The text of `perf script` (always with the callchain).
@@ -38,7 +39,9 @@ pub fn format_time(ns: u64) -> String {
 
 /// Writes every sample in time order (within the spans between TRACING
 /// records, which keep their place in the stream):
-/// `TIME [CPU] PID/TID COMM ADDRESS SYMBOL (BINARY)`.
+/// `TIME [CPU] PID/TID COMM ADDRESS SYMBOL (BINARY) [FILE:LINE] EVENT PERIOD`
+/// (PERIOD: the events, or ns for the clocks, the sample stands for; `-`
+/// if the stream does not tell).
 pub fn write(p: &Profile, o: &ScriptOptions, out: &mut dyn Write) -> std::io::Result<()> {
     enum Item<'a> {
         S(&'a crate::profile::ResolvedSample),
@@ -58,6 +61,7 @@ pub fn write(p: &Profile, o: &ScriptOptions, out: &mut dyn Write) -> std::io::Re
                 Event::Lost { time, segment, .. } => (*segment, 1, *time),
                 Event::Tracing { time, segment, .. } => (*segment, 0, *time),
                 Event::Snapshot { time, segment, .. } => (*segment, 0, *time),
+                Event::Config { time, segment, .. } => (*segment, 0, *time),
             };
             (key, Item::E(e))
         }));
@@ -76,7 +80,7 @@ pub fn write(p: &Profile, o: &ScriptOptions, out: &mut dyn Write) -> std::io::Re
             Item::S(s) => {
                 writeln!(
                     out,
-                    "{:>16} [{:03}] {:>7}/{:<7} {:<16} {:016x} {} ({}){}",
+                    "{:>16} [{:03}] {:>7}/{:<7} {:<16} {:016x} {} ({}){} {} {}",
                     format_time(s.time),
                     s.cpu,
                     s.tgid,
@@ -85,7 +89,9 @@ pub fn write(p: &Profile, o: &ScriptOptions, out: &mut dyn Write) -> std::io::Re
                     s.pc.addr,
                     esc(&s.pc.name()),
                     esc(&s.pc.dso),
-                    srcline(s.pc.leaf_srcline())
+                    srcline(s.pc.leaf_srcline()),
+                    perf_word(&event_name(p, s)),
+                    period_text(s)
                 )?;
                 if o.callchain {
                     // Functions inlined at the sampled address, innermost first.
@@ -121,6 +127,12 @@ pub fn write(p: &Profile, o: &ScriptOptions, out: &mut dyn Write) -> std::io::Re
                 format_time(*time),
                 cpu
             )?,
+            Item::E(Event::Config { time, summary, .. }) => writeln!(
+                out,
+                "{:>16} [000] CONFIG {}",
+                format_time(*time),
+                esc(summary)
+            )?,
             Item::E(Event::Tracing { time, cpu, on, .. }) => writeln!(
                 out,
                 "{:>16} [{:03}] TRACING {}",
@@ -148,6 +160,22 @@ pub fn write(p: &Profile, o: &ScriptOptions, out: &mut dyn Write) -> std::io::Re
     Ok(())
 }
 
+/// The name of a sample's event.
+fn event_name(p: &Profile, s: &crate::profile::ResolvedSample) -> String {
+    p.event_list
+        .get(usize::from(s.event))
+        .map_or_else(|| p.header.event_name(), |e| e.name.clone())
+}
+
+/// A sample's period, `-` where not known.
+fn period_text(s: &crate::profile::ResolvedSample) -> String {
+    if s.period == 0 {
+        "-".into()
+    } else {
+        s.period.to_string()
+    }
+}
+
 /// A word of a `perf script` line: escaped, spaces as `_` (the importers
 /// split the header line and the frame lines at spaces).
 fn perf_word(s: &str) -> String {
@@ -168,14 +196,14 @@ fn perf_word(s: &str) -> String {
 /// ```
 /// Inlined functions get a line each (innermost first, at the address of the
 /// frame they were inlined into), unknown symbols read `[unknown]`, binaries
-/// are full paths where known. PERIOD is the sample's weight times the
-/// stream's period.
+/// are full paths where known. PERIOD is the events (ns for the clocks) the
+/// sample stands for (1 if the stream does not tell), EVENT its event.
 pub fn write_perf_sample(
     p: &Profile,
     s: &crate::profile::ResolvedSample,
     out: &mut dyn Write,
 ) -> std::io::Result<()> {
-    let period = p.header.sample_period.max(1).saturating_mul(s.weight);
+    let period = s.period.max(1);
     writeln!(
         out,
         "{} {:>7}/{:<7} [{:03}] {}: {:>10} {}:",
@@ -185,7 +213,7 @@ pub fn write_perf_sample(
         s.cpu,
         format_time(s.time),
         period,
-        perf_word(&p.header.event_name())
+        perf_word(&event_name(p, s))
     )?;
     for f in std::iter::once(&s.pc).chain(s.callchain.iter()) {
         // perf names the image of unknown kernel addresses too.

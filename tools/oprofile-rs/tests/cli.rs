@@ -225,7 +225,11 @@ fn script_prints_one_line_per_sample() {
             "victim",
             alpha.as_str(),
             "alpha",
-            &format!("({})", victim_name())
+            &format!("({})", victim_name()),
+            // The event and the period the sample stands for (the
+            // header's: a stream without CONFIG records).
+            "cpu-clock",
+            "1000000"
         ]
     );
     assert!(

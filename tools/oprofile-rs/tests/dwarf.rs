@@ -178,6 +178,8 @@ fn separate_debug_file_by_build_id() {
         .trim_end()
         .split_once("ns::outer(int) (inline-stripped) ")
         .unwrap_or_else(|| panic!("{out}"));
+    // FILE:LINE, then the event and the period.
+    let line = line.rsplitn(3, ' ').nth(2).unwrap();
     let (file, n) = line.rsplit_once(':').unwrap();
     assert!(file.ends_with("inline.cc"), "{out}");
     let n: u32 = n.parse().unwrap();

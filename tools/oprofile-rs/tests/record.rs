@@ -678,3 +678,231 @@ fn scanner_tells_samples_buffered_before_the_start() {
         assert_eq!(s.take_new_tgids(), [7, 8, 9], "chunk {chunk}");
     }
 }
+
+// ------------------------------------------------------------------ settings
+
+/// A debugfs directory as a module without the control ioctls shows it (the
+/// "device" is a regular file: its ioctls answer ENOTTY, so `record` falls
+/// back to these files). Its `config` is the configuration before.
+fn fake_debugfs(dir: &Path) -> std::path::PathBuf {
+    let d = dir.join("debugfs");
+    std::fs::create_dir(&d).unwrap();
+    let values = [
+        ("event", "cpu-clock,page-faults"),
+        ("sample_period", "1000000,1000"),
+        ("sample_freq", "0,0"),
+        ("backtrace_depth", "0"),
+        ("user_backtrace_depth", "32"),
+        ("cpu_buffer_size", "65536"),
+        ("buffer_size", "1048576"),
+        ("buffer_watershed", "262144"),
+    ];
+    let mut config = String::new();
+    for (k, v) in values {
+        std::fs::write(d.join(k), format!("{v}\n")).unwrap();
+        config += &format!("{k}={v}\n");
+    }
+    config += "mode=consume\n";
+    std::fs::write(d.join("config"), config).unwrap();
+    std::fs::write(d.join("tracing_on"), "1\n").unwrap();
+    std::fs::write(d.join("flush"), "").unwrap();
+    d
+}
+
+fn file(d: &Path, k: &str) -> String {
+    std::fs::read_to_string(d.join(k))
+        .unwrap()
+        .trim()
+        .to_string()
+}
+
+const SETTINGS: [&str; 11] = [
+    "-e",
+    "cycles,page-faults",
+    "-F",
+    "4000,0",
+    "-c",
+    "0,100",
+    "-g",
+    "--buffer-size",
+    "2M",
+    "--watershed",
+    "256K",
+];
+
+#[test]
+fn record_applies_its_settings_and_puts_them_back_on_sigint_and_sigterm() {
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        settings_put_back_on(sig);
+    }
+}
+
+fn settings_put_back_on(sig: i32) {
+    let dir = tempfile::tempdir().unwrap();
+    let dbg = fake_debugfs(dir.path());
+    let dev = dir.path().join("dev");
+    let data = stream_for(&[1]);
+    std::fs::write(&dev, &data).unwrap();
+    let out = dir.path().join("rec");
+    let child = StdCommand::new(assert_cmd::cargo::cargo_bin("oprofile-rs"))
+        .args(["record", "-o", out.to_str().unwrap()])
+        .args(["--device", dev.to_str().unwrap()])
+        .args(["--debugfs", dbg.to_str().unwrap(), "--maps", "poll"])
+        .args(SETTINGS)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // While it records: the new settings, recording on.
+    let t = Instant::now();
+    while file(&dbg, "event") != "cycles,page-faults" && t.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(file(&dbg, "event"), "cycles,page-faults");
+    assert_eq!(file(&dbg, "sample_period"), "0,100");
+    assert_eq!(file(&dbg, "sample_freq"), "4000,0");
+    assert_eq!(file(&dbg, "backtrace_depth"), "32");
+    assert_eq!(file(&dbg, "user_backtrace_depth"), "32");
+    assert_eq!(file(&dbg, "buffer_size"), "2097152");
+    assert_eq!(file(&dbg, "buffer_watershed"), "262144");
+    assert_eq!(file(&dbg, "cpu_buffer_size"), "65536", "not asked for");
+    assert_eq!(file(&dbg, "tracing_on"), "1");
+    unsafe { libc::kill(child.id() as i32, sig) };
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "signal {sig}: {err}");
+    // Everything it changed is back (watershed: it was 256K already).
+    assert_settings_as_before(&dbg);
+    assert!(
+        err.contains("put the module's settings back: event=cpu-clock,page-faults"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(&out).unwrap(), data);
+    let info = std::fs::read_to_string(dir.path().join("rec.meta/info")).unwrap();
+    assert!(
+        info.contains("settings: event=cycles,page-faults sample_period=0,100 sample_freq=4000,0"),
+        "{info}"
+    );
+    assert!(info.contains("through debugfs"), "{info}");
+    assert!(
+        info.contains("settings-restored: event=cpu-clock,page-faults"),
+        "{info}"
+    );
+}
+
+/// The fake module's settings are those `fake_debugfs` made, recording on
+/// as it was before `record` ran.
+fn assert_settings_as_before(dbg: &Path) {
+    assert_eq!(file(dbg, "event"), "cpu-clock,page-faults");
+    assert_eq!(file(dbg, "sample_period"), "1000000,1000");
+    assert_eq!(file(dbg, "sample_freq"), "0,0");
+    assert_eq!(file(dbg, "backtrace_depth"), "0");
+    assert_eq!(file(dbg, "user_backtrace_depth"), "32");
+    assert_eq!(file(dbg, "buffer_size"), "1048576");
+    assert_eq!(file(dbg, "tracing_on"), "1", "recording was on before");
+}
+
+#[test]
+fn record_puts_back_what_it_changed_when_applying_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let dbg = fake_debugfs(dir.path());
+    // The module refuses the watershed (the last key): a directory cannot
+    // be written.
+    std::fs::remove_file(dbg.join("buffer_watershed")).unwrap();
+    std::fs::create_dir(dbg.join("buffer_watershed")).unwrap();
+    let dev = dir.path().join("dev");
+    std::fs::write(&dev, stream_for(&[1])).unwrap();
+    let out = dir.path().join("rec");
+    let o = record_for(&out, &dev, &dbg, "5")
+        .args(SETTINGS)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    assert!(
+        err.contains("the module refused event=cycles,page-faults"),
+        "{err}"
+    );
+    assert!(err.contains("its settings are as they were"), "{err}");
+    assert_settings_as_before(&dbg);
+    assert!(!out.exists(), "nothing recorded");
+}
+
+#[test]
+fn record_refuses_contradictory_settings_before_touching_the_module() {
+    let dir = tempfile::tempdir().unwrap();
+    let dbg = fake_debugfs(dir.path());
+    let dev = dir.path().join("dev");
+    std::fs::write(&dev, stream_for(&[1])).unwrap();
+    let before: Vec<(String, String)> = std::fs::read_dir(&dbg)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                std::fs::read_to_string(e.path()).unwrap(),
+            )
+        })
+        .collect();
+    let out = dir.path().join("rec");
+    for (args, msg) in [
+        (&["-c", "1000", "-F", "99"][..], "both given for event 1"),
+        (&["-e", "cycles", "-c", "1,2"], "2 values for 1 event"),
+        (&["-e", "cycles,cycles"], "cycles is listed twice"),
+        (&["-c", "1,2,3"], "3 values for 2 events"),
+        (
+            &["--buffer-size", "1M", "--watershed", "2M"],
+            "must be below",
+        ),
+    ] {
+        let o = record_for(&out, &dev, &dbg, "5")
+            .args(args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{args:?}");
+        assert!(err.contains(msg), "{args:?}: {err}");
+        for (k, v) in &before {
+            assert_eq!(
+                &std::fs::read_to_string(dbg.join(k)).unwrap(),
+                v,
+                "{args:?} changed {k}"
+            );
+        }
+        assert!(!out.exists());
+    }
+    // Values clap refuses.
+    for args in [
+        &["-c", "x"][..],
+        &["--buffer-size", "1.5M"],
+        &["--call-graph", "dwarf"],
+    ] {
+        let o = record_for(&out, &dev, &dbg, "5")
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(!o.status.success(), "{args:?}");
+    }
+}
+
+#[test]
+fn record_puts_back_its_settings_after_a_later_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let dbg = fake_debugfs(dir.path());
+    let dev = dir.path().join("dev");
+    std::fs::write(&dev, stream_for(&[1])).unwrap();
+    // Applied, then the output cannot be created.
+    let out = dir.path().join("no-such-dir/rec");
+    let o = record_for(&out, &dev, &dbg, "5")
+        .args(SETTINGS)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    assert!(err.contains("cannot create"), "{err}");
+    assert!(
+        err.contains("the module's settings were put back (event=cpu-clock,page-faults"),
+        "{err}"
+    );
+    assert_settings_as_before(&dbg);
+}

@@ -1,0 +1,455 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Runtime configuration changes (oprofilefs's control files): the text a
+//! debugfs file write or `OPROFILE_RS_IOC_SET_CONFIG` carries, parsed and
+//! checked into a new [`Config`], and [`Profiler::configure`], which applies
+//! it all or nothing while recording is off.
+//!
+//! The text is one or more `key=value` words separated by spaces, tabs or
+//! newlines, keys as the debugfs files ([`KEYS`]), each at most once, values
+//! in the parameters' syntax. A debugfs file's write is its one value (a
+//! trailing newline allowed). What is not said stays, except that a new
+//! `event` list resets every period and frequency not given with it to the
+//! event's default, and a period given (non-zero) for an event puts it in
+//! period mode unless a frequency is given for it in the same change (and
+//! the other way round; see [`event_list`]).
+//!
+//! Errors: `EINVAL` (nothing changed) for a key, a value or a combination
+//! that is not valid; `EBUSY` (nothing changed) while `tracing_on` is 1, and
+//! for a change the module cannot make now without losing recorded data: a
+//! new `buffer_size` while the device's reader has the event buffer mapped
+//! or is copying from it, or too small for what waits in it; in the flight
+//! recorder (`mode=overwrite`) any `cpu_buffer_size` change (the snapshot
+//! staging is sized at load) and event, period or frequency changes while
+//! the CPU buffers hold records not yet snapshotted (take a snapshot
+//! first); and when the event buffer has no room for the CONFIG record
+//! (read the stream first). `ENOMEM` when the new buffers cannot be
+//! allocated; `EOPNOTSUPP` when an event cannot be counted on this machine
+//! (the previous events are restored).
+
+use kernel::prelude::*;
+
+use crate::{
+    format,
+    params::{self, limits, parse_u64, Config, Names},
+    profiler::{Profiler, TRACING_ON},
+    ratelimit::pr_ratelimited,
+    settings::KEYS,
+};
+
+/// Longest text of one change (the SET ioctl's limit).
+pub(crate) const MAX_TEXT: usize = 4096;
+
+/// The values a change gives, by key (`None`: not given).
+#[derive(Default)]
+pub(crate) struct Changes<'a> {
+    values: [Option<&'a [u8]>; KEYS.len()],
+}
+
+impl<'a> Changes<'a> {
+    /// The value given for `key`.
+    fn get(&self, key: &str) -> Option<&'a [u8]> {
+        let i = KEYS.iter().position(|k| *k == key)?;
+        self.values.get(i).copied().flatten()
+    }
+
+    /// Whether anything is given for one of `keys`.
+    fn any(&self, keys: &[&str]) -> bool {
+        keys.iter().any(|k| self.get(k).is_some())
+    }
+
+    /// Gives `value` for `key`: `EINVAL` for an unknown key, one given
+    /// twice, or an empty value.
+    pub(crate) fn set(&mut self, key: &[u8], value: &'a [u8]) -> Result {
+        let Some(i) = KEYS.iter().position(|k| k.as_bytes() == key) else {
+            pr_ratelimited!(
+                pr_warn,
+                "config: unknown key {:?} (EINVAL)\n",
+                kernel::str::BStr::from_bytes(key)
+            );
+            return Err(EINVAL);
+        };
+        let slot = self.values.get_mut(i).ok_or(EINVAL)?;
+        if slot.is_some() || value.is_empty() {
+            pr_ratelimited!(
+                pr_warn,
+                "config: {} given twice or empty (EINVAL)\n",
+                kernel::str::BStr::from_bytes(key)
+            );
+            return Err(EINVAL);
+        }
+        *slot = Some(value);
+        Ok(())
+    }
+
+    /// Parses `key=value` words separated by white space.
+    pub(crate) fn parse(text: &'a [u8]) -> Result<Self> {
+        let mut ch = Changes::default();
+        let mut words = 0;
+        for word in text
+            .split(|c| matches!(c, b' ' | b'\n' | b'\t'))
+            .filter(|w| !w.is_empty())
+        {
+            let Some(eq) = word.iter().position(|&c| c == b'=') else {
+                pr_ratelimited!(
+                    pr_warn,
+                    "config: {:?} is not key=value (EINVAL)\n",
+                    kernel::str::BStr::from_bytes(word)
+                );
+                return Err(EINVAL);
+            };
+            let (key, value) = (
+                word.get(..eq).unwrap_or(&[]),
+                word.get(eq + 1..).unwrap_or(&[]),
+            );
+            ch.set(key, value)?;
+            words += 1;
+        }
+        if words == 0 {
+            pr_ratelimited!(pr_warn, "config: nothing to change (EINVAL)\n");
+            return Err(EINVAL);
+        }
+        Ok(ch)
+    }
+}
+
+/// A decimal number value of `key`.
+fn number(key: &str, v: &[u8]) -> Result<u64> {
+    parse_u64(v).ok_or_else(|| {
+        pr_ratelimited!(
+            pr_warn,
+            "config: {key}={:?} is not a decimal number (EINVAL)\n",
+            kernel::str::BStr::from_bytes(v)
+        );
+        EINVAL
+    })
+}
+
+/// The configuration `cur` with `ch` applied, checked: `EINVAL` for
+/// anything not valid.
+pub(crate) fn changed(cur: &Config, ch: &Changes<'_>) -> Result<Config> {
+    let mut c = *cur;
+    if ch.any(&["event", "sample_period", "sample_freq"]) {
+        let names = match ch.get("event") {
+            Some(text) => params::parse_events(text)?,
+            None => Names::of(&cur.events),
+        };
+        let periods = ch
+            .get("sample_period")
+            .map(|v| params::parse_values("sample_period", v))
+            .transpose()?
+            .flatten();
+        let freqs = ch
+            .get("sample_freq")
+            .map(|v| params::parse_values("sample_freq", v))
+            .transpose()?
+            .flatten();
+        c.events = params::event_list(&names, periods.as_ref(), freqs.as_ref(), Some(&cur.events))?;
+    }
+    if let Some(v) = ch.get("backtrace_depth") {
+        c.backtrace_depth = params::check_depth(
+            "backtrace_depth",
+            number("backtrace_depth", v)?,
+            limits::BACKTRACE_DEPTH,
+        )?;
+    }
+    if let Some(v) = ch.get("user_backtrace_depth") {
+        c.user_backtrace_depth = params::check_depth(
+            "user_backtrace_depth",
+            number("user_backtrace_depth", v)?,
+            limits::USER_BACKTRACE_DEPTH,
+        )?;
+    }
+    if let Some(v) = ch.get("cpu_buffer_size") {
+        c.cpu_buffer_size = params::check_cpu_buffer_size(number("cpu_buffer_size", v)?)?;
+    }
+    if let Some(v) = ch.get("buffer_size") {
+        c.buffer_size = params::check_buffer_size(number("buffer_size", v)?)?;
+    }
+    match ch.get("buffer_watershed") {
+        Some(v) => {
+            let w = number("buffer_watershed", v)?;
+            c.buffer_watershed = params::watershed(w, c.buffer_size)?;
+            c.watershed_auto = w == 0;
+        }
+        // A default watershed follows the buffer; one given must stay below.
+        None if c.watershed_auto => c.buffer_watershed = c.buffer_size / 4,
+        None => c.buffer_watershed = params::watershed(c.buffer_watershed as u64, c.buffer_size)?,
+    }
+    Ok(c)
+}
+
+impl Profiler {
+    /// Applies the change `text` (see the file's documentation), all or
+    /// nothing. Serialised with the other configuration writers, `tracing_on`,
+    /// `flush` and snapshots (the `control` lock).
+    pub(crate) fn configure(&self, text: &[u8]) -> Result {
+        let ch = Changes::parse(text)?;
+        self.configure_changes(&ch)
+    }
+
+    /// Applies `ch`, all or nothing.
+    ///
+    /// Locking (see [`Profiler`]): `control`, then `hotplug` (the
+    /// registration), both held throughout; the CPU hotplug lock is taken
+    /// only inside the registration's drop and creation (the callbacks take
+    /// leaf locks only, never these two), and no leaf lock is held across
+    /// them.
+    pub(crate) fn configure_changes(&self, ch: &Changes<'_>) -> Result {
+        let _control = self.control.lock();
+        if TRACING_ON.is_on() {
+            pr_ratelimited!(
+                pr_info,
+                "config: refused while recording is on (EBUSY): write 0 to tracing_on first\n"
+            );
+            return Err(EBUSY);
+        }
+        let cur = self.settings();
+        let new = changed(&cur.config, ch)?;
+        if new == cur.config {
+            return Ok(());
+        }
+        let events_changed = new.events != cur.config.events;
+        let overwrite = self.buffers.overwrite;
+        if overwrite && new.cpu_buffer_size != cur.config.cpu_buffer_size {
+            pr_ratelimited!(
+                pr_info,
+                "config: cpu_buffer_size cannot change in mode=overwrite (EBUSY): the snapshot staging is sized at load\n"
+            );
+            return Err(EBUSY);
+        }
+        if overwrite && events_changed && self.buffers.cpus_hold_records() {
+            pr_ratelimited!(
+                pr_info,
+                "config: the CPU buffers hold records of the current events (EBUSY): take a snapshot first\n"
+            );
+            return Err(EBUSY);
+        }
+        if new.buffer_size < self.buffers.min_buffer_size() {
+            pr_ratelimited!(
+                pr_warn,
+                "config: buffer_size={} is too small for this machine's CPUs: at least {} (EINVAL)\n",
+                new.buffer_size,
+                self.buffers.min_buffer_size()
+            );
+            return Err(EINVAL);
+        }
+        // Everything that allocates, before anything changes.
+        let new_events = if new.buffer_size != cur.config.buffer_size {
+            Some(crate::event_buffer::EventBuffer::new(new.buffer_size)?)
+        } else {
+            None
+        };
+        let storages = if new.cpu_buffer_size != cur.config.cpu_buffer_size {
+            Some(self.buffers.cpu_storages(new.cpu_buffer_size)?)
+        } else {
+            None
+        };
+        let mut hotplug = self.hotplug.lock();
+        let next = if events_changed {
+            self.resolve(new, cur.generation + 1)
+        } else {
+            crate::settings::Settings {
+                config: new,
+                generation: cur.generation + 1,
+                ..cur
+            }
+        };
+        let record = next.record(crate::sampler::now());
+        let mut rec = [0u8; format::config_len(format::MAX_EVENTS as u8)];
+        let len = record
+            .encode(format::Endian::native(), &mut rec)
+            .ok_or(EINVAL)?;
+        let rec = rec.get(..len).ok_or(EINVAL)?;
+        // The event buffer: swapped for the new one (its waiting records
+        // carried over) with the CONFIG record appended, or the record
+        // appended, under one hold of its lock; refused (nothing changed)
+        // if it is mapped or being copied from, or has no room.
+        let old_events = self.buffers.swap_events(new_events, rec)?;
+        // From here on nothing fails but the counters (restored on failure)
+        // and the CPU buffers' resize (which is all or nothing itself);
+        // the CONFIG record is in the stream already: on such a failure a
+        // second record restates the configuration kept.
+        drop(old_events);
+        let mut result = Ok(());
+        if let Some(storages) = storages {
+            if let Err(e) = self.buffers.resize_cpus(storages) {
+                result = Err(e);
+            }
+        }
+        let mut applied = next;
+        if result.is_err() {
+            applied.config.cpu_buffer_size = cur.config.cpu_buffer_size;
+        }
+
+        if events_changed && result.is_ok() {
+            // Every counter goes (the registration's drop brings every CPU
+            // down), the settings change, every CPU comes up with the new
+            // events.
+            drop(hotplug.take());
+            *self.settings.lock() = applied;
+            match self.register() {
+                Ok(r) => *hotplug = Some(r),
+                Err(e) => {
+                    pr_ratelimited!(
+                        pr_warn,
+                        "config: the new events cannot be sampled (error {}): the previous ones are restored\n",
+                        e.to_errno()
+                    );
+                    result = Err(e);
+                    applied.config.events = cur.config.events;
+                    applied.resolved = cur.resolved;
+                    *self.settings.lock() = applied;
+                    match self.register() {
+                        Ok(r) => *hotplug = Some(r),
+                        Err(e) => pr_ratelimited!(
+                            pr_err,
+                            "config: the previous events cannot be sampled again either (error {}): nothing is sampled\n",
+                            e.to_errno()
+                        ),
+                    }
+                }
+            }
+            self.buffers.reset_event_counts();
+        }
+        if applied != next {
+            // What was kept differs from the record written: a new
+            // generation restates it.
+            applied.generation += 1;
+        }
+        *self.settings.lock() = applied;
+        self.buffers.set_watershed(applied.config.buffer_watershed);
+        self.buffers.set_depths(
+            applied.config.backtrace_depth,
+            applied.config.user_backtrace_depth,
+        );
+        if applied.generation != next.generation {
+            self.buffers
+                .push_config(&applied.record(crate::sampler::now()));
+        }
+        drop(hotplug);
+        self.buffers.wake_readers();
+        result
+    }
+}
+
+#[cfg(oprofile_rs_kunit)]
+#[kunit_tests(oprofile_rs_config)]
+mod tests {
+    use super::*;
+    use crate::params::{EventChoice, Raw};
+    use crate::perf::Event;
+
+    fn load() -> Result<Config> {
+        Config::validate(Raw {
+            cpu_buffer_size: 65536,
+            buffer_size: 1 << 20,
+            buffer_watershed: 0,
+            event: b"cpu-clock,page-faults",
+            sample_period: b"200000,10",
+            sample_freq: b"",
+            exclude_user: false,
+            exclude_kernel: false,
+            backtrace_depth: 0,
+            user_backtrace_depth: 32,
+            mode: b"consume",
+        })
+    }
+
+    fn apply(text: &[u8]) -> Result<Config> {
+        changed(&load()?, &Changes::parse(text)?)
+    }
+
+    #[test]
+    fn text_is_key_value_words() {
+        for bad in [
+            &b""[..],
+            b"  \n\t ",
+            b"backtrace_depth",
+            b"=4",
+            b"bogus=1",
+            b"mode=consume",
+            b"backtrace_depth=",
+            b"backtrace_depth=1 backtrace_depth=2",
+            b"backtrace_depth=1\0",
+        ] {
+            assert_eq!(apply(bad), Err(EINVAL));
+        }
+        let c = apply(b"backtrace_depth=4\nuser_backtrace_depth=0\tbuffer_watershed=1000 ");
+        assert_eq!(
+            c.map(|c| (
+                c.backtrace_depth,
+                c.user_backtrace_depth,
+                c.buffer_watershed
+            )),
+            Ok((4, 0, 1000))
+        );
+    }
+
+    #[test]
+    fn numbers_are_checked() {
+        for bad in [
+            &b"backtrace_depth=65"[..],
+            b"backtrace_depth=-1",
+            b"backtrace_depth=0x1",
+            b"cpu_buffer_size=5000",
+            b"cpu_buffer_size=18446744073709551616",
+            b"buffer_size=1",
+            b"buffer_watershed=1048576",
+        ] {
+            assert_eq!(apply(bad), Err(EINVAL));
+        }
+    }
+
+    #[test]
+    fn watershed_follows_the_buffer_unless_given() {
+        let c = apply(b"buffer_size=262144");
+        assert_eq!(c.map(|c| c.buffer_watershed), Ok(65536));
+        // Given, it stays, and must stay below a new buffer size.
+        let c = load().and_then(|c| changed(&c, &Changes::parse(b"buffer_watershed=100000")?));
+        let Ok(c) = c else {
+            assert!(c.is_ok());
+            return;
+        };
+        let ch = Changes::parse(b"buffer_size=65536");
+        assert_eq!(ch.and_then(|ch| changed(&c, &ch)), Err(EINVAL));
+        let ch = Changes::parse(b"buffer_size=65536 buffer_watershed=0");
+        assert_eq!(
+            ch.and_then(|ch| changed(&c, &ch))
+                .map(|c| c.buffer_watershed),
+            Ok(16384)
+        );
+    }
+
+    #[test]
+    fn events_and_periods() {
+        let pf = EventChoice::Only(Event::PageFaults);
+        // A new list: the defaults, unless given with it.
+        let c = apply(b"event=page-faults");
+        let s = c.map(|c| c.events.as_slice().first().map(|s| (s.choice, s.period)));
+        assert_eq!(s, Ok(Some((pf, 1000))));
+        let c = apply(b"event=page-faults sample_period=7");
+        let s = c.map(|c| c.events.as_slice().first().map(|s| s.period));
+        assert_eq!(s, Ok(Some(7)));
+        // The same list: a frequency for the first switches only it.
+        let c = apply(b"sample_freq=100,0");
+        let s = c.map(|c| {
+            let e = c.events.as_slice();
+            (
+                e.first().map(|s| (s.period, s.freq)),
+                e.get(1).map(|s| (s.period, s.freq)),
+            )
+        });
+        assert_eq!(s, Ok((Some((0, 100)), Some((10, 0)))));
+        // Lists of the wrong length, both modes for one event.
+        for bad in [
+            &b"sample_period=1,2,3"[..],
+            b"sample_freq=1,2,3",
+            b"sample_period=0,5 sample_freq=0,5",
+            b"event=page-faults sample_period=1,2",
+            b"event=",
+        ] {
+            assert_eq!(apply(bad), Err(EINVAL));
+        }
+    }
+}

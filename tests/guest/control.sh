@@ -1,0 +1,203 @@
+#!/bin/sh
+# Runtime control while recording is off (oprofilefs's control files): each
+# setting's debugfs file reads back in its parameter's syntax and takes a
+# new value; writes while recording is on get EBUSY, garbage EINVAL, and
+# neither changes anything; a change between two recording phases shows in
+# the stream as a CONFIG record and the samples after it use the new
+# event and period; the buffers resize without losing waiting records; the
+# device's SET/GET ioctls do the same (the lockdown path); and two
+# configuration writers, a tracing_on toggler and CPU hotplug at once for
+# some seconds neither hang nor leave a trace in the kernel log.
+. /tmp/lib.sh
+CPU1=/sys/devices/system/cpu/cpu1/online
+# try FILE VALUE: one write of VALUE to the debugfs file, prints "ok" or
+# "err ENAME".
+try() { /tmp/cfgctl write "$DBG/$1" "$2"; }
+cfg() { sed -n "s/^$1=//p" $DBG/config; }
+# drain: reads everything waiting in the event buffer (a flush wakes the reader).
+drain() { cat $DEV >/dev/null & dp=$!; sleep 0.3; echo 1 >$DBG/flush; sleep 0.5; kill $dp; wait $dp; }
+
+check "insmod" insmod /oprofile_rs.ko event=cpu-clock sample_period=1000000
+cat $DBG/config
+for f in event sample_period sample_freq backtrace_depth user_backtrace_depth cpu_buffer_size buffer_size buffer_watershed; do
+    expect_eq "$f reads as config says" "$(cat $DBG/$f)" "$(cfg $f)"
+done
+
+# --- EBUSY while recording is on, nothing changed
+for f in event sample_period backtrace_depth cpu_buffer_size buffer_size buffer_watershed; do
+    before=$(cat $DBG/$f)
+    expect_eq "$f: EBUSY while recording" "$(try $f "$before")" "err EBUSY"
+done
+expect_eq "ioctl: EBUSY while recording" "$(/tmp/cfgctl set backtrace_depth=4)" "err EBUSY"
+echo 0 >$DBG/tracing_on
+
+# --- garbage: EINVAL, nothing changed
+snap=$(cat $DBG/config)
+for bad in "event=" "event=\\n" "event=bogus" "event=cpu-clock,cpu-clock" "event=default,cpu-clock" "event=cpu-clock," \
+           "event=a,b,c,d,e,f,g,h,i" "sample_period=" "sample_period=abc" "sample_period=-1" \
+           "sample_period=99999999999999999999" "sample_period=1" "sample_period=1000000,1000000" \
+           "sample_freq=100001" "sample_freq=1,2" "backtrace_depth=65" "backtrace_depth=1x" \
+           "user_backtrace_depth=18446744073709551616" "cpu_buffer_size=5000" "cpu_buffer_size=1024" \
+           "cpu_buffer_size=134217728" "buffer_size=1" "buffer_size=1073741824" "buffer_watershed=1048576" \
+           "buffer_watershed= 5" "backtrace_depth=1 2"; do
+    f=${bad%%=*} v=${bad#*=}
+    expect_eq "$bad: EINVAL" "$(try "$f" "$v")" "err EINVAL"
+done
+expect_eq "a 600-byte write: EINVAL" "$(try backtrace_depth "$(printf '%0600d' 1)")" "err EINVAL"
+expect_eq "nothing changed by refused writes" "$(cat $DBG/config)" "$snap"
+for bad in "" "backtrace_depth" "bogus=1" "mode=consume" "backtrace_depth=1 backtrace_depth=2" \
+           "event=cpu-clock,page-faults sample_period=1000000,1,1" "sample_period=100000 sample_freq=100"; do
+    expect_eq "ioctl '$bad': EINVAL" "$(/tmp/cfgctl set "$bad")" "err EINVAL"
+done
+expect_eq "nothing changed by refused ioctls" "$(cat $DBG/config)" "$snap"
+/tmp/cfgctl hostile | tee /tmp/hostile.out
+expect_eq "hostile ioctl arguments" "$(tr '\n' ' ' </tmp/hostile.out)" \
+    "null-pointer EFAULT kernel-pointer EFAULT empty EINVAL spaces EINVAL too-long EINVAL longest ok huge-len EINVAL nul-inside EINVAL get-null EFAULT set-arg-null EFAULT "
+expect_eq "the longest text applied" "$(cfg backtrace_depth)" 1
+check "set back" sh -c "echo 0 >$DBG/backtrace_depth"
+
+# --- each file takes a value (with or without a newline) and reads it back
+expect_eq "backtrace_depth=8" "$(try backtrace_depth 8)" ok
+expect_eq "reads 8" "$(cat $DBG/backtrace_depth)" 8
+echo 16 >$DBG/user_backtrace_depth
+expect_eq "user_backtrace_depth=16 (newline)" "$(cat $DBG/user_backtrace_depth)" 16
+echo 8192 >$DBG/cpu_buffer_size
+expect_eq "cpu_buffer_size=8192" "$(cat $DBG/cpu_buffer_size)" 8192
+# What the load's recording left waiting could exceed the smaller buffer.
+drain
+echo 262144 >$DBG/buffer_size
+expect_eq "buffer_size=262144, the default watershed follows" "$(cat $DBG/buffer_size) $(cat $DBG/buffer_watershed)" "262144 65536"
+echo 1000 >$DBG/buffer_watershed
+expect_eq "buffer_watershed=1000" "$(cat $DBG/buffer_watershed)" 1000
+echo 2000 >$DBG/sample_freq
+expect_eq "sample_freq=2000 puts the event in frequency mode" "$(cat $DBG/sample_period) $(cat $DBG/sample_freq)" "0 2000"
+echo 500000 >$DBG/sample_period
+expect_eq "sample_period=500000 back to period mode" "$(cat $DBG/sample_period) $(cat $DBG/sample_freq)" "500000 0"
+
+# --- two recording phases with a change between them, in one stream
+# (buffers large enough, no user stacks: no page-fault sample is lost)
+expect_eq "larger buffers, no user stacks (ioctl)" \
+    "$(/tmp/cfgctl set "cpu_buffer_size=1048576 buffer_size=8388608 user_backtrace_depth=0")" ok
+expect_eq "a watershed given stays" "$(cat $DBG/buffer_watershed)" 1000
+echo 0 >$DBG/buffer_watershed
+expect_eq "buffer_watershed=0: a quarter" "$(cat $DBG/buffer_watershed)" 2097152
+lost0=$(stat_total sample_lost_overflow)
+cat $DEV >/tmp/c.bin & catpid=$!
+echo 1 >$DBG/tracing_on
+/tmp/workload 0.5
+echo 0 >$DBG/tracing_on
+echo cpu-clock,page-faults >$DBG/event
+expect_eq "event list changed; periods back to the defaults" "$(cat $DBG/event) $(cat $DBG/sample_period)" \
+    "cpu-clock,page-faults 1000000,1000"
+echo 200000,1 >$DBG/sample_period
+echo 1 >$DBG/tracing_on
+/tmp/evcheck faults 3000 >/tmp/f.out
+/tmp/workload 0.5
+echo 0 >$DBG/tracing_on
+sleep 1
+kill $catpid; wait $catpid
+read -r _ pid _ _ total </tmp/f.out
+expect_eq "no sample lost" "$(stat_total sample_lost_overflow)" "$lost0"
+/tmp/evcheck stream /tmp/c.bin "$pid" >/tmp/c.out; rc=$?
+cat /tmp/c.out | head -20
+expect_eq "evcheck: two configurations, consistent" "$rc" 0
+gens=$(awk '/^config/ { print $2 ":" $4 }' /tmp/c.out | tr '\n' ' ')
+echo "CONFIG records: $gens"
+case $gens in
+    *":cpu-clock:500000 "*":cpu-clock:200000,page-faults:1 ") pass "CONFIG records: the old then the new events" ;;
+    *) fail "CONFIG records: $gens" ;;
+esac
+last=$(awk '/^config/ { g = $2 } END { print g }' /tmp/c.out)
+pf=$(awk -v g=$last '$1 == "samples" && $2 == g && $3 == "page-faults" { print $5 }' /tmp/c.out)
+check "page-fault samples of the new configuration: every fault (${pf:-0} for $total faults)" \
+    [ "${pf:-0}" -ge 3000 ] && [ "${pf:-0}" -le $((total + 16)) ]
+old=$(awk -v g=$last '$1 == "samples" && $2 < g - 1 && $3 == "cpu-clock" { n += $4 } END { print n + 0 }' /tmp/c.out)
+check "cpu-clock samples of the old configuration (${old:-0})" [ "${old:-0}" -gt 0 ]
+
+# --- a new stream restates the configuration in force
+timeout 1 cat $DEV >/tmp/d.bin
+/tmp/evcheck stream /tmp/d.bin >/tmp/d.out
+expect_eq "a new stream opens with the latest CONFIG" "$(awk '/^config/ { print $4; exit }' /tmp/d.out)" \
+    "cpu-clock:200000,page-faults:1"
+
+# --- resizing never loses waiting records; refused while mapped
+echo 1 >$DBG/tracing_on; /tmp/workload 0.3; echo 0 >$DBG/tracing_on
+waiting=$(sed -n 's/.*bytes_waiting=\([0-9]*\).*/\1/p' $DBG/stats)
+if [ "$waiting" -gt 65536 ]; then
+    expect_eq "buffer_size below the $waiting bytes waiting: EBUSY" "$(try buffer_size 65536)" "err EBUSY"
+else
+    echo "(only $waiting bytes wait: the EBUSY of a shrink below them is not tried)"
+fi
+# A size that holds what waits (the fill varies with the machine's speed).
+target=$(( (waiting / 65536 + 2) * 65536 ))
+echo $target >$DBG/buffer_size
+expect_eq "buffer_size shrinks to $target with $waiting bytes waiting" "$(cat $DBG/buffer_size)" $target
+# Kept, and the change's CONFIG record (of two events: 48 + 2 * 48 bytes) after them.
+expect_eq "the waiting bytes are kept" "$(sed -n 's/.*bytes_waiting=\([0-9]*\).*/\1/p' $DBG/stats)" \
+    "$((waiting + 144))"
+timeout 1 cat $DEV >/tmp/r.bin
+/tmp/evcheck stream /tmp/r.bin >/tmp/r.out; rc=$?
+expect_eq "the records that waited read back whole" "$rc" 0
+check "they include the samples of the phase before ($(awk '$1 == "samples" { n += $4 } END { print n + 0 }' /tmp/r.out))" \
+    [ "$(awk '$1 == "samples" { n += $4 } END { print n + 0 }' /tmp/r.out)" -gt 0 ]
+/tmp/mmap hold 3 >/tmp/m.out 2>&1 & mpid=$!
+sleep 1
+expect_eq "buffer_size: EBUSY while mapped" "$(try buffer_size $((target + 65536)))" "err EBUSY"
+wait $mpid
+expect_eq "buffer_size changes after the mapping is gone" "$(try buffer_size $((target + 65536)))" ok
+
+# --- the ioctls (what lockdown=integrity leaves)
+/tmp/cfgctl get 4096 | tee /tmp/get.out
+expect_eq "GET_CONFIG is the config file" "$(tail -n +2 /tmp/get.out)" "$(cat $DBG/config)"
+expect_eq "GET_CONFIG length" "$(head -1 /tmp/get.out)" "len $(wc -c <$DBG/config)"
+expect_eq "GET_CONFIG too small: ERANGE" "$(/tmp/cfgctl get 10)" "err ERANGE"
+expect_eq "SET_CONFIG several keys" "$(/tmp/cfgctl set "event=cpu-clock
+sample_freq=1000 backtrace_depth=4")" ok
+expect_eq "they apply" "$(cat $DBG/event) $(cat $DBG/sample_freq) $(cat $DBG/backtrace_depth)" "cpu-clock 1000 4"
+expect_eq "all or nothing: a bad key spoils the good ones" "$(/tmp/cfgctl set "backtrace_depth=9 bogus=1")" "err EINVAL"
+expect_eq "nothing applied" "$(cat $DBG/backtrace_depth)" 4
+
+# --- concurrency: two writers, a tracing_on toggler and CPU hotplug
+dmesg -c >/dev/null
+/tmp/cfgctl hammer 8 "event=cpu-clock,page-faults" "event=cpu-clock sample_period=100000" "backtrace_depth=3" \
+    "cpu_buffer_size=16384" "cpu_buffer_size=8192" "buffer_size=131072" "buffer_size=196608" >/tmp/h1.out &
+h1=$!
+(end=$(($(date +%s) + 8)); while [ "$(date +%s)" -lt $end ]; do
+    echo 2 >$DBG/user_backtrace_depth; echo 0,0 >$DBG/sample_freq; echo cpu-clock,task-clock >$DBG/event
+    echo 4 >$DBG/user_backtrace_depth; done) 2>/dev/null &
+h2=$!
+(end=$(($(date +%s) + 8)); while [ "$(date +%s)" -lt $end ]; do
+    echo 1 >$DBG/tracing_on; echo 0 >$DBG/tracing_on; done) &
+tog=$!
+(end=$(($(date +%s) + 8)); while [ "$(date +%s)" -lt $end ] && [ -w $CPU1 ]; do
+    echo 0 >$CPU1; echo 1 >$CPU1; done) &
+hp=$!
+cat $DEV >/dev/null & catpid=$!
+wait $h1 $h2 $tog $hp
+cat /tmp/h1.out
+check "the ioctl writer got only ok, EBUSY or EINVAL" grep -q ' other 0$' /tmp/h1.out
+check "some changes applied" sh -c "! grep -q 'hammer ok 0 ' /tmp/h1.out"
+kill $catpid; wait $catpid
+echo 0 >$DBG/tracing_on
+cat $DBG/config
+echo cpu-clock >$DBG/event
+echo 1 >$DBG/tracing_on
+r0=$(stat_total sample_received); /tmp/workload 0.5; r1=$(stat_total sample_received)
+check "still sampling after the storm ($r0 -> $r1)" [ "$r1" -gt "$r0" ]
+expect_eq "cpu1 online" "$(cat $CPU1 2>/dev/null || echo 1)" 1
+check "rmmod" rmmod oprofile_rs
+
+# --- overwrite mode: cpu_buffer_size is refused; events only after a snapshot
+check "insmod mode=overwrite" insmod /oprofile_rs.ko mode=overwrite sample_period=100000
+/tmp/workload 0.3
+echo 0 >$DBG/tracing_on
+expect_eq "overwrite: cpu_buffer_size EBUSY" "$(try cpu_buffer_size 8192)" "err EBUSY"
+expect_eq "overwrite: event EBUSY while the CPU buffers hold records" "$(try event page-faults)" "err EBUSY"
+expect_eq "overwrite: depth changes are fine" "$(try backtrace_depth 2)" ok
+cat $DEV >/dev/null & catpid=$!
+echo 1 >$DBG/snapshot
+sleep 0.5; kill $catpid; wait $catpid
+expect_eq "overwrite: event changes after a snapshot" "$(try event page-faults)" ok
+check "rmmod" rmmod oprofile_rs
+check_kmemleak
+finish

@@ -1,0 +1,161 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Several events at once (tests/guest/events.sh, control.sh), checked
+ * independently of the oprofile-rs tool.
+ *
+ * evcheck stream FILE [TGID]: reads a recorded /dev/oprofile/buffer stream
+ * and checks that
+ *  - a CONFIG record follows the header at once;
+ *  - every SAMPLE is extended and its event index is below the event count
+ *    of the latest CONFIG before it;
+ *  - a SAMPLE of an event in period mode carries that period (in frequency
+ *    mode perf varies it: it must be non-zero);
+ *  - CONFIG generations never decrease.
+ * Prints "FAIL: ..." for each violation (exit 1), then
+ *   config GEN EVENTS (NAME:VALUE[:freq],...) at record N
+ *   samples GEN NAME TOTAL TGID_SAMPLES TGID_PERIOD_SUM
+ * one samples line per event of every CONFIG seen (TGID_* for the tgid
+ * given, else 0).
+ *
+ * evcheck faults PAGES: maps PAGES fresh anonymous pages without huge pages
+ * or fault-around (MADV_NOHUGEPAGE; anonymous memory has no fault-around,
+ * but Debian's kernels may fault in large folios unless told), touches one
+ * byte of each and prints "faults PID PAGES LOOP TOTAL": the minor faults
+ * the kernel counted for the touch loop and all faults of the process since
+ * its fork (getrusage): the page-fault samples of this pid at period 1 must
+ * be about TOTAL, and at least PAGES.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+static int failures;
+#define FAIL(...) do { printf("FAIL: " __VA_ARGS__); printf("\n"); failures++; } while (0)
+
+static uint16_t u16(const unsigned char *p) { uint16_t v; memcpy(&v, p, 2); return v; }
+static uint32_t u32(const unsigned char *p) { uint32_t v; memcpy(&v, p, 4); return v; }
+static uint64_t u64(const unsigned char *p) { uint64_t v; memcpy(&v, p, 8); return v; }
+
+#define MAXEV 8
+#define MAXGEN 64
+struct gen {
+	uint32_t generation;
+	int nr;
+	char name[MAXEV][24];
+	uint64_t value[MAXEV];
+	int freq[MAXEV];
+	uint64_t samples[MAXEV], mine[MAXEV], mine_period[MAXEV];
+};
+static struct gen gens[MAXGEN];
+
+static int stream(const char *path, long tgid)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f) { perror(path); return 2; }
+	static unsigned char buf[64 << 20];
+	size_t n = fread(buf, 1, sizeof(buf), f);
+	fclose(f);
+	if (n < 96 || memcmp(buf, "OPRFRS\0\n", 8)) { FAIL("no stream header"); return 1; }
+	size_t pos = u16(buf + 10);
+	int ngen = 0, records = 0;
+	struct gen *g = NULL;
+	while (pos + 8 <= n) {
+		const unsigned char *r = buf + pos;
+		uint16_t kind = u16(r), size = u16(r + 2);
+		if (size < 8 || size % 8 || pos + size > n) { FAIL("bad record at %zu", pos); break; }
+		if (records == 0 && kind != 5) FAIL("the first record is of type %u, not CONFIG", kind);
+		if (kind == 5) { /* CONFIG */
+			if (ngen == MAXGEN) { FAIL("too many CONFIG records"); break; }
+			struct gen *c = &gens[ngen];
+			c->generation = u32(r + 16);
+			c->nr = r[6];
+			if (g && c->generation < g->generation)
+				FAIL("CONFIG generation %u after %u", c->generation, g->generation);
+			if (c->nr < 1 || c->nr > MAXEV || size != 48 + 48 * c->nr)
+				FAIL("CONFIG of %d events is %u bytes", c->nr, size);
+			printf("config %u %d ", c->generation, c->nr);
+			for (int i = 0; i < c->nr && i < MAXEV; i++) {
+				const unsigned char *d = r + 48 + 48 * i;
+				memcpy(c->name[i], d + 24, 23);
+				c->value[i] = u64(d + 16);
+				c->freq[i] = d[4] & 1;
+				printf("%s%s:%llu%s", i ? "," : "", c->name[i],
+				       (unsigned long long)c->value[i], c->freq[i] ? ":freq" : "");
+			}
+			printf(" at record %d\n", records);
+			/* A restated CONFIG (a new stream) of the same generation: one entry. */
+			if (g && g->generation == c->generation) {
+				if (memcmp(g->name, c->name, sizeof(c->name)) || g->nr != c->nr)
+					FAIL("two CONFIGs of generation %u differ", c->generation);
+			} else {
+				g = c;
+				ngen++;
+			}
+		} else if (kind == 1) { /* SAMPLE */
+			uint32_t stgid = u32(r + 28);
+			if (!(r[6] & 2)) FAIL("SAMPLE at %zu is not extended", pos);
+			else if (!g) FAIL("SAMPLE at %zu before any CONFIG", pos);
+			else {
+				uint64_t period = u64(r + 32);
+				uint16_t ev = u16(r + 40);
+				if (ev >= g->nr) {
+					FAIL("SAMPLE at %zu: event %u of %d", pos, ev, g->nr);
+				} else {
+					if (!g->freq[ev] && period != g->value[ev])
+						FAIL("SAMPLE at %zu: %s period %llu, CONFIG says %llu", pos,
+						     g->name[ev], (unsigned long long)period,
+						     (unsigned long long)g->value[ev]);
+					if (g->freq[ev] && period == 0)
+						FAIL("SAMPLE at %zu: %s period 0", pos, g->name[ev]);
+					g->samples[ev]++;
+					if (tgid >= 0 && stgid == (uint32_t)tgid) {
+						g->mine[ev]++;
+						g->mine_period[ev] += period;
+					}
+				}
+			}
+		}
+		records++;
+		pos += size;
+	}
+	for (int i = 0; i < ngen; i++)
+		for (int e = 0; e < gens[i].nr && e < MAXEV; e++)
+			printf("samples %u %s %llu %llu %llu\n", gens[i].generation, gens[i].name[e],
+			       (unsigned long long)gens[i].samples[e], (unsigned long long)gens[i].mine[e],
+			       (unsigned long long)gens[i].mine_period[e]);
+	return failures ? 1 : 0;
+}
+
+static int faults(long pages)
+{
+	long psz = sysconf(_SC_PAGESIZE);
+	struct rusage a, b;
+	char *p = mmap(NULL, pages * psz, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED) { perror("mmap"); return 2; }
+	/* The test kernels have no madvise (ENOSYS) and no huge pages either. */
+	if (madvise(p, pages * psz, MADV_NOHUGEPAGE) && errno != ENOSYS) perror("madvise");
+	getrusage(RUSAGE_SELF, &a);
+	for (long i = 0; i < pages; i++)
+		p[i * psz] = 1;
+	getrusage(RUSAGE_SELF, &b);
+	/* Everything this process faulted since its fork, the exec included. */
+	long total = b.ru_minflt + b.ru_majflt;
+	printf("faults %d %ld %ld %ld\n", getpid(), pages, b.ru_minflt - a.ru_minflt, total);
+	fflush(stdout);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc >= 3 && !strcmp(argv[1], "stream"))
+		return stream(argv[2], argc > 3 ? atol(argv[3]) : -1);
+	if (argc == 3 && !strcmp(argv[1], "faults"))
+		return faults(atol(argv[2]));
+	fprintf(stderr, "usage: evcheck stream FILE [TGID] | evcheck faults PAGES\n");
+	return 2;
+}

@@ -1,0 +1,1102 @@
+//! `record`'s settings of the module (`-e`, `-c`, `-F`, `-g`, `--call-graph`,
+//! `--cpu-buffer-size`, `--buffer-size`, `--watershed`): checked before the
+//! module is touched, applied through its control interface while recording
+//! is off, and put back when the recording stops (normally, on SIGINT or
+//! SIGTERM, or on an error after they were applied).
+//!
+//! The control interface is a trait, [`Control`]: [`ModuleControl`] is the
+//! module's (the device's `OPROFILE_RS_IOC_*` ioctls, falling back to the
+//! debugfs files where the module has no such ioctl), tests use a fake.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+
+/// The runtime-changeable keys (debugfs files and `key=value` words of the
+/// `config` text), in the order they are applied and put back: `event`
+/// first (writing it resets every period and frequency), then the periods
+/// and frequencies, then the rest.
+pub use oprofile_stream::oprofile_format::CONFIG_KEYS as KEYS;
+
+/// The depths `-g` (and `--call-graph fp`) ask for.
+pub const DEFAULT_CALL_GRAPH: (u32, u32) = (32, 32);
+
+/// Events a recording lists at most (`format::MAX_EVENTS`).
+pub const MAX_EVENTS: usize = oprofile_stream::oprofile_format::MAX_EVENTS;
+
+/// The module's control interface, as `record` uses it.
+pub trait Control {
+    /// Whether recording is on (`tracing_on`).
+    fn tracing(&mut self) -> io::Result<bool>;
+    /// Switches recording on or off.
+    fn set_tracing(&mut self, on: bool) -> io::Result<()>;
+    /// The `config` text: `key=value` lines.
+    fn config(&mut self) -> io::Result<String>;
+    /// Applies `key=value` changes (keys of [`KEYS`], in that order); the
+    /// module takes them all or none where it can (the ioctl), one by one
+    /// otherwise (debugfs). On an error, [`SetError::applied`] says how
+    /// many of the first changes may have been made.
+    fn set_config(&mut self, changes: &[(&'static str, String)]) -> Result<(), SetError>;
+    /// How it reaches the module, for the side-car and messages.
+    fn describe(&self) -> String;
+}
+
+/// A refused [`Control::set_config`].
+#[derive(Debug)]
+pub struct SetError {
+    /// The first `applied` changes may have been made (0: none, the module
+    /// took nothing).
+    pub applied: usize,
+    pub error: io::Error,
+}
+
+impl SetError {
+    fn none(error: io::Error) -> SetError {
+        SetError { applied: 0, error }
+    }
+}
+
+impl std::fmt::Display for SetError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.error.fmt(f)
+    }
+}
+
+/// What `record`'s options ask of the module (`None`: leave as it is).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ModuleSettings {
+    /// `-e`: the events, in order.
+    pub events: Option<Vec<String>>,
+    /// `-c`: the period of each event (one value: every event; 0: not given
+    /// for that event).
+    pub count: Option<Vec<u64>>,
+    /// `-F`: the frequency of each event, as `count`.
+    pub freq: Option<Vec<u64>>,
+    /// `-g` / `--call-graph`: kernel and user callchain depths.
+    pub call_graph: Option<(u32, u32)>,
+    pub cpu_buffer_size: Option<u64>,
+    pub buffer_size: Option<u64>,
+    pub watershed: Option<u64>,
+}
+
+/// A comma list of numbers (`-c`, `-F`).
+pub fn parse_list(s: &str) -> Result<Vec<u64>, String> {
+    s.split(',')
+        .map(|v| {
+            v.trim()
+                .parse::<u64>()
+                .map_err(|_| format!("{v:?} is not a number (expected N or N,N,...)"))
+        })
+        .collect()
+}
+
+/// A size in bytes, with an optional `K`, `M` or `G` suffix (powers of
+/// 1024).
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (num, mul) = match t.char_indices().last() {
+        Some((i, 'k' | 'K')) => (&t[..i], 1u64 << 10),
+        Some((i, 'm' | 'M')) => (&t[..i], 1 << 20),
+        Some((i, 'g' | 'G')) => (&t[..i], 1 << 30),
+        _ => (t, 1),
+    };
+    num.parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(mul))
+        .ok_or_else(|| format!("{s:?} is not a size (bytes, or with a K, M or G suffix)"))
+}
+
+/// `--call-graph`: `KDEPTH[,UDEPTH]` (the user depth defaults to the
+/// kernel's), `fp` (the depths of `-g`) or `no` (none).
+pub fn parse_call_graph(s: &str) -> Result<(u32, u32), String> {
+    match s.trim() {
+        "fp" => return Ok(DEFAULT_CALL_GRAPH),
+        "no" | "none" => return Ok((0, 0)),
+        _ => {}
+    }
+    let depth = |v: &str| {
+        v.trim().parse::<u32>().map_err(|_| {
+            format!("--call-graph {s:?}: expected KDEPTH[,UDEPTH] (numbers), fp or no")
+        })
+    };
+    match s.split_once(',') {
+        Some((k, u)) => Ok((depth(k)?, depth(u)?)),
+        None => {
+            let k = depth(s)?;
+            Ok((k, k))
+        }
+    }
+}
+
+/// The `config` text as a map (lines or words of `key=value`).
+pub fn parse_config(text: &str) -> BTreeMap<String, String> {
+    text.split(['\n', ' '])
+        .filter_map(|w| w.split_once('='))
+        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        .collect()
+}
+
+/// `list` for `n` events: one value repeated, or exactly `n`.
+fn expand(what: &str, list: &[u64], n: usize) -> Result<Vec<u64>> {
+    match list.len() {
+        1 => Ok(vec![list[0]; n]),
+        l if l == n => Ok(list.to_vec()),
+        l => bail!(
+            "{what}: {l} values for {n} event{}: give one value or one per event",
+            if n == 1 { "" } else { "s" }
+        ),
+    }
+}
+
+fn join(v: &[u64]) -> String {
+    v.iter().map(u64::to_string).collect::<Vec<_>>().join(",")
+}
+
+impl ModuleSettings {
+    pub fn is_empty(&self) -> bool {
+        *self == ModuleSettings::default()
+    }
+
+    /// Refuses what no module could take (before anything is touched):
+    /// more than [`MAX_EVENTS`] events or the same event twice, `-c` and
+    /// `-F` both for an event, lists of lengths that do not match, a
+    /// watershed not below the buffer size.
+    pub fn check(&self) -> Result<()> {
+        if let Some(ev) = &self.events {
+            if ev.iter().any(|e| e.trim().is_empty()) {
+                bail!("-e: an empty event name");
+            }
+            // Names are words of the `key=value` text the module parses:
+            // nothing that could end one or start another.
+            if let Some(e) = ev.iter().find(|e| {
+                !e.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+            }) {
+                bail!(
+                    "-e: {:?} is not an event name (letters, digits, - and _)",
+                    crate::text::esc(e)
+                );
+            }
+            if ev.is_empty() || ev.len() > MAX_EVENTS {
+                bail!("-e: {} events: give 1 to {MAX_EVENTS}", ev.len());
+            }
+            for (i, e) in ev.iter().enumerate() {
+                if ev[..i].contains(e) {
+                    bail!("-e: {} is listed twice", crate::text::esc(e));
+                }
+            }
+        }
+        let n = [
+            self.events.as_ref().map(Vec::len),
+            self.count.as_ref().map(Vec::len),
+            self.freq.as_ref().map(Vec::len),
+        ]
+        .into_iter()
+        .flatten()
+        .max()
+        .unwrap_or(1);
+        if let Some(ev) = &self.events {
+            for (what, l) in [("-c", &self.count), ("-F", &self.freq)] {
+                if let Some(l) = l {
+                    expand(what, l, ev.len())?;
+                }
+            }
+        }
+        if let (Some(c), Some(f)) = (&self.count, &self.freq) {
+            let c = expand("-c", c, n)?;
+            let f = expand("-F", f, n)?;
+            if let Some(i) = (0..n).find(|&i| c[i] != 0 && f[i] != 0) {
+                let name = self.events.as_ref().and_then(|e| e.get(i)).map_or_else(
+                    || format!("event {}", i + 1),
+                    |e| crate::text::esc(e).into(),
+                );
+                bail!(
+                    "-c {} and -F {} both given for {name}: an event is sampled by period or by \
+                     frequency, not both (0 in a list leaves an event out)",
+                    c[i],
+                    f[i]
+                );
+            }
+        }
+        if let (Some(b), Some(w)) = (self.buffer_size, self.watershed) {
+            if w >= b {
+                bail!("--watershed {w} must be below --buffer-size {b}");
+            }
+        }
+        Ok(())
+    }
+
+    /// The `key=value` changes, in [`KEYS`] order, for a module whose
+    /// configuration is `current`. Errors (lists that do not match the
+    /// module's events) change nothing.
+    pub fn changes(
+        &self,
+        current: &BTreeMap<String, String>,
+    ) -> Result<Vec<(&'static str, String)>> {
+        self.check()?;
+        let cur = |k: &str| -> Result<&String> {
+            current
+                .get(k)
+                .with_context(|| format!("the module's configuration has no {k}"))
+        };
+        let mut out: Vec<(&'static str, String)> = Vec::new();
+        let n = match &self.events {
+            Some(ev) => {
+                out.push(("event", ev.join(",")));
+                ev.len()
+            }
+            None => cur("event")?.split(',').count(),
+        };
+        if self.count.is_some() || self.freq.is_some() {
+            let zeros = vec![0u64; n];
+            let c = expand("-c", self.count.as_deref().unwrap_or(&[0]), n)?;
+            let f = expand("-F", self.freq.as_deref().unwrap_or(&[0]), n)?;
+            // Events neither list names keep their setting (the defaults
+            // when -e changes the events).
+            let (cp, cf) = if self.events.is_some() {
+                (zeros.clone(), zeros)
+            } else {
+                let p = parse_list(cur("sample_period")?).map_err(anyhow::Error::msg)?;
+                let q = parse_list(cur("sample_freq")?).map_err(anyhow::Error::msg)?;
+                (
+                    expand("the module's sample_period", &p, n)?,
+                    expand("the module's sample_freq", &q, n)?,
+                )
+            };
+            let mut p = Vec::with_capacity(n);
+            let mut q = Vec::with_capacity(n);
+            for i in 0..n {
+                let (pi, qi) = match (c[i], f[i]) {
+                    (0, 0) => (cp[i], cf[i]),
+                    (c, 0) => (c, 0),
+                    (0, f) => (0, f),
+                    // check() refused it.
+                    (c, f) => bail!("-c {c} and -F {f} for the same event"),
+                };
+                p.push(pi);
+                q.push(qi);
+            }
+            out.push(("sample_period", join(&p)));
+            out.push(("sample_freq", join(&q)));
+        }
+        if let Some((k, u)) = self.call_graph {
+            out.push(("backtrace_depth", k.to_string()));
+            out.push(("user_backtrace_depth", u.to_string()));
+        }
+        if let Some(v) = self.cpu_buffer_size {
+            out.push(("cpu_buffer_size", v.to_string()));
+        }
+        if let Some(v) = self.buffer_size {
+            out.push(("buffer_size", v.to_string()));
+        }
+        if let Some(v) = self.watershed {
+            out.push(("buffer_watershed", v.to_string()));
+        }
+        out.sort_by_key(|(k, _)| KEYS.iter().position(|x| x == k));
+        Ok(out)
+    }
+}
+
+/// Settings applied to the module: what they replaced, put back by
+/// [`Applied::restore`] (or when dropped, on an error path).
+pub struct Applied<C: Control> {
+    ctl: C,
+    /// The changes made.
+    pub changes: Vec<(&'static str, String)>,
+    /// The values they replaced, in [`KEYS`] order.
+    pub saved: Vec<(&'static str, String)>,
+    /// Recording was on before.
+    was_on: bool,
+    restored: bool,
+    /// Applying failed after the first `n` changes (restore then puts
+    /// back only those).
+    failed: Option<usize>,
+}
+
+/// `key=value key=value` for messages.
+pub fn words(kv: &[(&'static str, String)]) -> String {
+    kv.iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Applies `want`: reads the configuration, computes the changes (an error
+/// there changes nothing), switches recording off, applies them, and
+/// switches recording on. On an error after the first change, what was
+/// changed is put back before the error is returned.
+///
+/// The module refuses a change (`EBUSY`, nothing changed) when its event
+/// buffer has no room for the CONFIG record that announces it: then
+/// `make_room` is called (it reads the stream; whether it read anything)
+/// and the change tried again.
+pub fn apply<C: Control>(
+    mut ctl: C,
+    want: &ModuleSettings,
+    make_room: &mut dyn FnMut() -> bool,
+) -> Result<Applied<C>> {
+    let text = ctl.config().with_context(|| {
+        format!(
+            "cannot read the module's configuration ({}): does the module have runtime control?",
+            ctl.describe()
+        )
+    })?;
+    let current = parse_config(&text);
+    let changes = want.changes(&current)?;
+    let event_changes = changes.iter().any(|(k, _)| *k == "event");
+    let mut saved = Vec::new();
+    for k in KEYS {
+        // Writing `event` resets the periods and frequencies: they are
+        // put back too.
+        let implied = event_changes && matches!(k, "sample_period" | "sample_freq");
+        if implied || changes.iter().any(|(c, _)| *c == k) {
+            let v = current
+                .get(k)
+                .with_context(|| format!("the module's configuration has no {k}"))?;
+            saved.push((k, v.clone()));
+        }
+    }
+    let was_on = ctl
+        .tracing()
+        .with_context(|| format!("cannot read whether recording is on ({})", ctl.describe()))?;
+    if was_on {
+        ctl.set_tracing(false)
+            .with_context(|| format!("cannot switch recording off ({})", ctl.describe()))?;
+    }
+    let mut a = Applied {
+        ctl,
+        changes,
+        saved,
+        was_on,
+        restored: false,
+        failed: None,
+    };
+    let mut result = a.ctl.set_config(&a.changes);
+    for _ in 0..16 {
+        match &result {
+            Err(SetError { applied: 0, error })
+                if error.raw_os_error() == Some(libc::EBUSY) && make_room() =>
+            {
+                result = a.ctl.set_config(&a.changes);
+            }
+            _ => break,
+        }
+    }
+    if let Err(SetError { applied, error: e }) = result {
+        a.failed = Some(applied);
+        let why = match e.raw_os_error() {
+            Some(libc::EINVAL) => " (EINVAL: a value the module does not accept)",
+            Some(libc::EBUSY) => {
+                " (EBUSY: recording is on, or the change would lose recorded data or needs the buffer unmapped)"
+            }
+            Some(libc::EOPNOTSUPP) => " (EOPNOTSUPP: an event this machine cannot count)",
+            _ => "",
+        };
+        let msg = format!(
+            "the module refused {}: {e}{why}",
+            crate::text::esc(&words(&a.changes))
+        );
+        let problems = a.restore();
+        if problems.is_empty() {
+            bail!("{msg}; its settings are as they were");
+        }
+        bail!("{msg}; and {}", problems.join("; "));
+    }
+    if let Err(e) = a.ctl.set_tracing(true) {
+        let problems = a.restore();
+        let mut msg = format!("cannot switch recording on: {e}; the settings were put back");
+        for p in problems {
+            msg += &format!("; {p}");
+        }
+        bail!(msg);
+    }
+    Ok(a)
+}
+
+impl<C: Control> Applied<C> {
+    /// Switches recording off (the end of the recording).
+    pub fn stop_recording(&mut self) -> io::Result<()> {
+        self.ctl.set_tracing(false)
+    }
+
+    /// Puts back every value changed and the recording's state before;
+    /// returns what could not be put back, each with the command that
+    /// would. Only the first call does anything.
+    pub fn restore(&mut self) -> Vec<String> {
+        if self.restored {
+            return Vec::new();
+        }
+        self.restored = true;
+        let mut problems = Vec::new();
+        if let Err(e) = self.ctl.set_tracing(false) {
+            problems.push(format!(
+                "cannot switch recording off to put the settings back: {e}"
+            ));
+        }
+        // After a refused change, only what may have changed; writing
+        // `event` resets the periods and frequencies, so with it they are
+        // put back too.
+        let touched: Option<Vec<&str>> = self
+            .failed
+            .map(|n| self.changes.iter().take(n).map(|(k, _)| *k).collect());
+        let event_back = touched.as_ref().is_none_or(|t| t.contains(&"event"));
+        let todo: Vec<(&'static str, String)> = self
+            .saved
+            .iter()
+            .filter(|(k, _)| {
+                touched.as_ref().is_none_or(|t| t.contains(k))
+                    || (event_back && matches!(*k, "sample_period" | "sample_freq"))
+            })
+            .cloned()
+            .collect();
+        if !todo.is_empty() && self.ctl.set_config(&todo).is_err() {
+            // One by one: as much as the module takes.
+            for (k, v) in todo {
+                if let Err(e) = self.ctl.set_config(&[(k, v.clone())]) {
+                    problems.push(format!(
+                        "cannot put back {k}={v}: {e} (echo {v} > /sys/kernel/debug/oprofile/{k})"
+                    ));
+                }
+            }
+        }
+        if self.was_on {
+            if let Err(e) = self.ctl.set_tracing(true) {
+                problems.push(format!("cannot switch recording back on: {e}"));
+            }
+        }
+        problems
+    }
+
+    pub fn control(&self) -> &C {
+        &self.ctl
+    }
+}
+
+impl<C: Control> Drop for Applied<C> {
+    /// An error path: put the settings back and say how it went.
+    fn drop(&mut self) {
+        if self.restored {
+            return;
+        }
+        let problems = self.restore();
+        if problems.is_empty() {
+            eprintln!(
+                "oprofile-rs: the module's settings were put back ({})",
+                crate::text::esc(&words(&self.saved))
+            );
+        }
+        for p in problems {
+            eprintln!("oprofile-rs: warning: {}", crate::text::esc(&p));
+        }
+    }
+}
+
+// ------------------------------------------------------------------ module
+
+/// `_IOC(dir, 'O', nr, size)` (asm-generic encoding: x86, arm64, riscv).
+const fn ioc(dir: u64, nr: u64, size: u64) -> u64 {
+    (dir << 30) | (size << 16) | ((b'O' as u64) << 8) | nr
+}
+const IOC_WRITE: u64 = 1;
+const IOC_READ: u64 = 2;
+/// `_IO('O', 1)`: switch recording on.
+pub const IOC_TRACING_ON: u64 = ioc(0, 1, 0);
+/// `_IO('O', 2)`: switch recording off.
+pub const IOC_TRACING_OFF: u64 = ioc(0, 2, 0);
+/// `_IOR('O', 4, __u32)`: whether recording is on.
+pub const IOC_GET_TRACING: u64 = ioc(IOC_READ, 4, 4);
+/// `_IOW('O', 33, struct oprofile_rs_config_text)`.
+pub const IOC_SET_CONFIG: u64 = ioc(IOC_WRITE, 33, 16);
+/// `_IOWR('O', 34, struct oprofile_rs_config_text)`.
+pub const IOC_GET_CONFIG: u64 = ioc(IOC_READ | IOC_WRITE, 34, 16);
+
+/// `struct oprofile_rs_config_text { __u64 ptr; __u64 len; }`.
+#[repr(C)]
+struct ConfigText {
+    ptr: u64,
+    len: u64,
+}
+
+/// The module's control interface: the device's ioctls, or the debugfs
+/// files where the module answers `ENOTTY` (no such ioctl).
+pub struct ModuleControl {
+    dev: File,
+    debugfs: PathBuf,
+    /// The device took a control ioctl (`Some(true)`), answered ENOTTY
+    /// (`Some(false)`: debugfs from then on), or was not asked yet.
+    ioctls: Option<bool>,
+}
+
+impl ModuleControl {
+    /// Control through `dev` (an open `/dev/oprofile/buffer`), else the
+    /// files in `debugfs`.
+    pub fn new(dev: File, debugfs: PathBuf) -> ModuleControl {
+        ModuleControl {
+            dev,
+            debugfs,
+            ioctls: None,
+        }
+    }
+
+    /// An ioctl; `Ok(None)` where the device has no such command (ENOTTY).
+    fn ioctl(&mut self, cmd: u64, arg: usize) -> io::Result<Option<i64>> {
+        if self.ioctls == Some(false) {
+            return Ok(None);
+        }
+        // SAFETY: the commands pass no pointer (TRACING_ON/OFF) or one to
+        // memory that the caller keeps alive and sized as the command says
+        // (a u32, or a ConfigText naming a live buffer of its `len`).
+        let r = unsafe { libc::ioctl(self.dev.as_raw_fd(), cmd as _, arg) };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            if e.raw_os_error() == Some(libc::ENOTTY) {
+                self.ioctls = Some(false);
+                return Ok(None);
+            }
+            return Err(e);
+        }
+        self.ioctls = Some(true);
+        Ok(Some(r as i64))
+    }
+
+    fn read_file(&self, name: &str) -> io::Result<String> {
+        std::fs::read_to_string(self.debugfs.join(name))
+    }
+
+    fn write_file(&self, name: &str, v: &str) -> io::Result<()> {
+        // One write(2) of the whole value, as `echo V > FILE`.
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .truncate(true)
+            .open(self.debugfs.join(name))?;
+        f.write_all(format!("{v}\n").as_bytes())
+    }
+}
+
+impl Control for ModuleControl {
+    fn tracing(&mut self) -> io::Result<bool> {
+        let mut v: u32 = 0;
+        if self
+            .ioctl(IOC_GET_TRACING, &mut v as *mut u32 as usize)?
+            .is_some()
+        {
+            return Ok(v != 0);
+        }
+        Ok(self.read_file("tracing_on")?.trim() == "1")
+    }
+
+    fn set_tracing(&mut self, on: bool) -> io::Result<()> {
+        let cmd = if on { IOC_TRACING_ON } else { IOC_TRACING_OFF };
+        if self.ioctl(cmd, 0)?.is_some() {
+            return Ok(());
+        }
+        self.write_file("tracing_on", if on { "1" } else { "0" })
+    }
+
+    fn config(&mut self) -> io::Result<String> {
+        let mut buf = vec![0u8; 4096];
+        loop {
+            let mut arg = ConfigText {
+                ptr: buf.as_mut_ptr() as u64,
+                len: buf.len() as u64,
+            };
+            match self.ioctl(IOC_GET_CONFIG, &mut arg as *mut ConfigText as usize) {
+                Ok(Some(n)) => {
+                    let n = (n as usize).min(buf.len());
+                    return Ok(String::from_utf8_lossy(&buf[..n]).into_owned());
+                }
+                Ok(None) => return self.read_file("config"),
+                Err(e) if e.raw_os_error() == Some(libc::ERANGE) && buf.len() < (1 << 20) => {
+                    let n = buf.len() * 4;
+                    buf.resize(n, 0);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    fn set_config(&mut self, changes: &[(&'static str, String)]) -> Result<(), SetError> {
+        if changes.is_empty() {
+            return Ok(());
+        }
+        let text = changes
+            .iter()
+            .map(|(k, v)| format!("{k}={v}\n"))
+            .collect::<String>();
+        let arg = ConfigText {
+            ptr: text.as_ptr() as u64,
+            len: text.len() as u64,
+        };
+        // All or nothing.
+        if self
+            .ioctl(IOC_SET_CONFIG, &arg as *const ConfigText as usize)
+            .map_err(SetError::none)?
+            .is_some()
+        {
+            return Ok(());
+        }
+        // debugfs: one file at a time. A frequency and a period of the same
+        // event may not both be set: frequencies are cleared first when both
+        // change, so that neither write meets the other's old value.
+        let freq_at = changes.iter().position(|(k, _)| *k == "sample_freq");
+        let both = freq_at.is_some() && changes.iter().any(|(k, _)| *k == "sample_period");
+        let mut cleared = false;
+        for (i, (k, v)) in changes.iter().enumerate() {
+            // A cleared frequency counts as changed.
+            let applied = if cleared {
+                i.max(freq_at.unwrap_or(0) + 1)
+            } else {
+                i
+            };
+            if both && *k == "sample_period" {
+                self.write_file("sample_freq", "0")
+                    .map_err(|error| SetError { applied, error })?;
+                cleared = true;
+            }
+            let applied = if cleared {
+                i.max(freq_at.unwrap_or(0) + 1)
+            } else {
+                i
+            };
+            self.write_file(k, v)
+                .map_err(|error| SetError { applied, error })?;
+        }
+        Ok(())
+    }
+
+    fn describe(&self) -> String {
+        match self.ioctls {
+            Some(false) => format!("debugfs {}", self.debugfs.display()),
+            _ => "the device's ioctls".into(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::RefCell;
+    use std::rc::Rc;
+
+    /// The module as a fake: its configuration, whether it records, and a
+    /// log of the calls.
+    #[derive(Debug, Default)]
+    struct State {
+        config: BTreeMap<String, String>,
+        on: bool,
+        log: Vec<String>,
+        /// `set_config` with this key fails (EINVAL).
+        refuse: Option<&'static str>,
+        /// All or nothing (the ioctl), else one key at a time (debugfs).
+        atomic: bool,
+        /// Switching recording on fails (EIO).
+        broken_on: bool,
+        /// Reads of the stream needed before the event buffer has room
+        /// for a CONFIG record (EBUSY until then).
+        full: u32,
+    }
+
+    #[derive(Clone)]
+    struct Fake(Rc<RefCell<State>>);
+
+    impl Fake {
+        fn new(atomic: bool) -> Fake {
+            let config = parse_config(
+                "event=cpu-clock,page-faults\nsample_period=1000000,1000\nsample_freq=0,0\n\
+                 backtrace_depth=0\nuser_backtrace_depth=32\ncpu_buffer_size=65536\n\
+                 buffer_size=1048576\nbuffer_watershed=262144\nmode=consume\n",
+            );
+            Fake(Rc::new(RefCell::new(State {
+                config,
+                on: true,
+                atomic,
+                ..State::default()
+            })))
+        }
+        fn log(&self) -> Vec<String> {
+            self.0.borrow().log.clone()
+        }
+        fn config(&self) -> BTreeMap<String, String> {
+            self.0.borrow().config.clone()
+        }
+    }
+
+    impl Control for Fake {
+        fn tracing(&mut self) -> io::Result<bool> {
+            let mut s = self.0.borrow_mut();
+            s.log.push("tracing?".into());
+            Ok(s.on)
+        }
+        fn set_tracing(&mut self, on: bool) -> io::Result<()> {
+            let mut s = self.0.borrow_mut();
+            if on && s.broken_on {
+                return Err(io::Error::from_raw_os_error(libc::EIO));
+            }
+            s.log.push(if on { "on" } else { "off" }.into());
+            s.on = on;
+            Ok(())
+        }
+        fn config(&mut self) -> io::Result<String> {
+            let mut s = self.0.borrow_mut();
+            s.log.push("config?".into());
+            Ok(s.config.iter().map(|(k, v)| format!("{k}={v}\n")).collect())
+        }
+        fn set_config(&mut self, changes: &[(&'static str, String)]) -> Result<(), SetError> {
+            let mut s = self.0.borrow_mut();
+            let err = |applied, e| SetError {
+                applied,
+                error: io::Error::from_raw_os_error(e),
+            };
+            if s.on {
+                return Err(err(0, libc::EBUSY));
+            }
+            s.log.push(format!("set {}", words(changes)));
+            if s.full > 0 {
+                return Err(err(0, libc::EBUSY));
+            }
+            if s.atomic && changes.iter().any(|(k, _)| Some(*k) == s.refuse) {
+                return Err(err(0, libc::EINVAL));
+            }
+            for (i, (k, v)) in changes.iter().enumerate() {
+                if Some(*k) == s.refuse {
+                    return Err(err(i, libc::EINVAL));
+                }
+                s.config.insert(k.to_string(), v.clone());
+            }
+            Ok(())
+        }
+        fn describe(&self) -> String {
+            "fake".into()
+        }
+    }
+
+    fn settings() -> ModuleSettings {
+        ModuleSettings {
+            events: Some(vec!["cycles".into(), "page-faults".into()]),
+            count: Some(vec![0, 100]),
+            freq: Some(vec![4000, 0]),
+            call_graph: Some((16, 8)),
+            buffer_size: Some(4 << 20),
+            ..ModuleSettings::default()
+        }
+    }
+
+    #[test]
+    fn applies_in_order_while_off_and_puts_everything_back() {
+        for atomic in [true, false] {
+            let fake = Fake::new(atomic);
+            let before = fake.config();
+            let mut a = apply(fake.clone(), &settings(), &mut || false).unwrap();
+            assert_eq!(
+                fake.log(),
+                [
+                    "config?",
+                    "tracing?",
+                    "off",
+                    "set event=cycles,page-faults sample_period=0,100 sample_freq=4000,0 \
+                     backtrace_depth=16 user_backtrace_depth=8 buffer_size=4194304",
+                    "on"
+                ]
+            );
+            let now = fake.config();
+            assert_eq!(now["sample_freq"], "4000,0");
+            assert_eq!(now["buffer_size"], "4194304");
+            // Put back: the event list first (it resets the periods), then
+            // the periods and frequencies it implied, then the rest.
+            assert!(a.restore().is_empty());
+            assert_eq!(
+                fake.log()[5..],
+                [
+                    "off",
+                    "set event=cpu-clock,page-faults sample_period=1000000,1000 sample_freq=0,0 \
+                     backtrace_depth=0 user_backtrace_depth=32 buffer_size=1048576",
+                    "on"
+                ]
+            );
+            assert_eq!(fake.config(), before);
+            // A second restore (and the drop) does nothing more.
+            assert!(a.restore().is_empty());
+            drop(a);
+            assert_eq!(fake.log().len(), 8);
+        }
+    }
+
+    #[test]
+    fn contradictions_are_refused_before_any_change() {
+        let bad = [
+            // -c and -F for the same event (one value: every event).
+            ModuleSettings {
+                count: Some(vec![1000]),
+                freq: Some(vec![0, 4000]),
+                ..ModuleSettings::default()
+            },
+            ModuleSettings {
+                events: Some(vec!["cycles".into()]),
+                count: Some(vec![1000]),
+                freq: Some(vec![99]),
+                ..ModuleSettings::default()
+            },
+            // Lists that do not match -e.
+            ModuleSettings {
+                events: Some(vec!["cycles".into(), "page-faults".into()]),
+                count: Some(vec![1, 2, 3]),
+                ..ModuleSettings::default()
+            },
+            // The same event twice, too many events.
+            ModuleSettings {
+                events: Some(vec!["cycles".into(), "cycles".into()]),
+                ..ModuleSettings::default()
+            },
+            ModuleSettings {
+                events: Some((0..9).map(|i| format!("e{i}")).collect()),
+                ..ModuleSettings::default()
+            },
+            // A name that would smuggle another key into the text.
+            ModuleSettings {
+                events: Some(vec!["cycles\nbuffer_size=1".into()]),
+                ..ModuleSettings::default()
+            },
+            ModuleSettings {
+                events: Some(vec!["cycles buffer_size=1".into()]),
+                ..ModuleSettings::default()
+            },
+            // The watershed not below the buffer.
+            ModuleSettings {
+                buffer_size: Some(1 << 20),
+                watershed: Some(1 << 20),
+                ..ModuleSettings::default()
+            },
+        ];
+        for s in &bad {
+            assert!(s.check().is_err(), "{s:?}");
+            let fake = Fake::new(true);
+            let e = apply(fake.clone(), s, &mut || false)
+                .err()
+                .expect("refused");
+            assert!(
+                fake.log().iter().all(|l| l.ends_with('?')),
+                "{s:?}: {e}: {:?}",
+                fake.log()
+            );
+            assert!(fake.0.borrow().on);
+        }
+        // A list that does not match the module's own events (2 of them,
+        // no -e): known only from its configuration, still before a change.
+        let s = ModuleSettings {
+            count: Some(vec![1, 2, 3]),
+            ..ModuleSettings::default()
+        };
+        assert!(s.check().is_ok());
+        let fake = Fake::new(true);
+        let e = apply(fake.clone(), &s, &mut || false)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("3 values for 2 events"), "{e}");
+        assert_eq!(fake.log(), ["config?"]);
+    }
+
+    #[test]
+    fn a_refused_change_leaves_the_module_as_it_was() {
+        for atomic in [true, false] {
+            let fake = Fake::new(atomic);
+            fake.0.borrow_mut().refuse = Some("buffer_size");
+            let before = fake.config();
+            let e = apply(fake.clone(), &settings(), &mut || false)
+                .err()
+                .unwrap()
+                .to_string();
+            assert!(e.contains("the module refused"), "{e}");
+            assert!(e.contains("EINVAL"), "{e}");
+            assert!(e.contains("as they were"), "{e}");
+            // One key at a time: the keys before buffer_size were changed,
+            // and put back.
+            assert_eq!(fake.config(), before, "atomic {atomic}");
+            assert!(fake.0.borrow().on, "recording is on again");
+        }
+    }
+
+    #[test]
+    fn a_failure_to_switch_on_puts_the_settings_back() {
+        let fake = Fake::new(true);
+        fake.0.borrow_mut().broken_on = true;
+        let before = fake.config();
+        let e = apply(fake.clone(), &settings(), &mut || false)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("cannot switch recording on"), "{e}");
+        assert!(e.contains("cannot switch recording back on"), "{e}");
+        assert_eq!(fake.config(), before);
+    }
+
+    #[test]
+    fn dropping_on_an_error_path_puts_the_settings_back() {
+        let fake = Fake::new(false);
+        let before = fake.config();
+        {
+            let _a = apply(fake.clone(), &settings(), &mut || false).unwrap();
+            assert_ne!(fake.config(), before);
+            // An error returned while recording drops it here.
+        }
+        assert_eq!(fake.config(), before);
+        assert!(fake.0.borrow().on);
+    }
+
+    #[test]
+    fn what_cannot_be_put_back_is_said_with_the_command_that_would() {
+        let fake = Fake::new(false);
+        let mut a = apply(fake.clone(), &settings(), &mut || false).unwrap();
+        fake.0.borrow_mut().refuse = Some("buffer_size");
+        let p = a.restore();
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert!(
+            p[0].contains("cannot put back buffer_size=1048576")
+                && p[0].contains("> /sys/kernel/debug/oprofile/buffer_size"),
+            "{p:?}"
+        );
+        // The others were put back one by one.
+        assert_eq!(fake.config()["sample_freq"], "0,0");
+        assert_eq!(fake.config()["event"], "cpu-clock,page-faults");
+        assert_eq!(fake.config()["backtrace_depth"], "0");
+    }
+
+    #[test]
+    fn a_full_event_buffer_is_read_and_the_change_tried_again() {
+        let fake = Fake::new(true);
+        fake.0.borrow_mut().full = 2;
+        let f = fake.clone();
+        let mut reads = 0;
+        let a = apply(fake.clone(), &settings(), &mut || {
+            reads += 1;
+            f.0.borrow_mut().full -= 1;
+            true
+        })
+        .unwrap();
+        drop(a);
+        assert_eq!(reads, 2);
+        let sets = fake.log().iter().filter(|l| l.starts_with("set ")).count();
+        assert_eq!(sets, 3 + 1, "three tries, then the restore");
+        // A reader that finds nothing to read: the refusal stands, nothing
+        // changed.
+        let fake = Fake::new(true);
+        fake.0.borrow_mut().full = 100;
+        let before = fake.config();
+        let e = apply(fake.clone(), &settings(), &mut || false)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("EBUSY"), "{e}");
+        assert_eq!(fake.config(), before);
+        assert!(fake.0.borrow().on);
+    }
+
+    #[test]
+    fn recording_off_before_stays_off() {
+        let fake = Fake::new(true);
+        fake.0.borrow_mut().on = false;
+        let mut a = apply(
+            fake.clone(),
+            &ModuleSettings {
+                call_graph: Some(DEFAULT_CALL_GRAPH),
+                ..ModuleSettings::default()
+            },
+            &mut || false,
+        )
+        .unwrap();
+        assert!(fake.0.borrow().on, "on for the recording");
+        a.stop_recording().unwrap();
+        assert!(a.restore().is_empty());
+        assert!(!fake.0.borrow().on);
+        assert_eq!(fake.config()["backtrace_depth"], "0");
+    }
+
+    #[test]
+    fn periods_and_frequencies_per_event() {
+        let cur = Fake::new(true).config();
+        let ch = |s: ModuleSettings| {
+            s.changes(&cur)
+                .unwrap()
+                .into_iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+        };
+        // -F for the first event only: the second keeps its period.
+        assert_eq!(
+            ch(ModuleSettings {
+                freq: Some(vec![4000, 0]),
+                ..ModuleSettings::default()
+            }),
+            ["sample_period=0,1000", "sample_freq=4000,0"]
+        );
+        // One value: every event.
+        assert_eq!(
+            ch(ModuleSettings {
+                count: Some(vec![50000]),
+                ..ModuleSettings::default()
+            }),
+            ["sample_period=50000,50000", "sample_freq=0,0"]
+        );
+        // New events: those without a value get their defaults (0).
+        assert_eq!(
+            ch(ModuleSettings {
+                events: Some(vec!["cycles".into(), "cache-misses".into()]),
+                count: Some(vec![0, 100]),
+                ..ModuleSettings::default()
+            }),
+            [
+                "event=cycles,cache-misses",
+                "sample_period=0,100",
+                "sample_freq=0,0"
+            ]
+        );
+        assert_eq!(
+            ch(ModuleSettings {
+                events: Some(vec!["task-clock".into()]),
+                ..ModuleSettings::default()
+            }),
+            ["event=task-clock"]
+        );
+    }
+
+    #[test]
+    fn option_values() {
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("64K"), Ok(65536));
+        assert_eq!(parse_size("2m"), Ok(2 << 20));
+        assert_eq!(parse_size("1G"), Ok(1 << 30));
+        for bad in ["", "K", "1.5M", "-1", "99999999999999999999G", "12Q"] {
+            assert!(parse_size(bad).is_err(), "{bad}");
+        }
+        assert_eq!(parse_call_graph("16"), Ok((16, 16)));
+        assert_eq!(parse_call_graph("16,4"), Ok((16, 4)));
+        assert_eq!(parse_call_graph("fp"), Ok(DEFAULT_CALL_GRAPH));
+        assert_eq!(parse_call_graph("no"), Ok((0, 0)));
+        for bad in ["", "x", "1,", ",1", "1,2,3", "dwarf"] {
+            assert!(parse_call_graph(bad).is_err(), "{bad}");
+        }
+        assert_eq!(parse_list("1,0,3"), Ok(vec![1, 0, 3]));
+        assert!(parse_list("1,,3").is_err());
+        assert_eq!(
+            parse_config("a=1\nb=x,y\n")["b"],
+            "x,y",
+            "lines of key=value"
+        );
+        assert_eq!(parse_config("a=1 b=2")["b"], "2", "or words");
+    }
+
+    #[test]
+    fn ioctl_numbers_match_the_interface() {
+        // _IOW('O', 33, 16 bytes), _IOWR('O', 34, 16 bytes), _IOR('O', 4, 4).
+        assert_eq!(IOC_SET_CONFIG, 0x4010_4f21);
+        assert_eq!(IOC_GET_CONFIG, 0xc010_4f22);
+        assert_eq!(IOC_GET_TRACING, 0x8004_4f04);
+        assert_eq!(IOC_TRACING_ON, 0x4f01);
+        assert_eq!(std::mem::size_of::<ConfigText>(), 16);
+    }
+}
