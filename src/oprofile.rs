@@ -43,6 +43,7 @@ mod snapshot;
 mod snapshot_plan;
 mod sync;
 mod user_stack;
+mod work_item;
 // The ring-buffer core is shared with the host crate `crates/ringbuf`; parts of
 // its public API serve only the host tests and benchmarks.
 #[allow(unreachable_pub)]

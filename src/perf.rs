@@ -129,6 +129,15 @@ impl Event {
         }
     }
 
+    /// Whether a counter of it must be made and released outside the CPU
+    /// hotplug lock: perf's task-context software events, for which perf
+    /// switches a static key (`perf_swevent_init`, `sw_perf_event_destroy`),
+    /// which takes `cpus_read_lock()` where the kernel has jump labels
+    /// (see `profiler.rs`).
+    pub(crate) fn made_outside_hotplug(self) -> bool {
+        matches!(self.context(), Context::Task)
+    }
+
     /// Whether the event is counted by the PMU (overflows are NMIs).
     pub(crate) fn is_hardware(self) -> bool {
         self.raw().0 == PERF_TYPE_HARDWARE
@@ -289,6 +298,8 @@ pub(crate) trait OverflowHandler: Sync {
 /// whose overflow context points to the `H` this counter was created with.
 pub(crate) struct Counter {
     event: *mut bindings::perf_event,
+    /// What it counts.
+    kind: Event,
 }
 
 // SAFETY: the perf event may be released from any thread.
@@ -373,7 +384,16 @@ impl Counter {
             )
         })?;
         // INVARIANT: `ev` is a live counter using `trampoline`.
-        Ok(Counter { event: ev })
+        Ok(Counter {
+            event: ev,
+            kind: attr.event,
+        })
+    }
+
+    /// Whether it must be released outside the CPU hotplug lock (see
+    /// [`Event::made_outside_hotplug`]).
+    pub(crate) fn made_outside_hotplug(&self) -> bool {
+        self.kind.made_outside_hotplug()
     }
 }
 

@@ -3,6 +3,23 @@
 //! The profiler: per-CPU samplers and one counter per (online CPU, event),
 //! the event buffer and the sync work, started at load and stopped at
 //! unload.
+//!
+//! Counters follow the CPUs through hotplug callbacks, which run under the
+//! CPU hotplug lock. Counters of the clocks and of the PMU are made and
+//! released in the callbacks (as the kernel's own hard-lockup watchdog makes
+//! its PMU counter). Those of perf's other software events (page-faults,
+//! context-switches, cpu-migrations) cannot be: perf switches a static key
+//! when it makes or frees one (`perf_swevent_init` and
+//! `sw_perf_event_destroy`: `static_key_slow_inc/dec`), which on a kernel
+//! with `CONFIG_JUMP_LABEL` (every distribution kernel) takes
+//! `cpus_read_lock()`; in the `cpuhp/N` thread of a CPU coming up, whose
+//! `cpu_up()` holds that lock for writing, this deadlocks. The callbacks
+//! therefore only tell the [`WorkItem`] `software` what they want, and it
+//! makes and releases those counters outside the lock: the watchdog's
+//! pattern for its release (`hardlockup_detector_perf_cleanup`). A CPU's
+//! sampler ignores overflows outside `online`..`offline` (`CpuSampler::up`),
+//! so a counter waiting for its release records nothing after the CPU's
+//! last drain.
 
 use kernel::{
     bindings,
@@ -11,7 +28,7 @@ use kernel::{
     new_mutex,
     prelude::*,
     sync::{
-        atomic::{Atomic, Relaxed},
+        atomic::{Atomic, Full, Relaxed},
         Arc, Mutex,
     },
 };
@@ -28,6 +45,7 @@ use crate::{
     sampler::CpuSampler,
     settings::Settings,
     sync::Buffers,
+    work_item::{WorkHandler, WorkItem},
 };
 
 /// Whether `cpu` is online (the kernel's `cpu_online()`).
@@ -61,11 +79,25 @@ static RUNNING: RecordSwitch = RecordSwitch::new(false);
 ///    anything that waits for the others: `settings`, `counters`, and those
 ///    of `buffers` (a CPU's sync state, then `events`; see [`Buffers`]).
 ///
+/// The work `software` takes only leaves, one at a time, and none across
+/// making or releasing a counter (which may take the CPU hotplug lock for
+/// reading); it is flushed with `control` and `hotplug` held, never under
+/// the CPU hotplug lock.
+///
 /// `reader` is taken only by the one reader of the moment (the device's busy
 /// flag) with no other lock but `settings` (a copy, for the stream header)
 /// and `events`.
 #[pin_data(PinnedDrop)]
 pub(crate) struct Profiler {
+    /// Makes and releases the counters of perf's task-context software
+    /// events outside the CPU hotplug lock (see the file's documentation).
+    /// First: dropped (cancelled) before anything it uses.
+    #[pin]
+    software: WorkItem<Profiler>,
+    /// The first error (a negative errno) the work `software` met making a
+    /// counter for a CPU that stayed up, since `register` cleared it (0:
+    /// none).
+    software_error: Atomic<i32>,
     /// The configuration in force (a leaf lock: held only to copy or
     /// replace it).
     #[pin]
@@ -90,10 +122,10 @@ pub(crate) struct Profiler {
     /// Set while a `read` of the device is in progress (one at a time, also
     /// for threads sharing the file).
     pub(crate) read_busy: Atomic<bool>,
-    /// One counter slot per possible CPU and event index (as
-    /// `trampolines`): `Some` while the CPU is online and samples the event.
+    /// The counters, and what the hotplug callbacks asked the work
+    /// `software` for.
     #[pin]
-    counters: Mutex<KVVec<Option<Counter>>>,
+    counters: Mutex<CounterTable>,
     /// Set while `start` brings the online CPUs up: a failure then fails the load.
     starting: Atomic<bool>,
     /// The hotplug registration, from `start` to `stop`.
@@ -148,6 +180,10 @@ impl Profiler {
         )?;
         let p = Arc::pin_init(
             try_pin_init!(&this in Self {
+                // SAFETY: the work is the first field, so dropped (cancelled)
+                // before the rest of `self`, and `self` is pinned.
+                software <- unsafe { WorkItem::new(this.as_ptr()) },
+                software_error: Atomic::new(0),
                 // `default` is resolved at start.
                 settings <- new_mutex!(Settings::new(config, Event::CpuClock, 1)),
                 trampolines,
@@ -161,7 +197,7 @@ impl Profiler {
                     Settings::new(config, Event::CpuClock, 1).record(0)
                 )?),
                 read_busy: Atomic::new(false),
-                counters <- new_mutex!(slots),
+                counters <- new_mutex!(CounterTable::new(n as usize, slots)?),
                 starting: Atomic::new(false),
                 hotplug <- new_mutex!(None),
                 reader_open: Atomic::new(false),
@@ -242,7 +278,7 @@ impl Profiler {
             .set_initial_config(settings.record(crate::sampler::now()));
         RUNNING.set(true);
         let registration = self.register()?;
-        let online = self.counters.lock().iter().flatten().count();
+        let online = self.counters.lock().live.iter().flatten().count();
         for (i, a) in (0..settings.events().len())
             .filter_map(|i| settings.attr(i))
             .enumerate()
@@ -268,23 +304,40 @@ impl Profiler {
     /// Registers the hotplug callbacks, bringing every online CPU up with
     /// the settings in force; a failure (a counter that cannot be made)
     /// fails it. Turns `RUNNING` off on failure.
+    ///
+    /// Process context, without the CPU hotplug lock (it waits for the
+    /// work `software`, which may take it).
     pub(crate) fn register(&self) -> Result<hotplug::Registration<Profiler>> {
         self.starting.store(true, Relaxed);
+        self.software_error.store(0, Relaxed);
         // SAFETY: `self` outlives the registration: `stop` (at the latest
         // in `drop`) drops it.
         let registration = unsafe { hotplug::Registration::new(self) };
         self.starting.store(false, Relaxed);
-        registration.inspect_err(|_| {
+        let registration = registration.inspect_err(|_| {
+            self.software.flush();
             RUNNING.set(false);
-        })
+        })?;
+        // The software events' counters of every online CPU.
+        self.software.flush();
+        match self.software_error.xchg(0, Relaxed) {
+            0 => Ok(registration),
+            errno => {
+                drop(registration);
+                self.software.flush();
+                RUNNING.set(false);
+                Err(Error::from_errno(errno))
+            }
+        }
     }
 
     /// Stops sampling: no overflow handler and no sync work runs after this.
     pub(crate) fn stop(&self) {
         let registration = self.hotplug.lock().take();
         if registration.is_some() {
-            // Brings every CPU down.
+            // Brings every CPU down; then the software events' counters go.
             drop(registration);
+            self.software.flush();
             RUNNING.set(false);
         }
         self.flush();
@@ -345,11 +398,19 @@ impl Profiler {
 
 impl HotplugHandler for Profiler {
     /// A CPU came online: give it a counter per event and a sync work.
+    /// Those of perf's task-context software events come from the work
+    /// `software`, queued here (see the file's documentation).
     fn online(&self, cpu: u32) -> Result {
         let settings = self.settings();
+        if let Some(s) = self.buffers.cpus.get(cpu as usize) {
+            s.up.xchg(true, Full);
+        }
         let mut made: [Option<Counter>; MAX_EVENTS] = Default::default();
         for (i, slot) in made.iter_mut().enumerate().take(settings.events().len()) {
             let event = settings.attr(i).map_or(Event::CpuClock, |a| a.event);
+            if event.made_outside_hotplug() {
+                continue;
+            }
             match self.counter(cpu, &settings, i) {
                 Ok(c) => *slot = Some(c),
                 Err(e) => {
@@ -372,23 +433,24 @@ impl HotplugHandler for Profiler {
                     if !self.starting.load(Relaxed) {
                         continue;
                     }
-                    return if e == ENOENT || e == ENODEV {
-                        Err(EOPNOTSUPP)
-                    } else {
-                        Err(e)
-                    };
+                    if let Some(s) = self.buffers.cpus.get(cpu as usize) {
+                        s.up.xchg(false, Full);
+                    }
+                    return Err(load_error(e));
                 }
             }
         }
         {
-            let mut counters = self.counters.lock();
+            let mut table = self.counters.lock();
+            table.came_up(cpu);
             let base = cpu as usize * MAX_EVENTS;
             for (i, c) in made.into_iter().enumerate() {
-                if let Some(slot) = counters.get_mut(base + i) {
-                    *slot = c;
+                if let (Some(slot), Some(c)) = (table.live.get_mut(base + i), c) {
+                    *slot = Some(c);
                 }
             }
         }
+        self.software.queue();
         // Overwrite mode: no periodic sync (a snapshot moves the records).
         if !self.buffers.overwrite {
             self.works.start(cpu);
@@ -399,21 +461,187 @@ impl HotplugHandler for Profiler {
 
     /// A CPU goes offline: release its counters, stop its work, drain its
     /// buffer.
+    /// Those of perf's task-context software events are handed to the work
+    /// `software` for their release (see the file's documentation).
     fn offline(&self, cpu: u32) {
-        let mut taken: [Option<Counter>; MAX_EVENTS] = Default::default();
-        {
-            let mut counters = self.counters.lock();
-            let base = cpu as usize * MAX_EVENTS;
-            for (i, t) in taken.iter_mut().enumerate() {
-                *t = counters.get_mut(base + i).and_then(Option::take);
-            }
+        // From here on this CPU's sampler ignores every overflow.
+        if let Some(s) = self.buffers.cpus.get(cpu as usize) {
+            s.up.xchg(false, Full);
         }
+        let taken = self.counters.lock().went_down(cpu);
         // Released outside the lock; no overflow handler runs after this.
         drop(taken);
+        self.software.queue();
         // Stopping a work that never started is a no-op.
         self.works.stop(cpu);
         self.buffers.sync_one(cpu);
         pr_debug!("cpu{cpu}: offline, drained\n");
+    }
+}
+
+impl WorkHandler for Profiler {
+    /// Releases the counters the `offline` callbacks handed over, then
+    /// makes the software events' counters of every CPU that is up and
+    /// lacks them, with the settings in force. A counter made for a CPU
+    /// that went down (or down and up) meanwhile is released again: perf
+    /// detached it from that CPU, and the next run makes a new one.
+    fn run(&self) {
+        let n = nr_cpu_ids() as usize;
+        for i in 0..n * MAX_EVENTS {
+            let dead = self.counters.lock().dead.get_mut(i).and_then(Option::take);
+            drop(dead);
+        }
+        for cpu in 0..n as u32 {
+            for i in 0..MAX_EVENTS {
+                let Some(epoch) = self.counters.lock().wants(cpu, i) else {
+                    continue;
+                };
+                // Read after the epoch: a configuration change sets the
+                // settings before the CPUs come up again with a new epoch.
+                let settings = self.settings();
+                if !settings
+                    .attr(i)
+                    .is_some_and(|a| a.event.made_outside_hotplug())
+                {
+                    continue;
+                }
+                match self.counter(cpu, &settings, i) {
+                    Ok(c) => {
+                        let stale = self.counters.lock().fill(cpu, i, epoch, c);
+                        drop(stale);
+                    }
+                    Err(e) => {
+                        if self.counters.lock().epoch_of(cpu) != Some(epoch) {
+                            // The CPU went down meanwhile (perf's ENODEV).
+                            continue;
+                        }
+                        let event = settings.attr(i).map_or(Event::CpuClock, |a| a.event);
+                        pr_ratelimited!(
+                            pr_err,
+                            "cpu{cpu}: cannot sample {}: error {}\n",
+                            event.name(),
+                            e.to_errno()
+                        );
+                        let _ = self
+                            .software_error
+                            .cmpxchg(0, load_error(e).to_errno(), Relaxed);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The counters by (CPU, event index), at `cpu * MAX_EVENTS + index`, and
+/// each CPU's state as the hotplug callbacks left it for the work
+/// `software`.
+struct CounterTable {
+    /// `Some` while the CPU is up and samples the event.
+    live: KVVec<Option<Counter>>,
+    /// Counters of perf's task-context software events of a CPU that went
+    /// down, waiting for the work to release them.
+    dead: KVVec<Option<Counter>>,
+    /// Per CPU: bumped by each of its `online` and `offline` callbacks, so
+    /// that the work can tell a counter made for an earlier stay up.
+    epoch: KVVec<u32>,
+    /// Per CPU: between its `online` and `offline` callbacks.
+    up: KVVec<bool>,
+}
+
+impl CounterTable {
+    fn new(n: usize, live: KVVec<Option<Counter>>) -> Result<Self> {
+        let mut dead = KVVec::with_capacity(live.len(), GFP_KERNEL)?;
+        for _ in 0..live.len() {
+            dead.push(None, GFP_KERNEL)?;
+        }
+        Ok(Self {
+            live,
+            dead,
+            epoch: KVVec::from_elem(0, n, GFP_KERNEL)?,
+            up: KVVec::from_elem(false, n, GFP_KERNEL)?,
+        })
+    }
+
+    fn came_up(&mut self, cpu: u32) {
+        let cpu = cpu as usize;
+        if let (Some(e), Some(u)) = (self.epoch.get_mut(cpu), self.up.get_mut(cpu)) {
+            *e = e.wrapping_add(1);
+            *u = true;
+        }
+    }
+
+    /// `cpu` goes down: its counters other than the software events' are
+    /// returned (for the caller to release), those are moved to `dead`.
+    fn went_down(&mut self, cpu: u32) -> [Option<Counter>; MAX_EVENTS] {
+        let c = cpu as usize;
+        if let (Some(e), Some(u)) = (self.epoch.get_mut(c), self.up.get_mut(c)) {
+            *e = e.wrapping_add(1);
+            *u = false;
+        }
+        let mut taken: [Option<Counter>; MAX_EVENTS] = Default::default();
+        for (i, t) in taken.iter_mut().enumerate() {
+            let k = c * MAX_EVENTS + i;
+            let Some(counter) = self.live.get_mut(k).and_then(Option::take) else {
+                continue;
+            };
+            if counter.made_outside_hotplug() {
+                // The slot is free: `fill` moves a counter in only while
+                // the CPU is up, and the work empties `dead` before it
+                // fills again.
+                match self.dead.get_mut(k) {
+                    Some(d) if d.is_none() => *d = Some(counter),
+                    // Not reached (see above); released here rather than
+                    // leaked, at the risk the file's documentation names.
+                    _ => *t = Some(counter),
+                }
+            } else {
+                *t = Some(counter);
+            }
+        }
+        taken
+    }
+
+    /// The epoch of `cpu`, if it is up.
+    fn epoch_of(&self, cpu: u32) -> Option<u32> {
+        match (self.epoch.get(cpu as usize), self.up.get(cpu as usize)) {
+            (Some(e), Some(true)) => Some(*e),
+            _ => None,
+        }
+    }
+
+    /// The epoch of `cpu` if it is up and lacks the counter of index `i`.
+    fn wants(&self, cpu: u32, i: usize) -> Option<u32> {
+        let k = cpu as usize * MAX_EVENTS + i;
+        match self.live.get(k) {
+            Some(None) => self.epoch_of(cpu),
+            _ => None,
+        }
+    }
+
+    /// Moves `c`, made for `cpu` at `epoch`, into its slot if the CPU has
+    /// stayed up since and the slot is free; else returns it for release.
+    fn fill(&mut self, cpu: u32, i: usize, epoch: u32, c: Counter) -> Option<Counter> {
+        if self.epoch_of(cpu) != Some(epoch) {
+            return Some(c);
+        }
+        match self.live.get_mut(cpu as usize * MAX_EVENTS + i) {
+            Some(slot) if slot.is_none() => {
+                *slot = Some(c);
+                None
+            }
+            _ => Some(c),
+        }
+    }
+}
+
+/// A counter that cannot be made at load or at a runtime change, as the
+/// load's error: perf's ENOENT or ENODEV ("no PMU for this event") is
+/// EOPNOTSUPP, since insmod's text for ENOENT speaks of unknown symbols.
+fn load_error(e: Error) -> Error {
+    if e == ENOENT || e == ENODEV {
+        EOPNOTSUPP
+    } else {
+        e
     }
 }
 

@@ -218,6 +218,13 @@ pub(crate) struct CpuSampler {
     rename_bytes: u64,
     /// SAMPLE bytes written since the last COMM record.
     since_comm: Atomic<u64>,
+    /// Whether the CPU is between the profiler's hotplug callbacks `online`
+    /// and `offline`: counters of perf's task-context software events are
+    /// released only after `offline` (outside the CPU hotplug lock, see
+    /// `profiler.rs`) and may still overflow until perf detaches them from
+    /// the CPU going down; such overflows are ignored, not recorded after
+    /// the CPU's last drain. Set and cleared on the CPU itself.
+    pub(crate) up: Atomic<bool>,
 }
 
 impl CpuSampler {
@@ -247,6 +254,7 @@ impl CpuSampler {
             scratch: Scratch::new(),
             rename_bytes: if overwrite { bytes as u64 / 8 } else { 0 },
             since_comm: Atomic::new(0),
+            up: Atomic::new(false),
         })
     }
 
@@ -449,6 +457,13 @@ impl OverflowHandler for CpuSampler {
         // this CPU's own buffer.
         if kernel::cpu::CpuId::current().as_u32() != self.cpu {
             self.counters.sample_wrong_cpu.add(1, Relaxed);
+            return;
+        }
+        // The CPU is going or gone down (see `up`): nothing is recorded
+        // after its last drain. `offline` clears `up` on this CPU, in task
+        // context: a handler here (preemption off, or an interrupt of that
+        // task) either finished before or sees it cleared.
+        if !self.up.load(Relaxed) {
             return;
         }
         let start = now();

@@ -54,7 +54,7 @@ pub use nesting::{set_interrupt_hook, AtomicBool, AtomicU32, AtomicU64};
 pub use loom::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 #[cfg(not(ringbuf_host))]
-pub use lkmm::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+pub use lkmm::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 /// Orders the loads before it before the loads after it (seqlock-style
 /// validation of a copy): `smp_rmb()` in the kernel, `fence(Acquire)` on the
@@ -239,9 +239,17 @@ mod lkmm {
         AtomicU64, u64, store, cmpxchg, arith
     );
     atomic!(
-        /// An atomic `u32` (the per-CPU switch state).
-        AtomicU32, u32
+        /// An atomic `u32` (the per-CPU switch state; stored and
+        /// exchanged by the control operations, `control.rs`).
+        AtomicU32, u32, store, cmpxchg
     );
+
+    /// A fence: `smp_mb()` whatever the ordering asked for (the control
+    /// operations ask for `SeqCst` only).
+    #[inline(always)]
+    pub fn fence(_o: Ordering) {
+        smp_mb(Full);
+    }
     atomic!(
         /// An atomic `bool` (switches, the reader lock).
         AtomicBool, bool, store, swap, cmpxchg

@@ -14,9 +14,11 @@ use core::ops::Deref;
 use super::atomics::{bump, fence, AtomicU64, Ordering};
 use super::header::parse_record;
 use super::reader::ReaderGuard;
+#[cfg(ringbuf_host)]
+use super::NO_STAMP;
 use super::{
-    load_word, store_word, usable_words, CpuBuffer, Mode, DEPTH_MASK, NO_STAMP, STATE_EXCLUSIVE,
-    STATE_OFF, STATE_ON,
+    load_word, store_word, usable_words, CpuBuffer, Mode, DEPTH_MASK, STATE_EXCLUSIVE, STATE_OFF,
+    STATE_ON,
 };
 
 /// Why a control operation failed.
@@ -47,6 +49,7 @@ impl Drop for Exclusive<'_> {
     }
 }
 
+#[cfg(ringbuf_host)]
 fn swap_atomic(a: &AtomicU64, b: &AtomicU64) {
     let va = a.load(Ordering::Relaxed);
     a.store(b.load(Ordering::Relaxed), Ordering::Relaxed);
@@ -131,6 +134,7 @@ impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
     }
 
     /// Empties the buffer and clears its statistics. Recording must be off.
+    #[cfg(ringbuf_host)]
     pub fn reset(&self) -> Result<(), ControlError> {
         let _ex = self.exclusive()?;
         for p in [
@@ -155,6 +159,7 @@ impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
     ///
     /// Both buffers must have recording off for their CPU and no writer in
     /// flight; O(1).
+    #[cfg(ringbuf_host)]
     pub fn swap(&self, other: &Self) -> Result<(), ControlError> {
         if core::ptr::eq(self, other) {
             return Err(ControlError::SameBuffer);

@@ -47,9 +47,10 @@
 )]
 
 pub mod atomics;
-// Control operations (enable, mode, reset, swap, resize): the module does
-// not use them; the host crate tests them.
-#[cfg(ringbuf_host)]
+// Control operations (enable, mode, reset, swap, resize): the module uses
+// enable and resize (runtime `cpu_buffer_size` changes, `config.rs`); the
+// host crate tests them all.
+#[cfg_attr(not(ringbuf_host), allow(dead_code))]
 mod control;
 pub mod header;
 mod reader;
@@ -62,7 +63,6 @@ use core::ops::Deref;
 
 use atomics::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
-#[cfg(ringbuf_host)]
 pub use control::ControlError;
 pub use reader::ReadError;
 #[cfg(ringbuf_host)]
@@ -98,11 +98,9 @@ pub enum InitError {
 }
 
 /// Per-CPU switch states.
-#[cfg(ringbuf_host)]
 pub(crate) const STATE_OFF: u32 = 0;
 pub(crate) const STATE_ON: u32 = 1;
 /// Off, and a control operation (swap/resize/...) owns the buffer.
-#[cfg(ringbuf_host)]
 pub(crate) const STATE_EXCLUSIVE: u32 = 2;
 
 /// Nesting counter: low 16 bits are the depth, the rest counts reservations.
