@@ -72,6 +72,14 @@ for i in 1 2 3 4 5; do
     echo 0 >$CPU1; sleep 0.2; echo 1 >$CPU1; sleep 0.2
 done
 wait $w1 $w2; sleep 0.5
+# The task-context events' counters come back with a CPU: a work item makes
+# them after its online callback, outside the CPU hotplug lock (profiler.rs).
+# CPU 1, online again, keeps sampling its context switches.
+cs1() { sed -n 's/^cpu1 .* event_samples=\([0-9,]*\).*/\1/p' $DBG/stats | cut -d, -f4; }
+if [ -w $CPU1 ]; then
+    a=$(cs1); workload_every_cpu 1; sleep 1; b=$(cs1)
+    check "cpu1 samples context-switches after it came online again ($a -> $b)" [ "${b:-0}" -gt "${a:-0}" ]
+fi
 /tmp/evcheck faults 1000 >/dev/null
 echo 0 >$DBG/tracing_on
 sleep 1
