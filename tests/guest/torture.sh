@@ -12,7 +12,10 @@
 seed=${SEED:-$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}
 secs=${TORTURE_SECS:-20}
 echo "torture: seed $seed, $secs s (replay: SEED=$seed tests/run-guest [--debug] torture)"
-tiny="cpu_buffer_size=4096 buffer_size=65536 sample_freq=20000 backtrace_depth=16"
+# cpu-clock (hard IRQ) and context-switches (task context, in the scheduler:
+# its counters are made and released outside the CPU hotplug lock, by a work
+# item, profiler.rs) at once.
+tiny="cpu_buffer_size=4096 buffer_size=65536 event=cpu-clock,context-switches sample_freq=20000,0 backtrace_depth=16"
 check "insmod ($tiny)" insmod /oprofile_rs.ko $tiny
 /tmp/workload $((secs + 5)) >/dev/null & /tmp/workload $((secs + 5)) >/dev/null &
 /tmp/torture "$seed" "$secs" ${TORTURE_ROLES:-} >/tmp/t.txt; rc=$?
