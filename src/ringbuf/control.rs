@@ -89,6 +89,19 @@ impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
         self.state.load(Ordering::SeqCst) == STATE_ON
     }
 
+    /// Whether a `reserve` starting now would find recording on: this CPU
+    /// buffer's switch and the shared ones (`SeqCst` loads, as in `reserve`).
+    ///
+    /// For a writer that reads, before it reserves, state that whoever turns
+    /// recording off resets while it is off: checked first, "on" means that
+    /// the writer started either before recording went off (and whoever
+    /// turned it off waited for it, e.g. with a grace period) or after it
+    /// came back on (and the reset, stored before that, is visible).
+    #[inline(always)]
+    pub fn is_recording(&self) -> bool {
+        self.state.load(Ordering::SeqCst) == STATE_ON && self.switches.is_on()
+    }
+
     /// Whether a writer is between `reserve` and `commit`/`discard` (or inside
     /// a failing `reserve`). After turning recording off, wait until this is
     /// `false` before swapping or resizing.
