@@ -302,6 +302,19 @@ impl CpuSampler {
     /// events.
     pub(crate) fn log_sample(&self, regs: &Regs, event: u16, period: u64) {
         let gen = PAUSE_GEN.load(Acquire);
+        // Recording off when the handler starts: refused, even if recording
+        // is back on by the time it would reserve. What follows reads
+        // `last_pid`, which a snapshot resets while recording is paused
+        // (`forget_comm`), after it drained the ring: a handler that started
+        // during the pause is not waited for, and if the pause ended before
+        // it reserved, it wrote a SAMPLE named only by a COMM that went into
+        // the previous snapshot (nameless, so dropped in the next one, as if
+        // overwritten). Seen on here, recording was on before the pause
+        // (whose grace period waits for this handler) or is on after it
+        // (and the reset, stored before, is visible: `is_recording`).
+        if !self.buffer.is_recording() {
+            return self.refused(gen);
+        }
         // Read once: a runtime change (recording off) cannot tear a sample.
         let depth = (self.depth.load(Relaxed) as usize).min(MAX_DEPTH);
         let user_depth = (self.user_depth.load(Relaxed) as usize).min(MAX_USER_DEPTH);
@@ -340,6 +353,9 @@ impl CpuSampler {
                 }
             }
         }
+        // KUnit: a snapshot's pause may end here (`kunit/sampler_nmi.rs`).
+        #[cfg(oprofile_rs_kunit)]
+        crate::kunit::sampler_nmi::before_sample(self);
         if pc == 0 {
             c.sample_received.add(1, Relaxed);
             c.sample_invalid_eip.add(1, Relaxed);

@@ -18,8 +18,13 @@
 //!    sampler name its task anew, and resumes. Samples that arrive during the
 //!    pause are counted as received and lost (`sample_lost_snapshot`, a part
 //!    of `sample_lost_overflow`, reported in LOST records), never dropped
-//!    silently. The pause costs a grace period plus one copy of the CPUs'
-//!    records (`pause_ns` in the `snapshot` file).
+//!    silently; so is the sample of a handler that started during the pause
+//!    and is still running after it (`CpuSampler::log_sample`). The pause
+//!    costs a grace period plus one copy of the CPUs' records (`pause_ns` in
+//!    the `snapshot` file). Each CPU's overrun count and lost samples are
+//!    read at the cut too, right after its copy: a snapshot reports what was
+//!    overwritten and lost before its records were taken, never what
+//!    happened after it resumed recording (that belongs to the next one).
 //! 3. Without the pause: it plans what to keep (`snapshot_plan.rs`: only
 //!    records named by a COMM, and the newest that fit in the event buffer)
 //!    and writes, under the event buffer's lock, each CPU's LOST record if it
@@ -160,6 +165,17 @@ pub(crate) struct SnapshotStats {
     pub(crate) max_pause_ns: u64,
 }
 
+/// One CPU's counts at a snapshot's cut (read while recording is paused,
+/// right after the CPU's records were moved out).
+#[derive(Clone, Copy, Default)]
+struct Cut {
+    /// The ring buffer's overrun count: records overwritten by the writers,
+    /// and records the copy skipped (their time was lost in an overwrite).
+    overrun: u64,
+    /// `sample_lost_overflow`.
+    lost: u64,
+}
+
 /// The snapshot machinery's state, behind a mutex taken only by a snapshot
 /// (under the profiler's `control` lock).
 pub(crate) struct SnapshotState {
@@ -167,6 +183,8 @@ pub(crate) struct SnapshotState {
     plans: KVVec<CpuPlan>,
     /// Per CPU: its ring buffer's overrun count at the previous snapshot.
     overrun_seen: KVVec<u64>,
+    /// Per CPU: its counts at this snapshot's cut.
+    cut: KVVec<Cut>,
     /// Per CPU: lost samples already reported in LOST records.
     lost_reported: KVVec<u64>,
     pub(crate) stats: SnapshotStats,
@@ -179,6 +197,7 @@ impl SnapshotState {
         let mut staged = KVVec::with_capacity(nr_cpus, GFP_KERNEL)?;
         let mut plans = KVVec::with_capacity(nr_cpus, GFP_KERNEL)?;
         let mut overrun_seen = KVVec::with_capacity(nr_cpus, GFP_KERNEL)?;
+        let mut cut = KVVec::with_capacity(nr_cpus, GFP_KERNEL)?;
         let mut lost_reported = KVVec::with_capacity(nr_cpus, GFP_KERNEL)?;
         // A record takes at least 40 bytes of a ring buffer (a header word
         // and a COMM or SAMPLE): the most records one can hold.
@@ -206,12 +225,14 @@ impl SnapshotState {
             )?;
             plans.push(CpuPlan::default(), GFP_KERNEL)?;
             overrun_seen.push(0, GFP_KERNEL)?;
+            cut.push(Cut::default(), GFP_KERNEL)?;
             lost_reported.push(0, GFP_KERNEL)?;
         }
         Ok(Self {
             staged,
             plans,
             overrun_seen,
+            cut,
             lost_reported,
             stats: SnapshotStats::default(),
         })
@@ -283,9 +304,19 @@ impl crate::sync::Buffers {
             pause_recording(running);
         }
         let cut = now();
-        for (cpu, staged) in self.cpus.iter().zip(st.staged.iter_mut()) {
+        for ((cpu, staged), at) in self
+            .cpus
+            .iter()
+            .zip(st.staged.iter_mut())
+            .zip(st.cut.iter_mut())
+        {
             staged.drain(cpu);
             cpu.forget_comm();
+            // After the copy, which counts the records it skips as overrun.
+            *at = Cut {
+                overrun: cpu.buffer.stats().overrun,
+                lost: cpu.counters.sample_lost_overflow.load(Relaxed),
+            };
         }
         if recording {
             running.set(true);
@@ -293,9 +324,9 @@ impl crate::sync::Buffers {
         }
         let pause = now().saturating_sub(start);
 
-        // What each CPU lost and had overwritten since the previous one. The
-        // snapshot's time is not before any of its records' (another CPU's
-        // clock may be ahead of this one).
+        // What each CPU lost and had overwritten between the previous cut and
+        // this one. The snapshot's time is not before any of its records'
+        // (another CPU's clock may be ahead of this one).
         let newest = st
             .staged
             .iter()
@@ -305,13 +336,13 @@ impl crate::sync::Buffers {
         let time = cut.max(newest);
         let mut eb = self.events.lock();
         let (mut nr_lost, mut nr_begin) = (0, 0);
-        for (c, cpu) in self.cpus.iter().enumerate() {
-            let lost = cpu.counters.sample_lost_overflow.load(Relaxed);
-            if st.lost_reported.get(c).is_some_and(|r| lost > *r) {
+        for (c, at) in st.cut.iter().enumerate() {
+            if st.lost_reported.get(c).is_some_and(|r| at.lost > *r) {
                 nr_lost += 1;
             }
-            let overrun = cpu.buffer.stats().overrun;
-            let ring = overrun.saturating_sub(st.overrun_seen.get(c).copied().unwrap_or(0));
+            let ring = at
+                .overrun
+                .saturating_sub(st.overrun_seen.get(c).copied().unwrap_or(0));
             if ring > 0 || st.staged.get(c).is_some_and(|s| s.count() > 0) {
                 nr_begin += 1;
             }
@@ -330,8 +361,8 @@ impl crate::sync::Buffers {
                 pr_ratelimited!(pr_err, "snapshot: event buffer full: a record dropped\n");
             }
         };
-        for (c, cpu) in self.cpus.iter().enumerate() {
-            let lost = cpu.counters.sample_lost_overflow.load(Relaxed);
+        for (c, at) in st.cut.iter().enumerate() {
+            let lost = at.lost;
             if let Some(r) = st.lost_reported.get_mut(c) {
                 if lost > *r {
                     let rec = format::Lost {
@@ -347,8 +378,8 @@ impl crate::sync::Buffers {
         }
         let (mut total_records, mut total_overwritten, mut total_dropped) = (0u64, 0u64, 0u64);
         let seq = st.stats.seq.wrapping_add(1);
-        for (c, cpu) in self.cpus.iter().enumerate() {
-            let overrun = cpu.buffer.stats().overrun;
+        for (c, at) in st.cut.iter().enumerate() {
+            let overrun = at.overrun;
             let Some(seen) = st.overrun_seen.get_mut(c) else {
                 continue;
             };

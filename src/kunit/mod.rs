@@ -9,7 +9,7 @@
 //! |---|---|
 //! | `ringbuf_stress.rs` | `oprofile_rs_ringbuf_stress`: the ring buffer under task, hard-IRQ and NMI writers |
 //! | `quiesce.rs` | `oprofile_rs_quiesce`: `tracing_on=0` waits for a hard-IRQ or NMI writer's open record |
-//! | `sampler_nmi.rs` | `oprofile_rs_sampler_nmi`: the sample path in NMI context, read back with the format's readers |
+//! | `sampler_nmi.rs` | `oprofile_rs_sampler_nmi`: the sample path in NMI context, read back with the format's readers; a handler across a snapshot's pause |
 //! | `stream.rs` | `oprofile_rs_stream`: the module's stream header and records read back with the format's readers |
 //! | `nmi.rs`, `nmi_glue.c` | CPU-local NMI handlers and self-NMI IPIs (the kernel crate has none) |
 //! | `kthread.rs` | kernel threads bound to a CPU (also used by `bench/`, the benchmark module) |
@@ -21,5 +21,5 @@ mod kthread;
 mod nmi;
 mod quiesce;
 mod ringbuf_stress;
-mod sampler_nmi;
+pub(crate) mod sampler_nmi;
 mod stream;

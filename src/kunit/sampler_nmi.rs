@@ -13,11 +13,16 @@
 //! interrupted task, then kernel-mode SAMPLEs of it with the interrupted PC,
 //! the event index and period given, and a kernel callchain from the NMI's
 //! registers no deeper than the depth; with a buffer too small
-//! on purpose, SAMPLE records + lost == received exactly. As in the ring-buffer
-//! stress test, results are collected first and asserted after teardown.
+//! on purpose, SAMPLE records + lost == received exactly. And a handler that
+//! starts while a snapshot pauses recording, the pause ending before it
+//! reserves its SAMPLE (it may: the pause waits only for the handlers that
+//! started before it), writes nothing: the records after the snapshot's cut
+//! start with a COMM (before the fix, a SAMPLE named only by a COMM that had
+//! gone into the previous snapshot). As in the ring-buffer stress test,
+//! results are collected first and asserted after teardown.
 
 use core::ptr::null_mut;
-use kernel::sync::atomic::{Acquire, Atomic, Relaxed, Release};
+use kernel::sync::atomic::{Acquire, Atomic, Full, Relaxed, Release};
 
 use kernel::{cpu::CpuId, prelude::*};
 
@@ -26,7 +31,7 @@ use crate::{
     format::{self, Endian, Fields},
     perf::Regs,
     ringbuf::{ReadError, RecordSwitch, Switches},
-    sampler::{self, CpuSampler},
+    sampler::{self, CpuSampler, PAUSE_GEN},
 };
 
 static GLOBAL_ON: RecordSwitch = RecordSwitch::new(true);
@@ -88,34 +93,46 @@ struct Outcome {
     before_comm: u64,
 }
 
-/// Sends `n` NMIs to the running CPU, each sampled into a fresh sampler of
-/// `bytes` with callchains up to `depth`, then reads everything back.
-fn run(bytes: usize, depth: u32, n: u32) -> Result<Outcome> {
+/// A sampler of `bytes` (overwrite mode or not) with callchains up to
+/// `depth`, fed by the test's switches.
+fn new_sampler(bytes: usize, depth: u32, overwrite: bool) -> Result<KBox<CpuSampler>> {
     let switches = Switches {
         global: &GLOBAL_ON,
         set: &SET_ON,
     };
-    let sampler = KBox::new(
-        CpuSampler::new(0, bytes, depth, 8, switches, false)?,
+    Ok(KBox::new(
+        CpuSampler::new(0, bytes, depth, 8, switches, overwrite)?,
         GFP_KERNEL,
-    )?;
+    )?)
+}
+
+/// Sends one NMI to the running CPU and waits until the handler sampled it
+/// into the active sampler; `false` if it did not come.
+fn nmi_sample() -> bool {
+    // Interrupts off (NMIs still arrive): this task cannot be preempted
+    // or migrated, so the NMI interrupts it, on the CPU it was sent to.
+    let irqs_off = kernel::interrupt::local_interrupt_disable();
+    PENDING.store(1, Release);
+    nmi::send_nmi(CpuId::current());
+    let mut spins = 0u64;
+    while PENDING.load(Acquire) != 0 && spins < 10_000_000 {
+        core::hint::spin_loop();
+        spins += 1;
+    }
+    drop(irqs_off);
+    PENDING.load(Acquire) == 0
+}
+
+/// Sends `n` NMIs to the running CPU, each sampled into a fresh sampler of
+/// `bytes` with callchains up to `depth`, then reads everything back.
+fn run(bytes: usize, depth: u32, n: u32) -> Result<Outcome> {
+    let sampler = new_sampler(bytes, depth, false)?;
     let reg = KBox::pin_init(nmi::Registration::<SampleNmi>::new(), GFP_KERNEL)?;
     WRONG_CONTEXT.store(0, Relaxed);
     ACTIVE.store(core::ptr::from_ref(&*sampler).cast_mut(), Release);
     let mut out = Outcome::default();
     for _ in 0..n {
-        // Interrupts off (NMIs still arrive): this task cannot be preempted
-        // or migrated, so the NMI interrupts it, on the CPU it was sent to.
-        let irqs_off = kernel::interrupt::local_interrupt_disable();
-        PENDING.store(1, Release);
-        nmi::send_nmi(CpuId::current());
-        let mut spins = 0u64;
-        while PENDING.load(Acquire) != 0 && spins < 10_000_000 {
-            core::hint::spin_loop();
-            spins += 1;
-        }
-        drop(irqs_off);
-        if PENDING.load(Acquire) != 0 {
+        if !nmi_sample() {
             out.timed_out = true;
             break;
         }
@@ -123,7 +140,12 @@ fn run(bytes: usize, depth: u32, n: u32) -> Result<Outcome> {
     ACTIVE.store(null_mut(), Release);
     PENDING.store(0, Release);
     drop(reg);
+    read_back(&sampler, depth, &mut out)?;
+    Ok(out)
+}
 
+/// Fills `out` with `sampler`'s counters and what its ring holds.
+fn read_back(sampler: &CpuSampler, depth: u32, out: &mut Outcome) -> Result {
     let c = &sampler.counters;
     out.wrong_context = WRONG_CONTEXT.load(Relaxed);
     out.received = c.sample_received.load(kernel::sync::atomic::Relaxed);
@@ -183,7 +205,70 @@ fn run(bytes: usize, depth: u32, n: u32) -> Result<Outcome> {
             }
         }
     }
-    Ok(out)
+    Ok(())
+}
+
+/// The sampler whose next SAMPLE ends the emulated snapshot pause in
+/// [`before_sample`] (null: none).
+static RESUME_AT: Atomic<*mut CpuSampler> = Atomic::new(null_mut());
+
+/// A snapshot's pause (`snapshot.rs`) on the test's switch: started.
+fn pause() {
+    PAUSE_GEN.fetch_add(1, Full);
+    SET_ON.set(false);
+}
+
+/// The end of the pause: the snapshot drained the ring, forgets which task
+/// it named and turns recording back on (as `snapshot.rs`).
+fn resume(s: &CpuSampler) {
+    s.forget_comm();
+    SET_ON.set(true);
+    PAUSE_GEN.fetch_add(1, Full);
+}
+
+/// Called by [`CpuSampler::log_sample`] (KUnit builds only) after it decided
+/// whether to name the task and before it reserves the SAMPLE: if `s` is
+/// armed, the emulated snapshot's pause ends here, as it may on another CPU
+/// while a handler that started during the pause runs.
+pub(crate) fn before_sample(s: &CpuSampler) {
+    let me = core::ptr::from_ref(s).cast_mut();
+    if RESUME_AT.load(Acquire) == me && RESUME_AT.cmpxchg(me, null_mut(), Full).is_ok() {
+        resume(s);
+    }
+}
+
+/// A sample, a snapshot's pause during which a handler starts and which
+/// ends before that handler reserves its SAMPLE, a sample after: what the
+/// ring holds after the snapshot's cut, and the counters.
+fn run_pause() -> Result<(Outcome, u64)> {
+    let sampler = new_sampler(64 << 10, 8, true)?;
+    let reg = KBox::pin_init(nmi::Registration::<SampleNmi>::new(), GFP_KERNEL)?;
+    WRONG_CONTEXT.store(0, Relaxed);
+    let me = core::ptr::from_ref(&*sampler).cast_mut();
+    ACTIVE.store(me, Release);
+    let mut out = Outcome::default();
+    // Before the snapshot: the task is named, and the sample drained at the
+    // cut (no handler is in flight: the NMI was taken).
+    let mut ok = nmi_sample();
+    pause();
+    let mut buf = KVec::from_elem(0u8, format::MAX_RECORD, GFP_KERNEL)?;
+    while sampler.buffer.consume(&mut buf).is_ok() {}
+    // A handler that starts during the pause; the pause ends before it
+    // reserves its SAMPLE (or, if it stopped before, after it).
+    RESUME_AT.store(me, Release);
+    ok &= nmi_sample();
+    if RESUME_AT.cmpxchg(me, null_mut(), Full).is_ok() {
+        resume(&sampler);
+    }
+    // After the snapshot.
+    ok &= nmi_sample();
+    out.timed_out = !ok;
+    ACTIVE.store(null_mut(), Release);
+    PENDING.store(0, Release);
+    drop(reg);
+    read_back(&sampler, 8, &mut out)?;
+    let lost_snapshot = sampler.counters.sample_lost_snapshot.load(Relaxed);
+    Ok((out, lost_snapshot))
 }
 
 #[kunit_tests(oprofile_rs_sampler_nmi)]
@@ -224,6 +309,26 @@ mod tests {
             assert_eq!(r.samples + r.lost, r.received);
             assert_eq!(r.bad_samples, 0);
             assert_eq!(r.bad_chains, 0);
+        }
+    }
+
+    #[test]
+    fn handler_across_a_snapshot_pause_writes_no_nameless_sample() {
+        let r = run_pause();
+        assert!(r.is_ok());
+        if let Ok((r, lost_snapshot)) = r {
+            assert!(!r.timed_out);
+            assert_eq!(r.wrong_context, 0);
+            assert_eq!(r.received, 3);
+            // The records after the cut start with the task's COMM.
+            assert_eq!(r.before_comm, 0);
+            assert!(r.comms >= 1);
+            // One sample drained at the cut; the others recorded or lost,
+            // and a loss is the pause's.
+            assert_eq!(r.samples + r.lost + 1, r.received);
+            assert_eq!(r.lost, lost_snapshot);
+            assert_eq!(r.other_records, 0);
+            assert_eq!(r.bad_samples, 0);
         }
     }
 }

@@ -107,6 +107,72 @@ pub(crate) fn seqcst_rmw_load_order() {
     fence(Ordering::SeqCst);
 }
 
+/// Declares an adapter type `$name` around the atomic `$inner` with the
+/// `core::sync::atomic` methods listed (those the core uses of that type),
+/// each one passing its receiver's inner atomic and arguments to the
+/// flavour macro `$flavour!(method, inner, args...)`, which says what the
+/// method does: the kernel's atomics with the orderings mapped (`lkmm`), or
+/// `core`'s with an interrupt point first (`nesting`). The signatures and
+/// documentation are shared here; the two flavours only differ in that.
+#[cfg(any(not(ringbuf_host), all(ringbuf_nesting, not(loom))))]
+macro_rules! adapter {
+    ($flavour:ident, $(#[$attr:meta])* $name:ident($inner:ty): $t:ty { $($method:ident),* }) => {
+        $(#[$attr])*
+        #[repr(transparent)]
+        pub struct $name($inner);
+
+        impl $name {
+            /// A new atomic holding `v`.
+            pub const fn new(v: $t) -> Self {
+                Self(<$inner>::new(v))
+            }
+
+            /// Loads the value.
+            #[inline(always)]
+            pub fn load(&self, o: Ordering) -> $t {
+                $flavour!(load, self.0, o)
+            }
+
+            $(adapter!(@$method $flavour, $t);)*
+        }
+    };
+    (@store $flavour:ident, $t:ty) => {
+        /// Stores `v`.
+        #[inline(always)]
+        pub fn store(&self, v: $t, o: Ordering) {
+            $flavour!(store, self.0, v, o)
+        }
+    };
+    (@swap $flavour:ident, $t:ty) => {
+        /// Stores `v`, returns the previous value.
+        #[inline(always)]
+        pub fn swap(&self, v: $t, o: Ordering) -> $t {
+            $flavour!(swap, self.0, v, o)
+        }
+    };
+    (@compare_exchange $flavour:ident, $t:ty) => {
+        /// Stores `new` if the value is `current`: `Ok(current)`, or
+        /// `Err(value)` and nothing stored.
+        #[inline(always)]
+        pub fn compare_exchange(
+            &self,
+            current: $t,
+            new: $t,
+            success: Ordering,
+            failure: Ordering,
+        ) -> Result<$t, $t> {
+            $flavour!(compare_exchange, self.0, current, new, success, failure)
+        }
+    };
+    (@fetch_add $flavour:ident, $t:ty) => {
+        /// Adds `v` (wrapping), returns the previous value.
+        #[inline(always)]
+        pub fn fetch_add(&self, v: $t, o: Ordering) -> $t {
+            $flavour!(fetch_add, self.0, v, o)
+        }
+    };
+}
+
 /// The kernel side: `kernel::sync::atomic` behind `core`'s method names.
 #[cfg(not(ringbuf_host))]
 mod lkmm {
@@ -155,93 +221,47 @@ mod lkmm {
         };
     }
 
-    /// An atomic `$t` with the `core` methods the core uses.
-    macro_rules! atomic {
-        ($(#[$doc:meta])* $name:ident, $t:ty $(, $extra:ident)*) => {
-            $(#[$doc])*
-            #[repr(transparent)]
-            pub struct $name(Atomic<$t>);
-
-            impl $name {
-                /// A new atomic holding `v`.
-                pub const fn new(v: $t) -> Self {
-                    Self(Atomic::new(v))
-                }
-
-                /// Loads the value.
-                #[inline(always)]
-                pub fn load(&self, o: Ordering) -> $t {
-                    match o {
-                        Ordering::Relaxed => self.0.load(Relaxed),
-                        _ => self.0.load(Acquire),
-                    }
-                }
-
-                $(atomic!(@$extra $t);)*
+    /// What each method does on a kernel `Atomic` (see [`adapter`]).
+    macro_rules! lkmm {
+        (load, $a:expr, $o:expr) => {
+            match $o {
+                Ordering::Relaxed => $a.load(Relaxed),
+                _ => $a.load(Acquire),
             }
         };
-        (@store $t:ty) => {
-            /// Stores `v`.
-            #[inline(always)]
-            pub fn store(&self, v: $t, o: Ordering) {
-                match o {
-                    Ordering::Relaxed => self.0.store(v, Relaxed),
-                    Ordering::Release => self.0.store(v, Release),
-                    _ => {
-                        self.0.xchg(v, Full);
-                    }
+        (store, $a:expr, $v:expr, $o:expr) => {
+            match $o {
+                Ordering::Relaxed => $a.store($v, Relaxed),
+                Ordering::Release => $a.store($v, Release),
+                _ => {
+                    $a.xchg($v, Full);
                 }
             }
         };
-        (@swap $t:ty) => {
-            /// Stores `v`, returns the previous value.
-            #[inline(always)]
-            pub fn swap(&self, v: $t, o: Ordering) -> $t {
-                rmw!(o, |ord| self.0.xchg(v, ord))
-            }
+        (swap, $a:expr, $v:expr, $o:expr) => {
+            rmw!($o, |ord| $a.xchg($v, ord))
         };
-        (@cmpxchg $t:ty) => {
-            /// Stores `new` if the value is `current`: `Ok(current)`, or
-            /// `Err(value)` and nothing stored.
-            #[inline(always)]
-            pub fn compare_exchange(
-                &self,
-                current: $t,
-                new: $t,
-                success: Ordering,
-                failure: Ordering,
-            ) -> Result<$t, $t> {
-                let r = rmw!(success, |ord| self.0.cmpxchg(current, new, ord));
-                if r.is_err() && failure != Ordering::Relaxed {
-                    // A failed cmpxchg is unordered in the LKMM.
-                    smp_mb(Full);
-                }
-                r
+        (compare_exchange, $a:expr, $current:expr, $new:expr, $success:expr, $failure:expr) => {{
+            let r = rmw!($success, |ord| $a.cmpxchg($current, $new, ord));
+            if r.is_err() && $failure != Ordering::Relaxed {
+                // A failed cmpxchg is unordered in the LKMM.
+                smp_mb(Full);
             }
-        };
-        (@arith $t:ty) => {
-            /// Adds `v` (wrapping), returns the previous value.
-            #[inline(always)]
-            pub fn fetch_add(&self, v: $t, o: Ordering) -> $t {
-                rmw!(o, |ord| self.0.fetch_add(v, ord))
-            }
-
-            /// Subtracts `v` (wrapping), returns the previous value.
-            #[inline(always)]
-            pub fn fetch_sub(&self, v: $t, o: Ordering) -> $t {
-                rmw!(o, |ord| self.0.fetch_sub(v, ord))
-            }
+            r
+        }};
+        (fetch_add, $a:expr, $v:expr, $o:expr) => {
+            rmw!($o, |ord| $a.fetch_add($v, ord))
         };
     }
 
-    atomic!(
+    adapter!(lkmm,
         /// An atomic `u64` (storage words, positions, counters).
-        AtomicU64, u64, store, cmpxchg, arith
+        AtomicU64(Atomic<u64>): u64 { store, compare_exchange, fetch_add }
     );
-    atomic!(
+    adapter!(lkmm,
         /// An atomic `u32` (the per-CPU switch state; stored and
         /// exchanged by the control operations, `control.rs`).
-        AtomicU32, u32, store, cmpxchg
+        AtomicU32(Atomic<u32>): u32 { store, compare_exchange }
     );
 
     /// A fence: `smp_mb()` whatever the ordering asked for (the control
@@ -250,9 +270,9 @@ mod lkmm {
     pub fn fence(_o: Ordering) {
         smp_mb(Full);
     }
-    atomic!(
+    adapter!(lkmm,
         /// An atomic `bool` (switches, the reader lock).
-        AtomicBool, bool, store, swap, cmpxchg
+        AtomicBool(Atomic<bool>): bool { store, swap, compare_exchange }
     );
 }
 
@@ -286,68 +306,27 @@ mod nesting {
         }
     }
 
-    macro_rules! wrapper {
-        ($name:ident, $t:ty, $inner:ty $(, $arith:ident)?) => {
-            /// `core`'s atomic with an interrupt point before each access.
-            #[derive(Debug, Default)]
-            #[repr(transparent)]
-            pub struct $name($inner);
-
-            impl $name {
-                /// A new atomic holding `v`.
-                pub const fn new(v: $t) -> Self {
-                    Self(<$inner>::new(v))
-                }
-
-                /// Loads the value.
-                pub fn load(&self, o: Ordering) -> $t {
-                    point();
-                    self.0.load(o)
-                }
-
-                /// Stores `v`.
-                pub fn store(&self, v: $t, o: Ordering) {
-                    point();
-                    self.0.store(v, o)
-                }
-
-                /// Stores `v`, returns the previous value.
-                pub fn swap(&self, v: $t, o: Ordering) -> $t {
-                    point();
-                    self.0.swap(v, o)
-                }
-
-                /// Compare and exchange.
-                pub fn compare_exchange(
-                    &self,
-                    current: $t,
-                    new: $t,
-                    success: Ordering,
-                    failure: Ordering,
-                ) -> Result<$t, $t> {
-                    point();
-                    self.0.compare_exchange(current, new, success, failure)
-                }
-
-                $(wrapper!(@$arith $t);)?
-            }
-        };
-        (@arith $t:ty) => {
-            /// Adds `v` (wrapping), returns the previous value.
-            pub fn fetch_add(&self, v: $t, o: Ordering) -> $t {
-                point();
-                self.0.fetch_add(v, o)
-            }
-
-            /// Subtracts `v` (wrapping), returns the previous value.
-            pub fn fetch_sub(&self, v: $t, o: Ordering) -> $t {
-                point();
-                self.0.fetch_sub(v, o)
-            }
-        };
+    /// Each method: an interrupt point, then `core`'s (see [`adapter`]).
+    macro_rules! nesting {
+        ($method:ident, $a:expr $(, $arg:expr)*) => {{
+            point();
+            $a.$method($($arg),*)
+        }};
     }
 
-    wrapper!(AtomicU64, u64, core::sync::atomic::AtomicU64, arith);
-    wrapper!(AtomicU32, u32, core::sync::atomic::AtomicU32, arith);
-    wrapper!(AtomicBool, bool, core::sync::atomic::AtomicBool);
+    adapter!(nesting,
+        /// `core`'s atomic with an interrupt point before each access.
+        #[derive(Debug, Default)]
+        AtomicU64(core::sync::atomic::AtomicU64): u64 { store, swap, compare_exchange, fetch_add }
+    );
+    adapter!(nesting,
+        /// `core`'s atomic with an interrupt point before each access.
+        #[derive(Debug, Default)]
+        AtomicU32(core::sync::atomic::AtomicU32): u32 { store, swap, compare_exchange, fetch_add }
+    );
+    adapter!(nesting,
+        /// `core`'s atomic with an interrupt point before each access.
+        #[derive(Debug, Default)]
+        AtomicBool(core::sync::atomic::AtomicBool): bool { store, swap, compare_exchange }
+    );
 }

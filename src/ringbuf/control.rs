@@ -17,8 +17,7 @@ use super::reader::ReaderGuard;
 #[cfg(ringbuf_host)]
 use super::NO_STAMP;
 use super::{
-    load_word, store_word, usable_words, CpuBuffer, Mode, DEPTH_MASK, STATE_EXCLUSIVE, STATE_OFF,
-    STATE_ON,
+    load_word, store_word, usable_words, CpuBuffer, Mode, STATE_EXCLUSIVE, STATE_OFF, STATE_ON,
 };
 
 /// Why a control operation failed.
@@ -90,11 +89,24 @@ impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
         self.state.load(Ordering::SeqCst) == STATE_ON
     }
 
+    /// Whether a `reserve` starting now would find recording on: this CPU
+    /// buffer's switch and the shared ones (`SeqCst` loads, as in `reserve`).
+    ///
+    /// For a writer that reads, before it reserves, state that whoever turns
+    /// recording off resets while it is off: checked first, "on" means that
+    /// the writer started either before recording went off (and whoever
+    /// turned it off waited for it, e.g. with a grace period) or after it
+    /// came back on (and the reset, stored before that, is visible).
+    #[inline(always)]
+    pub fn is_recording(&self) -> bool {
+        self.state.load(Ordering::SeqCst) == STATE_ON && self.switches.is_on()
+    }
+
     /// Whether a writer is between `reserve` and `commit`/`discard` (or inside
     /// a failing `reserve`). After turning recording off, wait until this is
     /// `false` before swapping or resizing.
     pub fn writers_active(&self) -> bool {
-        self.nest.load(Ordering::SeqCst) & DEPTH_MASK != 0
+        self.nest.load(Ordering::SeqCst) != 0
     }
 
     fn exclusive(&self) -> Result<Exclusive<'_>, ControlError> {
@@ -114,10 +126,18 @@ impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
             return Err(ControlError::WritersActive);
         }
         match self.lock_reader() {
-            Some(r) => Ok(Exclusive {
-                state: &self.state,
-                _reader: r,
-            }),
+            Some(r) => {
+                // No writer in flight, so everything reserved is finished.
+                // The last outermost writer may have left a record
+                // unpublished if it was interrupted while leaving and we took
+                // the buffer before it published again (`end_commit`).
+                self.commit
+                    .store(self.head.load(Ordering::Acquire), Ordering::Release);
+                Ok(Exclusive {
+                    state: &self.state,
+                    _reader: r,
+                })
+            }
             None => {
                 self.state.store(STATE_OFF, Ordering::SeqCst);
                 Err(ControlError::ReaderBusy)
@@ -143,6 +163,7 @@ impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
             &self.tail.0,
             &self.last_sync,
             &self.read_pos.0,
+            &self.tail_seen,
         ] {
             p.store(0, Ordering::Relaxed);
         }
@@ -171,6 +192,7 @@ impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
             (&self.head, &other.head),
             (&self.commit.0, &other.commit.0),
             (&self.tail.0, &other.tail.0),
+            (&self.tail_seen, &other.tail_seen),
             (&self.last_sync, &other.last_sync),
             (&self.read_pos.0, &other.read_pos.0),
             (&self.read_ts.0, &other.read_ts.0),

@@ -103,10 +103,6 @@ pub(crate) const STATE_ON: u32 = 1;
 /// Off, and a control operation (swap/resize/...) owns the buffer.
 pub(crate) const STATE_EXCLUSIVE: u32 = 2;
 
-/// Nesting counter: low 16 bits are the depth, the rest counts reservations.
-pub(crate) const NEST_ONE: u64 = 1 | (1 << 16);
-pub(crate) const DEPTH_MASK: u64 = 0xffff;
-
 /// Keeps `T` on its own cache lines (128 bytes: adjacent-line prefetch on
 /// x86), so that writer-hot and reader-hot fields do not false-share.
 #[repr(align(128))]
@@ -161,7 +157,11 @@ pub struct CpuBuffer<'s, S> {
     // is held by the same control operation. Everybody else only takes `&S`
     // while being a counted writer (depth > 0, after seeing `STATE_ON`) or
     // while holding the reader lock.
-    storage: UnsafeCell<S>,
+    // Read by the writers and the reader on every call, written only by
+    // control operations: on its own cache lines, away from the writers'
+    // positions (`head`, `nest`, ...), which a reader polling for records
+    // would otherwise keep pulling from the writers' CPU.
+    storage: Padded<UnsafeCell<S>>,
     // INVARIANT: `mask + 1` is a power of two, `MIN_WORDS <= mask + 1 <= storage.len()`.
     mask: Padded<AtomicU64>,
     // INVARIANT (modular): `tail <= commit <= head`, `head - tail <= mask + 1`,
@@ -173,8 +173,12 @@ pub struct CpuBuffer<'s, S> {
     commit: Padded<AtomicU64>,
     /// Oldest unread word (advanced by the reader and, in overwrite mode, by writers).
     tail: Padded<AtomicU64>,
-    /// Nesting depth (low 16 bits) and reservation count (see [`NEST_ONE`]).
+    /// Nesting depth: writers in flight on this CPU (see `end_commit`).
     nest: AtomicU64,
+    /// A value `tail` had (it only moves forward outside control
+    /// operations), kept by the writers so that they need not load `tail`,
+    /// which the reader writes, while there is room (see `make_room`).
+    tail_seen: AtomicU64,
     /// Per nesting level: time and end of the last record reserved at that
     /// level (see [`Stamp`]); `stamps[d - 1]` is written only by writers at
     /// depth `d`.
@@ -187,7 +191,9 @@ pub struct CpuBuffer<'s, S> {
     reader_lock: Padded<AtomicBool>,
     /// Per-CPU switch: `STATE_OFF`, `STATE_ON` or `STATE_EXCLUSIVE`.
     state: AtomicU32,
-    overwrite: AtomicBool,
+    /// Read by the reader on every call, written only by control operations
+    /// (own cache lines, as `storage`).
+    overwrite: Padded<AtomicBool>,
     switches: Switches<'s>,
     stats: stats::Counters,
 }
@@ -207,19 +213,20 @@ impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
     pub fn new(storage: S, mode: Mode, switches: Switches<'s>) -> Result<Self, InitError> {
         let size = usable_words(storage.len()).ok_or(InitError::TooSmall)?;
         Ok(CpuBuffer {
-            storage: UnsafeCell::new(storage),
+            storage: Padded(UnsafeCell::new(storage)),
             mask: Padded(AtomicU64::new(size.wrapping_sub(1))),
             head: AtomicU64::new(0),
             commit: Padded(AtomicU64::new(0)),
             tail: Padded(AtomicU64::new(0)),
             nest: AtomicU64::new(0),
+            tail_seen: AtomicU64::new(0),
             stamps: core::array::from_fn(|_| Stamp::new()),
             last_sync: AtomicU64::new(0),
             read_pos: Padded(AtomicU64::new(0)),
             read_ts: Padded(AtomicU64::new(0)),
             reader_lock: Padded(AtomicBool::new(false)),
             state: AtomicU32::new(STATE_ON),
-            overwrite: AtomicBool::new(mode == Mode::Overwrite),
+            overwrite: Padded(AtomicBool::new(mode == Mode::Overwrite)),
             switches,
             stats: stats::Counters::new(),
         })

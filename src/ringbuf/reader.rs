@@ -77,6 +77,7 @@ fn before(a: u64, b: u64) -> bool {
 }
 
 /// Copies the payload of `rec` (at most `out.len()` bytes). Returns the count.
+#[inline(always)]
 fn copy_payload(words: &[AtomicU64], mask: u64, rec: &Record, out: &mut [u8]) -> usize {
     let len = usize::try_from(rec.header.len).unwrap_or(usize::MAX);
     let n = core::cmp::min(len, out.len());
@@ -84,15 +85,59 @@ fn copy_payload(words: &[AtomicU64], mask: u64, rec: &Record, out: &mut [u8]) ->
         return 0;
     };
     let mut pos = rec.data_pos.wrapping_add(1);
-    for chunk in dst.chunks_mut(8) {
-        let v = load_word(words, mask, pos).unwrap_or(0);
-        // Memory order (see `Slot::write_bytes`).
-        for (d, s) in chunk.iter_mut().zip(v.to_ne_bytes()) {
-            *d = s;
-        }
+    // Word by word, each in memory order (see `Slot::write_bytes`).
+    let mut chunks = dst.chunks_exact_mut(8);
+    for chunk in &mut chunks {
+        chunk.copy_from_slice(&load_word(words, mask, pos).unwrap_or(0).to_ne_bytes());
         pos = pos.wrapping_add(1);
     }
+    let rest = chunks.into_remainder();
+    if !rest.is_empty() {
+        let v = load_word(words, mask, pos).unwrap_or(0);
+        for (d, s) in rest.iter_mut().zip(v.to_ne_bytes()) {
+            *d = s;
+        }
+    }
     n
+}
+
+/// What reading the record at the reader's position gave (before validation).
+#[derive(Clone, Copy)]
+enum Read {
+    /// A record to deliver; its payload is copied.
+    Deliver(Record),
+    /// A record to skip: padding, or a record whose time is unknown.
+    Skip(Record),
+    /// A record to deliver that does not fit in the caller's buffer.
+    TooSmall(usize),
+    /// No valid record: overwritten meanwhile, or corrupt.
+    Invalid,
+}
+
+/// Parses the record at `pos` (`avail` committed words from it on, `base`
+/// the time of the record before it if known) and copies its payload into
+/// `out` if it is to be delivered.
+#[inline(always)]
+fn read_record(
+    words: &[AtomicU64],
+    mask: u64,
+    pos: u64,
+    avail: u64,
+    base: Option<u64>,
+    out: &mut [u8],
+) -> Read {
+    let Some(rec) = parse_record(words, mask, pos, avail, base) else {
+        return Read::Invalid;
+    };
+    if !rec.header.is_data || rec.ts.is_none() {
+        return Read::Skip(rec);
+    }
+    let len = usize::try_from(rec.header.len).unwrap_or(usize::MAX);
+    if out.len() < len {
+        return Read::TooSmall(len);
+    }
+    copy_payload(words, mask, &rec, out);
+    Read::Deliver(rec)
 }
 
 impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
@@ -135,102 +180,45 @@ impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
         lost
     }
 
+    /// Overwrite mode: validates what `read` copied from `pos` and claims
+    /// the record, or returns `false` if a writer moved `tail` meanwhile
+    /// (and so may have overwritten what we copied).
+    ///
+    /// A writer that overwrites moves `tail` past the record first, then
+    /// issues a write fence, then stores: if our copy saw any of its stores,
+    /// the fences synchronise and our compare-and-swap of `tail` fails.
+    #[inline(always)]
+    fn claim(&self, pos: u64, read: Read) -> bool {
+        read_fence();
+        match read {
+            Read::Deliver(rec) | Read::Skip(rec) => self
+                .tail
+                .compare_exchange(
+                    pos,
+                    pos.wrapping_add(rec.total),
+                    Ordering::AcqRel,
+                    Ordering::Relaxed,
+                )
+                .is_ok(),
+            // Nothing to claim: only whether the read can be trusted.
+            Read::TooSmall(_) | Read::Invalid => self.tail.load(Ordering::Relaxed) == pos,
+        }
+    }
+
     /// Consumes the oldest record, copying its payload into `out`.
     ///
     /// Padding and records whose time cannot be reconstructed (after the
     /// writer lapped the reader, up to the next time-stamp sync record) are
-    /// skipped; the latter count as overrun.
+    /// skipped; the latter count as overrun. This is a batch of one record
+    /// (see [`CpuBuffer::consume_batch`]); `out` too small for the next
+    /// record gives [`ReadError::BufferTooSmall`] and consumes nothing.
     pub fn consume(&self, out: &mut [u8]) -> Result<RecordInfo, ReadError> {
-        let _guard = self.lock_reader().ok_or(ReadError::Busy)?;
-        let words = self.words();
-        let mut retries = 0u32;
-        loop {
-            let mask = self.mask.load(Ordering::Relaxed);
-            let tail = self.tail.load(Ordering::Acquire);
-            // Acquire: pairs with the release store of the outermost writer.
-            let commit = self.commit.load(Ordering::Acquire);
-            let avail = commit.wrapping_sub(tail);
-            if avail == 0 {
-                return Err(ReadError::Empty);
-            }
-            if avail > mask.wrapping_add(1) {
-                // Tail moved (overwrite) between our two loads: reload.
-                retries = retries.wrapping_add(1);
-                if retries > MAX_RETRIES {
-                    return Err(ReadError::Contended);
-                }
-                continue;
-            }
-            let parsed = parse_record(words, mask, tail, avail, self.base_for(tail));
-            let outcome = parsed.map(|rec| {
-                let len = usize::try_from(rec.header.len).unwrap_or(usize::MAX);
-                let deliver = rec.header.is_data && rec.ts.is_some();
-                if deliver && out.len() < len {
-                    return (rec, Err(len));
-                }
-                if deliver {
-                    copy_payload(words, mask, &rec, out);
-                }
-                (rec, Ok(deliver))
-            });
-            // Validate what we read: a writer that overwrote any of it moved
-            // tail first (then a write fence, then the stores).
-            read_fence();
-            let (rec, deliver) = match outcome {
-                Some((rec, Ok(deliver))) => (rec, deliver),
-                Some((_, Err(needed))) => {
-                    if self.tail.load(Ordering::Relaxed) == tail {
-                        return Err(ReadError::BufferTooSmall { needed });
-                    }
-                    retries = retries.wrapping_add(1);
-                    if retries > MAX_RETRIES {
-                        return Err(ReadError::Contended);
-                    }
-                    continue;
-                }
-                None => {
-                    if self.tail.load(Ordering::Relaxed) == tail {
-                        return Err(ReadError::Corrupt);
-                    }
-                    retries = retries.wrapping_add(1);
-                    if retries > MAX_RETRIES {
-                        return Err(ReadError::Contended);
-                    }
-                    continue;
-                }
-            };
-            let next = tail.wrapping_add(rec.total);
-            // Release: our copy is done before a writer may reuse the space.
-            if self
-                .tail
-                .compare_exchange(tail, next, Ordering::AcqRel, Ordering::Relaxed)
-                .is_err()
-            {
-                retries = retries.wrapping_add(1);
-                if retries > MAX_RETRIES {
-                    return Err(ReadError::Contended);
-                }
-                continue;
-            }
-            if let Some(ts) = rec.ts {
-                self.read_pos.store(next, Ordering::Relaxed);
-                self.read_ts.store(ts, Ordering::Relaxed);
-            }
-            if !deliver {
-                if rec.header.is_data {
-                    bump(&self.stats.reader.skipped, 1);
-                    bump(&self.stats.reader.skipped_bytes, rec.header.len);
-                }
-                continue;
-            }
-            bump(&self.stats.reader.read, 1);
-            bump(&self.stats.reader.read_bytes, rec.header.len);
-            return Ok(RecordInfo {
-                ts: rec.ts.unwrap_or(0),
-                len: usize::try_from(rec.header.len).unwrap_or(usize::MAX),
-                lost: self.take_lost(true),
-            });
-        }
+        let mut got = None;
+        self.consume_batch(out, |info, _| {
+            got = Some(info);
+            false
+        })?;
+        got.ok_or(ReadError::Empty)
     }
 
     /// Consumes a batch of records in one pass: one reader lock, one `commit`
@@ -245,10 +233,10 @@ impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
     /// producer/consumer mode `tail` is also published every quarter buffer,
     /// so that a long batch does not keep the writers full.
     ///
-    /// `lost` is reported as [`CpuBuffer::consume`] does: with the first
-    /// record of the batch, and again with a later one only if a writer
-    /// lapped the reader meanwhile (overwrite mode); other losses the writers
-    /// count during the batch are reported by the next batch.
+    /// `lost` is reported with the first record of the batch, and again with
+    /// a later one only if a writer lapped the reader meanwhile (overwrite
+    /// mode); other losses the writers count during the batch are reported
+    /// by the next batch.
     ///
     /// Returns the number of records handed to `f`. Errors only when none
     /// was: [`ReadError::Empty`], [`ReadError::Busy`], [`ReadError::Contended`],
@@ -281,9 +269,15 @@ impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
             if avail == 0 {
                 break;
             }
-            if avail > size {
-                // Overwrite mode: a writer moved `tail` past our position
-                // (and possibly past our `commit`): start again from it.
+            // Producer/consumer mode: only the reader moves `tail`, so
+            // nothing we copy can be overwritten. Overwrite mode: writers
+            // move `tail` past our position (possibly past our `commit`:
+            // `avail > size`), so each record is claimed before it counts.
+            let read = (avail <= size)
+                .then(|| read_record(words, mask, pos, avail, base, scratch))
+                .filter(|read| !overwrite || self.claim(pos, *read));
+            let Some(read) = read else {
+                // Lapped: start again from the writers' `tail`.
                 retries = retries.wrapping_add(1);
                 if retries > MAX_RETRIES {
                     err = ReadError::Contended;
@@ -294,74 +288,18 @@ impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
                 base = self.batch_base(pos, timed);
                 lost_due = true;
                 continue;
-            }
-            let parsed = parse_record(words, mask, pos, avail, base);
-            let outcome = parsed.map(|rec| {
-                let len = usize::try_from(rec.header.len).unwrap_or(usize::MAX);
-                let deliver = rec.header.is_data && rec.ts.is_some();
-                if deliver && scratch.len() < len {
-                    return (rec, Err(len));
-                }
-                if deliver {
-                    copy_payload(words, mask, &rec, scratch);
-                }
-                (rec, Ok(deliver))
-            });
-            let rec = if overwrite {
-                // Validate the copy as `consume` does: claim the record with a
-                // CAS of `tail`, which fails if a writer moved it (and maybe
-                // overwrote what we copied).
-                read_fence();
-                let claimable = matches!(outcome, Some((_, Ok(_))));
-                let moved = match outcome {
-                    Some((rec, Ok(_))) => self
-                        .tail
-                        .compare_exchange(
-                            pos,
-                            pos.wrapping_add(rec.total),
-                            Ordering::AcqRel,
-                            Ordering::Relaxed,
-                        )
-                        .is_err(),
-                    _ => self.tail.load(Ordering::Relaxed) != pos,
-                };
-                if moved {
-                    retries = retries.wrapping_add(1);
-                    if retries > MAX_RETRIES {
-                        err = ReadError::Contended;
-                        break;
-                    }
-                    pos = self.tail.load(Ordering::Acquire);
-                    commit = self.commit.load(Ordering::Acquire);
-                    base = self.batch_base(pos, timed);
-                    lost_due = true;
-                    continue;
-                }
-                if !claimable {
-                    err = match outcome {
-                        Some((_, Err(needed))) => ReadError::BufferTooSmall { needed },
-                        _ => ReadError::Corrupt,
-                    };
+            };
+            let (rec, deliver) = match read {
+                Read::Deliver(rec) => (rec, true),
+                Read::Skip(rec) => (rec, false),
+                Read::TooSmall(needed) => {
+                    err = ReadError::BufferTooSmall { needed };
                     break;
                 }
-                outcome
-            } else {
-                // Producer/consumer mode: only the reader moves `tail`, so
-                // nothing we copy can be overwritten.
-                match outcome {
-                    Some((_, Err(needed))) => {
-                        err = ReadError::BufferTooSmall { needed };
-                        break;
-                    }
-                    None => {
-                        err = ReadError::Corrupt;
-                        break;
-                    }
-                    ok => ok,
+                Read::Invalid => {
+                    err = ReadError::Corrupt;
+                    break;
                 }
-            };
-            let Some((rec, Ok(deliver))) = rec else {
-                break;
             };
             pos = pos.wrapping_add(rec.total);
             if let Some(ts) = rec.ts {
@@ -419,7 +357,6 @@ impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
         bump(&self.stats.reader.read_bytes, bytes);
         Ok(n)
     }
-
     /// Reads the next deliverable record at or after `cur`, below `limit`,
     /// without consuming. Copies at most `out.len()` payload bytes.
     #[cfg(ringbuf_host)]

@@ -5,8 +5,8 @@
 //! Any number of writers on the buffer's CPU may nest (task, softirq, irq,
 //! NMI, each interrupting the previous at any instruction). Space is reserved
 //! with a compare-and-swap on `head`; the commit position is advanced only by
-//! the outermost writer (ftrace's `committing`/`commits` scheme), so records
-//! become visible in reservation order.
+//! the outermost writer (ftrace's `committing` scheme, see `end_commit`), so
+//! records become visible in reservation order.
 
 use core::marker::PhantomData;
 use core::ops::Deref;
@@ -14,7 +14,7 @@ use core::ops::Deref;
 use super::atomics::{bump, seqcst_rmw_load_order, write_fence, AtomicU64, Ordering};
 use super::header::{self, parse_record, Prefix, TYPE_DATA};
 use super::{
-    load_word, store_word, sync_interval, CpuBuffer, DEPTH_MASK, MAX_NESTING, NEST_ONE, NO_STAMP,
+    load_word, store_word, sync_interval, CpuBuffer, MAX_NESTING, NO_STAMP, STATE_EXCLUSIVE,
     STATE_ON,
 };
 
@@ -80,41 +80,53 @@ impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
     #[inline]
     pub fn reserve(&self, len: usize, ts: u64) -> Result<Slot<'_, 's, S>, ReserveError> {
         // Being counted in `nest` before checking the switches is what makes
-        // `writers_active()` reliable (see switch.rs).
-        let prev = self.nest.fetch_add(NEST_ONE, Ordering::SeqCst);
+        // `writers_active()` reliable (see switch.rs): this is the writer's
+        // one full barrier, between its `nest` store and its switch loads.
+        let depth = self.nest.fetch_add(1, Ordering::SeqCst).wrapping_add(1);
         seqcst_rmw_load_order();
-        let depth = (prev & DEPTH_MASK).wrapping_add(1);
-        match self.try_reserve(len, ts, depth) {
-            Ok(slot) => Ok(slot),
-            Err(fail) => {
-                let (counter, err) = match fail {
-                    Fail::Full => (&self.stats.drops.dropped_full, ReserveError::Full),
-                    Fail::TooLarge => (&self.stats.drops.dropped_full, ReserveError::TooLarge),
-                    Fail::Blocked => (&self.stats.drops.commit_overrun, ReserveError::Full),
-                    Fail::Nested => (&self.stats.drops.commit_overrun, ReserveError::Nested),
-                    Fail::Disabled => (&self.stats.drops.dropped_disabled, ReserveError::Disabled),
-                };
-                counter.fetch_add(1, Ordering::Relaxed);
-                self.end_commit();
-                Err(err)
-            }
-        }
+        self.try_reserve(len, ts, depth)
     }
 
+    /// Counts a failed reserve and leaves it.
+    #[cold]
+    #[inline(never)]
+    fn reserve_failed(&self, fail: Fail) -> ReserveError {
+        let (counter, err) = match fail {
+            Fail::Full => (&self.stats.drops.dropped_full, ReserveError::Full),
+            Fail::TooLarge => (&self.stats.drops.dropped_full, ReserveError::TooLarge),
+            Fail::Blocked => (&self.stats.drops.commit_overrun, ReserveError::Full),
+            Fail::Nested => (&self.stats.drops.commit_overrun, ReserveError::Nested),
+            Fail::Disabled => (&self.stats.drops.dropped_disabled, ReserveError::Disabled),
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        self.end_commit(false);
+        err
+    }
+
+    /// The rest of `reserve`, counted in `nest` at `depth`. Failures go
+    /// through the cold [`Self::reserve_failed`], so that the slot is built
+    /// in place in the caller's result.
     #[inline(always)]
-    fn try_reserve(&self, len: usize, ts: u64, depth: u64) -> Result<Slot<'_, 's, S>, Fail> {
+    fn try_reserve(
+        &self,
+        len: usize,
+        ts: u64,
+        depth: u64,
+    ) -> Result<Slot<'_, 's, S>, ReserveError> {
         if depth > MAX_NESTING as u64 {
-            return Err(Fail::Nested);
+            return Err(self.reserve_failed(Fail::Nested));
         }
         if self.state.load(Ordering::SeqCst) != STATE_ON || !self.switches.is_on() {
-            return Err(Fail::Disabled);
+            return Err(self.reserve_failed(Fail::Disabled));
         }
-        let len32 = u32::try_from(len).map_err(|_| Fail::TooLarge)?;
+        let Ok(len32) = u32::try_from(len) else {
+            return Err(self.reserve_failed(Fail::TooLarge));
+        };
         let pw = header::payload_words(u64::from(len32));
         let mask = self.mask.load(Ordering::Relaxed);
         let size = mask.wrapping_add(1);
         if pw.saturating_add(2) > size {
-            return Err(Fail::TooLarge);
+            return Err(self.reserve_failed(Fail::TooLarge));
         }
         let overwrite = self.overwrite.load(Ordering::Relaxed);
         let interval = sync_interval(size);
@@ -127,7 +139,9 @@ impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
             let (prefix, lo) = header::plan_time(prev_ts.filter(|_| known), ts);
             let data = head.wrapping_add(prefix.words());
             let end = data.wrapping_add(1).wrapping_add(pw);
-            self.make_room(words, mask, size, end, overwrite, depth)?;
+            if let Err(fail) = self.make_room(words, mask, size, end, overwrite, depth) {
+                return Err(self.reserve_failed(fail));
+            }
             if self
                 .head
                 .compare_exchange(head, end, Ordering::AcqRel, Ordering::Acquire)
@@ -201,9 +215,18 @@ impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
         overwrite: bool,
         depth: u64,
     ) -> Result<(), Fail> {
+        // A `tail` that a writer of this CPU loaded before: `tail` has moved
+        // at most forward since, so if there was room then there is now. The
+        // reader's copies of what we overwrite happened before the load
+        // (Acquire below) that found it, which came before us on this CPU.
+        // The reader's cache line is touched only when this says full.
+        if end.wrapping_sub(self.tail_seen.load(Ordering::Relaxed)) <= size {
+            return Ok(());
+        }
         loop {
             // Acquire: the reader's copies of what we overwrite are done.
             let tail = self.tail.load(Ordering::Acquire);
+            self.tail_seen.store(tail, Ordering::Relaxed);
             if end.wrapping_sub(tail) <= size {
                 return Ok(());
             }
@@ -237,26 +260,49 @@ impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
     }
 
     /// Leaves a reservation (commit, discard or failed reserve); the outermost
-    /// writer publishes everything reserved so far.
+    /// writer publishes everything reserved so far. `reserved` is false for a
+    /// failed reserve (which may have nothing new to publish).
+    ///
+    /// `nest` is only changed by the writers of this CPU, and a writer that
+    /// interrupts us restores it before we continue, so leaving is a plain
+    /// load and store (no locked instruction; ftrace's `rb_end_commit` uses
+    /// `local_dec`). The outermost writer publishes `head`, leaves, and then
+    /// checks that `head` did not move: a writer that interrupted it between
+    /// its load of `head` and its store to `nest` saw depth >= 2 and did not
+    /// publish its record, so it publishes again. One that interrupted after
+    /// the store was outermost itself and published.
     #[inline(always)]
-    pub(crate) fn end_commit(&self) {
+    pub(crate) fn end_commit(&self, reserved: bool) {
+        let depth = self.nest.load(Ordering::Relaxed);
+        if depth != 1 {
+            // Nested: the writer we interrupted publishes for us.
+            self.nest.store(depth.wrapping_sub(1), Ordering::Release);
+            return;
+        }
+        let mut reserved = reserved;
         loop {
-            let cur = self.nest.load(Ordering::SeqCst);
-            if cur & DEPTH_MASK == 1 {
-                // We are the only writer in flight: everything up to head is
-                // committed or discarded. Release publishes the records.
-                let head = self.head.load(Ordering::Acquire);
+            // We are the only writer in flight: everything up to head is
+            // committed or discarded. Release publishes the records.
+            let head = self.head.load(Ordering::Acquire);
+            if reserved || self.commit.load(Ordering::Relaxed) != head {
                 self.commit.store(head, Ordering::Release);
             }
-            let prev = self.nest.fetch_sub(1, Ordering::SeqCst);
-            // A writer that interrupted us after the load of `cur` reserved
-            // (the count changed) and saw depth >= 2, so it did not publish.
-            // If we were the last one, publish again.
-            if (prev >> 16) != (cur >> 16) && prev & DEPTH_MASK == 1 {
-                self.nest.fetch_add(1, Ordering::SeqCst);
-                continue;
+            // Release: our stores to the storage happen before a control
+            // operation that sees no writer in flight.
+            self.nest.store(0, Ordering::Release);
+            if self.head.load(Ordering::Relaxed) == head {
+                return;
             }
-            return;
+            // Publish again, as a writer: counted in `nest` first, as in
+            // `reserve`, and not if a control operation took the buffer
+            // after we left (it published `head` itself, see `exclusive`).
+            self.nest.fetch_add(1, Ordering::SeqCst);
+            seqcst_rmw_load_order();
+            if self.state.load(Ordering::SeqCst) == STATE_EXCLUSIVE {
+                self.nest.store(0, Ordering::Release);
+                return;
+            }
+            reserved = true;
         }
     }
 }
@@ -404,7 +450,7 @@ impl<S: Deref<Target = [AtomicU64]>> Slot<'_, '_, S> {
                 bump(&l.discarded, 1);
             }
         }
-        buf.end_commit();
+        buf.end_commit(commit);
     }
 }
 

@@ -11,33 +11,73 @@
 //!     consumes record by record (`consume`), then in batches
 //!     (`consume_batch`: every record committed when the call starts).
 //! The same workloads run through `rtrb` (a well-known SPSC queue of
-//! `[u64; 2]` items) for reference, and the writer's floor: the three locked
-//! read-modify-writes every reserve+commit does, alone.
+//! `[u64; 2]` items) for reference, and the writer's floor: the two locked
+//! read-modify-writes every reserve+commit does (and the plain store that
+//! leaves), alone.
+//!
+//! `--rounds N` (default 5) runs every row N times with 1/N of the records,
+//! round after round, and prints min/median/max ns per record and the
+//! median of the per-round ratios to rtrb (on a loaded host the ratios of
+//! rows run close in time move much less than the absolute figures).
 
-use oprofile_ringbuf::atomics::AtomicU64;
-use oprofile_ringbuf::{CpuBuffer, Mode, ReadError, RecordSwitch, Switches};
+mod common;
+
+use common::{buffer, Buf, WORDS};
+use oprofile_ringbuf::{Mode, ReadError};
 use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-static ON: RecordSwitch = RecordSwitch::new(true);
-const WORDS: usize = 1 << 16; // 512 KiB per CPU buffer
-const PAYLOAD: usize = 16;
-
-type Buf = CpuBuffer<'static, Box<[AtomicU64]>>;
-
-fn buffer(mode: Mode) -> Buf {
-    let storage: Box<[AtomicU64]> = (0..WORDS).map(|_| AtomicU64::new(0)).collect();
-    CpuBuffer::new(
-        storage,
-        mode,
-        Switches {
-            global: &ON,
-            set: &ON,
-        },
-    )
-    .unwrap()
+/// A point in time: the wall clock and the calling thread's CPU time.
+#[derive(Clone, Copy)]
+struct Stamp {
+    wall: Instant,
+    cpu: Duration,
 }
+
+/// Time between two stamps: wall and the thread's CPU time. On a loaded
+/// host the wall time includes the time the thread waited for a CPU; the
+/// CPU time does not (it is what the single-threaded rows cost).
+#[derive(Clone, Copy, Default)]
+struct Times {
+    wall: Duration,
+    cpu: Duration,
+}
+
+impl std::ops::AddAssign for Times {
+    fn add_assign(&mut self, o: Times) {
+        self.wall += o.wall;
+        self.cpu += o.cpu;
+    }
+}
+
+fn thread_cpu() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid timespec to write to.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+fn stamp() -> Stamp {
+    Stamp {
+        wall: Instant::now(),
+        cpu: thread_cpu(),
+    }
+}
+
+impl Stamp {
+    fn elapsed(&self) -> Times {
+        Times {
+            wall: self.wall.elapsed(),
+            cpu: thread_cpu() - self.cpu,
+        }
+    }
+}
+
+const PAYLOAD: usize = 16;
 
 #[inline(always)]
 fn write(b: &Buf, i: u64) -> bool {
@@ -54,17 +94,18 @@ fn write(b: &Buf, i: u64) -> bool {
 struct Row {
     name: &'static str,
     records: u64,
-    elapsed: Duration,
+    elapsed: Times,
     note: String,
 }
 
 fn print(r: &Row) {
-    let ns = r.elapsed.as_nanos() as f64 / r.records as f64;
-    let rps = r.records as f64 / r.elapsed.as_secs_f64();
+    let ns = r.elapsed.wall.as_nanos() as f64 / r.records as f64;
+    let rps = r.records as f64 / r.elapsed.wall.as_secs_f64();
     println!(
-        "{:<44} {:>8.2} ns/rec {:>9.2} Mrec/s {:>9.1} MB/s  {}",
+        "{:<44} {:>8.2} ns/rec {:>8.2} cpu ns/rec {:>9.2} Mrec/s {:>9.1} MB/s  {}",
         r.name,
         ns,
+        cpu_ns(r),
         rps / 1e6,
         rps * PAYLOAD as f64 / 1e6,
         r.note
@@ -76,11 +117,11 @@ fn ours_batches(total: u64) -> Row {
     let b = buffer(Mode::ProducerConsumer);
     let per_batch = (WORDS / 4) as u64; // 3 words per record + sync records
     let mut out = [0u8; PAYLOAD];
-    let mut elapsed = Duration::ZERO;
+    let mut elapsed = Times::default();
     let mut done = 0u64;
     while done < total {
         let n = per_batch.min(total - done);
-        let t = Instant::now();
+        let t = stamp();
         for i in done..done + n {
             black_box(write(&b, i));
         }
@@ -100,7 +141,7 @@ fn ours_batches(total: u64) -> Row {
 /// (a) ours, overwrite mode, never drained (flight recorder steady state).
 fn ours_overwrite(total: u64) -> Row {
     let b = buffer(Mode::Overwrite);
-    let t = Instant::now();
+    let t = stamp();
     for i in 0..total {
         black_box(write(&b, i));
     }
@@ -176,7 +217,7 @@ fn ours_concurrent(total: u64, how: Reader) -> Row {
                 }
             }
         });
-        let t = Instant::now();
+        let t = stamp();
         let mut full = 0u64;
         for i in 0..total {
             while !write(&b, i) {
@@ -204,23 +245,23 @@ fn ours_concurrent(total: u64, how: Reader) -> Row {
     }
 }
 
-/// The floor of our writer: its three locked read-modify-writes alone (the
-/// nesting counter in, the `head` CAS, the nesting counter out), on fields
-/// laid out as in the buffer, with nothing else.
+/// The floor of our writer: its two locked read-modify-writes alone (the
+/// nesting counter in, the `head` CAS) and the plain store of the nesting
+/// counter out, on fields laid out as in the buffer, with nothing else.
 fn locked_floor(total: u64) -> Row {
     let nest = std::sync::atomic::AtomicU64::new(0);
     let head = std::sync::atomic::AtomicU64::new(0);
-    let t = Instant::now();
+    let t = stamp();
     for _ in 0..total {
-        nest.fetch_add(black_box(1 | 1 << 16), Ordering::SeqCst);
+        let d = nest.fetch_add(black_box(1), Ordering::SeqCst);
         let h = head.load(Ordering::Acquire);
         let _ = head.compare_exchange(h, h + 3, Ordering::AcqRel, Ordering::Acquire);
-        nest.fetch_sub(1, Ordering::SeqCst);
+        nest.store(d, Ordering::Release);
     }
     let elapsed = t.elapsed();
     black_box((nest.load(Ordering::Relaxed), head.load(Ordering::Relaxed)));
     Row {
-        name: "floor    3 locked RMWs of a reserve+commit",
+        name: "floor    2 locked RMWs of a reserve+commit",
         records: total,
         elapsed,
         note: String::new(),
@@ -230,11 +271,11 @@ fn locked_floor(total: u64) -> Row {
 fn rtrb_batches(total: u64) -> Row {
     let cap = WORDS / 4;
     let (mut p, mut c) = rtrb::RingBuffer::<[u64; 2]>::new(cap);
-    let mut elapsed = Duration::ZERO;
+    let mut elapsed = Times::default();
     let mut done = 0u64;
     while done < total {
         let n = (cap as u64).min(total - done);
-        let t = Instant::now();
+        let t = stamp();
         for i in done..done + n {
             black_box(p.push([i, !i]).is_ok());
         }
@@ -271,7 +312,7 @@ fn rtrb_concurrent(total: u64) -> Row {
                 }
             }
         });
-        let t = Instant::now();
+        let t = stamp();
         for i in 0..total {
             while p.push([i, !i]).is_err() {
                 std::hint::spin_loop();
@@ -290,25 +331,112 @@ fn rtrb_concurrent(total: u64) -> Row {
     }
 }
 
+/// Median of `v` (sorted in place).
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+fn ns(r: &Row) -> f64 {
+    r.elapsed.wall.as_nanos() as f64 / r.records as f64
+}
+
+/// The timing thread's CPU time per record (the writer's, in (b)).
+fn cpu_ns(r: &Row) -> f64 {
+    r.elapsed.cpu.as_nanos() as f64 / r.records as f64
+}
+
 fn main() {
-    let quick = std::env::args().any(|a| a == "--quick");
+    let args: Vec<String> = std::env::args().collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    let rounds: usize = args
+        .iter()
+        .position(|a| a == "--rounds")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(if quick { 1 } else { 5 })
+        .max(1);
     let total: u64 = if quick { 200_000 } else { 20_000_000 };
+    let per = total / rounds as u64;
     println!(
-        "{} records of {PAYLOAD} B payload per run, buffer {} KiB{}",
-        total,
+        "{} records of {PAYLOAD} B payload per row in {rounds} round(s), buffer {} KiB{}",
+        per * rounds as u64,
         WORDS * 8 / 1024,
         if quick { " (--quick)" } else { "" }
     );
-    let rows = [
-        ours_batches(total),
-        rtrb_batches(total),
-        ours_overwrite(total),
-        locked_floor(total),
-        ours_concurrent(total, Reader::PerRecord),
-        ours_concurrent(total, Reader::Batched),
-        rtrb_concurrent(total),
-    ];
-    for r in &rows {
-        print(r);
+    // Every round runs every row, so that the rows compared in a ratio ran
+    // close in time (on a loaded host the absolute figures move with the
+    // load from round to round; the ratios much less).
+    let mut all: Vec<Vec<Row>> = Vec::new();
+    for _ in 0..rounds {
+        all.push(vec![
+            ours_batches(per),
+            rtrb_batches(per),
+            ours_overwrite(per),
+            locked_floor(per),
+            ours_concurrent(per, Reader::PerRecord),
+            ours_concurrent(per, Reader::Batched),
+            rtrb_concurrent(per),
+        ]);
+    }
+    if rounds == 1 {
+        for r in &all[0] {
+            print(r);
+        }
+    } else {
+        println!(
+            "{:<44} {:>9} {:>9} {:>9} | {:>9} {:>9} {:>9}  (last round's note)",
+            "ns per record: wall", "min", "median", "max", "cpu min", "median", "max"
+        );
+        for i in 0..all[0].len() {
+            let mut w: Vec<f64> = all.iter().map(|round| ns(&round[i])).collect();
+            let mut c: Vec<f64> = all.iter().map(|round| cpu_ns(&round[i])).collect();
+            let (wm, cm) = (median(&mut w), median(&mut c));
+            println!(
+                "{:<44} {:>9.2} {:>9.2} {:>9.2} | {:>9.2} {:>9.2} {:>9.2}  {}",
+                all[0][i].name,
+                w[0],
+                wm,
+                w[w.len() - 1],
+                c[0],
+                cm,
+                c[c.len() - 1],
+                all[rounds - 1][i].note
+            );
+        }
+    }
+    // Ratios to rtrb, round by round (rows: 0 ours alone, 1 rtrb alone,
+    // 5 ours with a batched concurrent reader, 6 rtrb concurrent): the
+    // writer alone in CPU time (what it costs, whatever the scheduler did),
+    // the concurrent rows in wall time (the pipeline's throughput).
+    let ratio = |a: usize, b: usize, t: fn(&Row) -> f64| {
+        let mut v: Vec<f64> = all
+            .iter()
+            .map(|round| t(&round[a]) / t(&round[b]))
+            .collect();
+        let med = median(&mut v);
+        (v[0], med, v[v.len() - 1])
+    };
+    for (what, a, b, t) in [
+        (
+            "writer alone / rtrb alone (cpu)",
+            0,
+            1,
+            cpu_ns as fn(&Row) -> f64,
+        ),
+        (
+            "concurrent consume_batch / rtrb (wall)",
+            5,
+            6,
+            ns as fn(&Row) -> f64,
+        ),
+    ] {
+        let (lo, med, hi) = ratio(a, b, t);
+        println!("ratio {what:<44} min {lo:>6.2}  median {med:>6.2}  max {hi:>6.2}");
     }
 }

@@ -182,8 +182,18 @@ fn run(
     } else {
         rest.extend(std::iter::from_fn(|| consume(b)));
     }
+    // Everything reserved was published: a record committed by a nested
+    // writer that the outermost one failed to publish stays between
+    // `commit` and `head`, unread.
+    let left = b.used_words();
     SIM.with(|s| {
         let s = s.borrow();
+        if left != 0 {
+            return Some(format!(
+                "{left} words left unpublished after the drain (all written: {:?}; steps {})",
+                s.written, s.step
+            ));
+        }
         let all = first.iter().chain(&s.read).chain(&rest);
         for &(id, ts) in all {
             let want = s.written.get(id as usize).copied();

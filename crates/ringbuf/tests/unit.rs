@@ -333,17 +333,23 @@ fn switches_global_set_cpu() {
     )
     .unwrap();
     let w = |t| b.reserve(8, t).map(|s| s.commit());
+    // `is_recording` says what the next reserve finds.
+    assert!(b.is_recording());
     w(1).unwrap();
     global.set(false);
+    assert!(!b.is_recording());
     assert_eq!(w(2), Err(ReserveError::Disabled));
     global.set(true);
     set.set(false);
+    assert!(!b.is_recording());
     assert_eq!(w(3), Err(ReserveError::Disabled));
     set.set(true);
     b.set_enabled(false).unwrap();
     assert!(!b.is_enabled());
+    assert!(!b.is_recording());
     assert_eq!(w(4), Err(ReserveError::Disabled));
     b.set_enabled(true).unwrap();
+    assert!(b.is_recording());
     w(5).unwrap();
     assert_eq!(b.stats().dropped_disabled, 3);
     assert!(!b.writers_active());
