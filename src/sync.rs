@@ -18,11 +18,11 @@
 //! When the event buffer is full the sync stops: records wait in the CPU's
 //! staging area and its buffer (which then drops and counts new samples), so
 //! every loss is counted per CPU and shows in the stream; `tracing_on=0`
-//! drops what still waits in both and counts it. The sync always keeps [`Reserve`] bytes
-//! free: what `tracing_on=0` must be able to write whatever the fill (a LOST
-//! record per CPU and the TRACING record), so that the stream's promise holds
-//! (every sample taken before the switch is before its record, see
-//! `Documentation/stream-format.md`).
+//! drops what still waits in both and counts it. The sync always keeps
+//! [`Reserve`] bytes free: what `tracing_on=0` must be able to write
+//! whatever the fill (a LOST record per CPU and the TRACING record), so that
+//! the stream's promise holds (every sample taken before the switch is
+//! before its record, see `Documentation/stream-format.md`).
 
 use kernel::{
     new_mutex, new_poll_condvar,
