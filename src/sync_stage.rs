@@ -311,7 +311,7 @@ mod tests {
             assert!(st.push(&big));
         }
         let n = st.records();
-        // Two go in (the rest does not: 4096 / 560 is 7, minus the reserve).
+        // The reserve leaves room for two records of 560 bytes.
         assert_eq!(st.append_to(&mut eb, 4096 - 2 * big.len()), (2, false));
         assert_eq!(st.records(), n - 2);
         st.compact();
