@@ -42,6 +42,7 @@ mod snapshot;
 #[allow(unreachable_pub)]
 mod snapshot_plan;
 mod sync;
+mod sync_stage;
 mod user_stack;
 mod work_item;
 // The ring-buffer core is shared with the host crate `crates/ringbuf`; parts of

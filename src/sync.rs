@@ -10,16 +10,19 @@
 //! its last ones; `flush` and `tracing_on` writes move every CPU's, one CPU
 //! after another. A CPU's moves are serialised by that CPU's [`CpuSync`]
 //! mutex (never two of them held at once), so a CPU's work touches only
-//! its own data; every move appends to the event buffer under its lock, in
-//! short batches.
+//! its own data. A move reads the CPU's ring into the CPU's staging area
+//! (`sync_stage.rs`) without the event buffer's lock, then appends what it
+//! staged under that lock in one copy (usually one hold per move): the
+//! CPUs' syncs do not queue behind each other's ring reads.
 //!
-//! When the event buffer is full the sync stops: records wait in the CPU
-//! buffers (which then drop and count new samples), so every loss is counted
-//! per CPU and shows in the stream. The sync always keeps [`Reserve`] bytes
-//! free: what `tracing_on=0` must be able to write whatever the fill (a LOST
-//! record per CPU and the TRACING record), so that the stream's promise holds
-//! (every sample taken before the switch is before its record, see
-//! `Documentation/stream-format.md`).
+//! When the event buffer is full the sync stops: records wait in the CPU's
+//! staging area and its buffer (which then drops and counts new samples), so
+//! every loss is counted per CPU and shows in the stream; `tracing_on=0`
+//! drops what still waits in both and counts it. The sync always keeps
+//! [`Reserve`] bytes free: what `tracing_on=0` must be able to write
+//! whatever the fill (a LOST record per CPU and the TRACING record), so that
+//! the stream's promise holds (every sample taken before the switch is
+//! before its record, see `Documentation/stream-format.md`).
 
 use kernel::{
     new_mutex, new_poll_condvar,
@@ -39,11 +42,9 @@ use crate::{
     ringbuf::{ControlError, ReadError},
     sampler::{now, CpuSampler},
     snapshot::SnapshotState,
+    sync_stage::Stage,
 };
 
-/// Records moved per hold of the event buffer's lock (one batched read of
-/// the CPU buffer: `CpuBuffer::consume_batch`).
-const BATCH: usize = 64;
 /// Upper bound of records moved by one sync of one CPU, so that a flood
 /// cannot keep a work running forever.
 const MAX_MOVE: usize = 1 << 20;
@@ -65,43 +66,36 @@ impl Reserve {
     }
 }
 
-/// A record consumed from a CPU buffer, not yet in the event buffer.
-struct Staged {
-    buf: [u8; format::MAX_RECORD],
-    len: usize,
-}
-
 /// One CPU's sync state, behind its own mutex.
 pub(crate) struct CpuSync {
-    staged: Staged,
-    /// Lost samples already reported in LOST records.
+    /// Records consumed from the CPU buffer (and LOST records), not yet in
+    /// the event buffer.
+    stage: Stage,
+    /// Where the CPU buffer's reader copies each record.
+    scratch: [u8; format::MAX_RECORD],
+    /// Lost samples already reported in LOST records (staged or moved).
     lost_reported: u64,
 }
 
 impl CpuSync {
-    /// A pinned, locked-per-CPU sync state.
-    pub(crate) fn new() -> impl PinInit<Mutex<CpuSync>> {
-        new_mutex!(CpuSync {
-            staged: Staged {
-                buf: [0; format::MAX_RECORD],
-                len: 0,
-            },
+    /// A pinned, locked-per-CPU sync state, its staging area allocated.
+    pub(crate) fn new() -> Result<impl PinInit<Mutex<CpuSync>>> {
+        let stage = Stage::new()?;
+        Ok(new_mutex!(CpuSync {
+            stage,
+            scratch: [0; format::MAX_RECORD],
             lost_reported: 0,
-        })
+        }))
     }
 }
 
-/// What a sync works on: one CPU's sampler and sync state, the event
-/// buffer, and the time of the latest record moved.
+/// What a sync works on: one CPU's sampler and sync state, and the buffers
+/// (the event buffer, the time of the latest record moved, a waiting
+/// TRACING on record).
 struct Target<'a> {
     cpu: &'a CpuSampler,
     state: &'a Mutex<CpuSync>,
-    events: &'a Mutex<EventBuffer>,
-    reserve: Reserve,
-    last_ts: &'a Atomic<u64>,
-    /// Set while a TRACING on record waits for room (see
-    /// [`Buffers::mark_on`]): no record may move before it.
-    pending_on: &'a Atomic<u64>,
+    b: &'a Buffers,
 }
 
 /// What a sync did.
@@ -110,6 +104,8 @@ struct Moved {
     records: usize,
     /// The event buffer refused a record: it is full.
     full: bool,
+    /// Readers must be woken: past the watershed, or (nearly) full.
+    wake: bool,
 }
 
 /// A value of `pending_on` that is no time: nothing may move (while
@@ -149,102 +145,110 @@ fn lost_record(t: &Target<'_>, count: u64) -> [u8; format::LOST_LEN] {
     .encoded(Endian::native())
 }
 
+/// Stages what `t.cpu`'s buffer holds, after a LOST record if it dropped
+/// samples since the last one, until the staging area is full (true: the
+/// buffer may hold more) or the buffer is empty. Takes no lock but the CPU's
+/// buffer's reader side.
+fn stage_cpu(t: &Target<'_>, st: &mut CpuSync) -> bool {
+    st.stage.compact();
+    if !st.stage.has_room() {
+        return true;
+    }
+    let lost = t.cpu.counters.sample_lost_overflow.load(Relaxed);
+    if lost > st.lost_reported && st.stage.push(&lost_record(t, lost - st.lost_reported)) {
+        st.lost_reported = lost;
+    }
+    let (mut more, mut max_ts) = (false, None);
+    let stage = &mut st.stage;
+    let read = t
+        .cpu
+        .buffer
+        .consume_batch(&mut st.scratch, |info, payload| {
+            max_ts = max_ts.max(Some(info.ts));
+            if !stage.push(payload) {
+                // Cannot happen: room is checked before each record and the
+                // module writes whole records. Counted all the same.
+                let kind = format::Prefix::read(Endian::native(), payload).map(|p| p.kind);
+                if kind == Some(format::SAMPLE) {
+                    t.cpu.counters.sample_lost_overflow.add(1, Relaxed);
+                }
+                pr_ratelimited!(
+                    pr_warn,
+                    "cpu{}: a record of {} bytes could not be staged: dropped\n",
+                    t.cpu.cpu,
+                    payload.len()
+                );
+            }
+            more = !stage.has_room();
+            !more
+        });
+    if let Some(ts) = max_ts {
+        crate::sampler::store_max(&t.b.last_ts, ts);
+    }
+    match read {
+        Ok(_) | Err(ReadError::Empty | ReadError::Busy | ReadError::Contended) => {}
+        // Cannot happen: every record the module writes fits.
+        Err(e) => {
+            pr_ratelimited!(
+                pr_warn,
+                "cpu{}: ring buffer read failed: {:?}\n",
+                t.cpu.cpu,
+                e
+            );
+        }
+    }
+    more
+}
+
 /// Moves what `t.cpu`'s buffer holds into the event buffer, keeping the
-/// reserve free.
+/// reserve free: stages a batch without the event buffer's lock, then
+/// appends it under the lock, until the buffer is empty or the event buffer
+/// full (what it refuses stays staged, first in line next time).
 fn sync_cpu(t: &Target<'_>) -> Moved {
     let mut st = t.state.lock();
     let st = &mut *st;
-    let reserve = t.reserve.bytes();
+    let reserve = t.b.reserve.bytes();
     let mut moved = Moved::default();
-    let lost = t.cpu.counters.sample_lost_overflow.load(Relaxed);
-    while moved.records < MAX_MOVE && !moved.full {
-        let mut eb = t.events.lock();
-        if !write_pending_on(&mut eb, t.pending_on, t.reserve) {
+    loop {
+        let more = stage_cpu(t, st);
+        let mut eb = t.b.events.lock();
+        if write_pending_on(&mut eb, &t.b.pending_on, t.b.reserve) {
+            let (n, all) = st.stage.append_to(&mut eb, reserve);
+            moved.records += n;
+            moved.full = !all;
+        } else {
             moved.full = true;
-            break;
         }
-        if lost > st.lost_reported {
-            let rec = lost_record(t, lost - st.lost_reported);
-            if !eb.push_keeping(&rec, reserve) {
-                moved.full = true;
-                break;
-            }
-            st.lost_reported = lost;
-        }
-        let mut batch = 0;
-        // A record that did not fit last time goes first.
-        if st.staged.len != 0 {
-            if !eb.push_keeping(st.staged.buf.get(..st.staged.len).unwrap_or(&[]), reserve) {
-                moved.full = true;
-                break;
-            }
-            st.staged.len = 0;
-            batch += 1;
-        }
-        // One batched read of the CPU buffer per hold of the lock: each
-        // record is copied into `staged.buf`, then appended; one that does
-        // not fit stays there (staged) and ends the batch.
-        let (mut staged_len, mut max_ts) = (0, None);
-        let read = t
-            .cpu
-            .buffer
-            .consume_batch(&mut st.staged.buf, |info, payload| {
-                max_ts = max_ts.max(Some(info.ts));
-                if !eb.push_keeping(payload, reserve) {
-                    staged_len = info.len;
-                    return false;
-                }
-                batch += 1;
-                batch < BATCH
-            });
-        st.staged.len = staged_len;
-        if let Some(ts) = max_ts {
-            crate::sampler::store_max(t.last_ts, ts);
-        }
-        match read {
-            Ok(_) | Err(ReadError::Empty | ReadError::Busy | ReadError::Contended) => {}
-            // Cannot happen: every record the module writes fits.
-            Err(e) => {
-                pr_ratelimited!(
-                    pr_warn,
-                    "cpu{}: ring buffer read failed: {:?}\n",
-                    t.cpu.cpu,
-                    e
-                );
-            }
-        }
-        moved.records += batch;
-        if staged_len != 0 {
-            moved.full = true;
-            break;
-        }
-        if batch < BATCH {
-            break;
+        moved.wake = moved.full || t.b.nearly_full(&eb) || eb.len() >= t.b.watershed();
+        drop(eb);
+        if moved.full || !more || moved.records >= MAX_MOVE {
+            return moved;
         }
     }
-    moved
 }
 
 /// After recording stopped (`tracing_on=0`, no handler runs): drops what
-/// `t.cpu` still holds after a [`sync_cpu`] (the event buffer was full),
-/// counting its samples as lost, and writes the CPU's LOST record into the
-/// reserve. The dropped records include COMM records: the sampler names the
-/// next task it sees anew.
+/// `t.cpu` still holds after a [`sync_cpu`] (the event buffer was full), in
+/// its staging area and its buffer, counting its samples as lost, and
+/// writes the CPU's LOST record into the reserve. The dropped records
+/// include COMM records: the sampler names the next task it sees anew.
 fn discard_cpu(t: &Target<'_>) {
     let mut st = t.state.lock();
     let st = &mut *st;
-    let (mut dropped, mut any, mut retries) = (0u64, false, 0);
+    let d = st.stage.discard();
+    // LOST records dropped: their counts are reported again below.
+    st.lost_reported = st.lost_reported.saturating_sub(d.lost);
+    let (mut dropped, mut any, mut retries) = (d.samples, d.records > 0, 0);
     loop {
-        if st.staged.len != 0 {
-            any = true;
-            let kind = format::Prefix::read(Endian::native(), &st.staged.buf).map(|p| p.kind);
-            if kind == Some(format::SAMPLE) {
-                dropped += 1;
+        match t.cpu.buffer.consume(&mut st.scratch) {
+            Ok(info) => {
+                any = true;
+                let rec = st.scratch.get(..info.len).unwrap_or(&[]);
+                let kind = format::Prefix::read(Endian::native(), rec).map(|p| p.kind);
+                if kind == Some(format::SAMPLE) {
+                    dropped += 1;
+                }
             }
-        }
-        st.staged.len = 0;
-        match t.cpu.buffer.consume(&mut st.staged.buf) {
-            Ok(info) => st.staged.len = info.len,
             // No writer runs any more; a reader of this buffer would hold
             // this CPU's sync mutex. Bounded all the same.
             Err(ReadError::Busy | ReadError::Contended) if retries < 1000 => retries += 1,
@@ -261,7 +265,7 @@ fn discard_cpu(t: &Target<'_>) {
     if lost > st.lost_reported {
         let rec = lost_record(t, lost - st.lost_reported);
         // Into the reserve, less the TRACING record's part.
-        if t.events.lock().push_keeping(&rec, format::TRACING_LEN) {
+        if t.b.events.lock().push_keeping(&rec, format::TRACING_LEN) {
             st.lost_reported = lost;
         }
     }
@@ -336,7 +340,7 @@ impl Buffers {
         }
         let mut cpu_sync = KVVec::with_capacity(n, GFP_KERNEL)?;
         for _ in 0..n {
-            cpu_sync.push(KBox::pin_init(CpuSync::new(), GFP_KERNEL)?, GFP_KERNEL)?;
+            cpu_sync.push(KBox::pin_init(CpuSync::new()?, GFP_KERNEL)?, GFP_KERNEL)?;
         }
         Ok(try_pin_init!(Self {
             cpus,
@@ -370,10 +374,7 @@ impl Buffers {
         Some(Target {
             cpu: self.cpus.get(cpu)?,
             state: self.cpu_sync.get(cpu)?,
-            events: &self.events,
-            reserve: self.reserve,
-            last_ts: &self.last_ts,
-            pending_on: &self.pending_on,
+            b: self,
         })
     }
 
@@ -391,10 +392,8 @@ impl Buffers {
             let c = &t.cpu.counters;
             c.sync_ns.add(now().saturating_sub(start), Relaxed);
             c.sync_records.add(moved.records as u64, Relaxed);
-            let eb = self.events.lock();
-            let wake = moved.full || self.nearly_full(&eb) || eb.len() >= self.watershed();
-            drop(eb);
-            if wake {
+            // Decided under the event buffer's lock, after the last append.
+            if moved.wake {
                 self.readers.notify_all();
             }
         }

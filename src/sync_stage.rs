@@ -1,0 +1,365 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! A CPU's staging area for the sync (`sync.rs`): whole stream records taken
+//! from that CPU's ring buffer (and the CPU's LOST records), in order,
+//! waiting to go into the event buffer.
+//!
+//! The sync fills it *without* the event buffer's lock (the ring's read, its
+//! checks and copies are the per-record work), then appends everything that
+//! fits under the lock in one copy: the lock covers one `memcpy` per batch,
+//! not a walk of the ring, so the CPUs' syncs hardly wait for each other.
+//!
+//! Staged records are consumed from the ring already: whatever of them the
+//! event buffer refuses stays staged, first in line for the next append, and
+//! when `tracing_on=0` drops what waits ([`Stage::discard`]) the SAMPLE
+//! records staged are counted as lost like those left in the ring. The
+//! storage is allocated with the CPU's sync state (at load), never by the
+//! sync.
+
+use kernel::prelude::*;
+
+use crate::{
+    event_buffer::EventBuffer,
+    format::{self, Endian},
+};
+
+/// Bytes of a CPU's staging area: about 300 samples without callchains (the
+/// records one CPU's periodic sync moves at several kHz), 15 of the largest
+/// records. At least [`format::MAX_RECORD`].
+pub(crate) const STAGE_BYTES: usize = 16 << 10;
+
+/// What [`Stage::discard`] dropped.
+#[derive(Default, Debug, PartialEq, Eq)]
+pub(crate) struct Dropped {
+    /// Records dropped.
+    pub(crate) records: usize,
+    /// SAMPLE records among them (samples lost).
+    pub(crate) samples: u64,
+    /// The sum of the counts of the LOST records among them (losses that
+    /// must be reported again).
+    pub(crate) lost: u64,
+    /// COMM records among them (the sampler must name its task anew).
+    pub(crate) comms: usize,
+}
+
+/// Staged records, whole and in order.
+///
+/// # Invariants
+///
+/// `start <= end <= buf.len()`, `buf.len() == STAGE_BYTES`; the bytes
+/// `start..end` are `records` whole records, each of the length its prefix
+/// says (a non-zero multiple of 8).
+pub(crate) struct Stage {
+    buf: KVVec<u8>,
+    start: usize,
+    end: usize,
+    records: usize,
+}
+
+impl Stage {
+    /// An empty staging area of [`STAGE_BYTES`] bytes.
+    pub(crate) fn new() -> Result<Self> {
+        let mut buf = KVVec::with_capacity(STAGE_BYTES, GFP_KERNEL)?;
+        buf.resize(STAGE_BYTES, 0, GFP_KERNEL)?;
+        // INVARIANT: nothing staged.
+        Ok(Self {
+            buf,
+            start: 0,
+            end: 0,
+            records: 0,
+        })
+    }
+
+    /// Records staged (for the tests).
+    #[cfg(oprofile_rs_kunit)]
+    pub(crate) fn records(&self) -> usize {
+        self.records
+    }
+
+    /// Bytes staged (for the tests).
+    #[cfg(oprofile_rs_kunit)]
+    pub(crate) fn len(&self) -> usize {
+        self.end - self.start
+    }
+
+    /// Whether a record of any size fits (after [`Self::compact`]).
+    pub(crate) fn has_room(&self) -> bool {
+        self.buf.len() - self.end >= format::MAX_RECORD
+    }
+
+    /// Moves the staged records to the front of the area, so that its room
+    /// is all at the end.
+    pub(crate) fn compact(&mut self) {
+        if self.start != 0 {
+            self.buf.copy_within(self.start..self.end, 0);
+            // INVARIANT: the same records, moved to the front.
+            self.end -= self.start;
+            self.start = 0;
+        }
+    }
+
+    /// Stages `rec`, one whole record; false (nothing staged) if it does
+    /// not fit, or if it is not a record whose prefix says its length (a
+    /// non-zero multiple of 8 bytes).
+    pub(crate) fn push(&mut self, rec: &[u8]) -> bool {
+        let len = rec.len();
+        if format::record_len(Endian::native(), rec) != Some(len)
+            || len == 0
+            || len % format::RECORD_ALIGN != 0
+        {
+            return false;
+        }
+        let Some(dst) = self.buf.get_mut(self.end..self.end + len) else {
+            return false;
+        };
+        dst.copy_from_slice(rec);
+        // INVARIANT: a whole record, checked above, after the others.
+        self.end += len;
+        self.records += 1;
+        true
+    }
+
+    /// Appends to `eb` the longest run of staged records, from the first,
+    /// that leaves `reserve` bytes free (all of them in one copy when they
+    /// fit). Returns how many went in and whether all did; when not, the
+    /// first one refused is counted in `eb`'s refused appends (`full`) and
+    /// it and the rest stay staged.
+    pub(crate) fn append_to(&mut self, eb: &mut EventBuffer, reserve: usize) -> (usize, bool) {
+        let room = eb.free().saturating_sub(reserve);
+        let staged = self.buf.get(self.start..self.end).unwrap_or(&[]);
+        if staged.is_empty() {
+            return (0, true);
+        }
+        let (mut bytes, mut n) = (staged.len(), self.records);
+        if bytes > room {
+            // The event buffer is (nearly) full: the whole records that fit.
+            (bytes, n) = (0, 0);
+            while let Some(len) = staged
+                .get(bytes..)
+                .and_then(|r| format::record_len(Endian::native(), r))
+            {
+                if len == 0 || bytes + len > room {
+                    break;
+                }
+                bytes += len;
+                n += 1;
+            }
+        }
+        if bytes > 0 && !eb.push_keeping(staged.get(..bytes).unwrap_or(&[]), reserve) {
+            // Cannot happen: `bytes` fit in `room`.
+            return (0, false);
+        }
+        let all = n == self.records;
+        if !all {
+            // The first record that does not fit: refused, and counted so.
+            let next = staged
+                .get(bytes..)
+                .and_then(|r| format::record_len(Endian::native(), r))
+                .unwrap_or(0);
+            let _ = eb.push_keeping(staged.get(bytes..bytes + next).unwrap_or(&[]), reserve);
+        }
+        // INVARIANT: `n` whole records left from the front.
+        self.start += bytes;
+        self.records -= n;
+        if self.records == 0 {
+            (self.start, self.end) = (0, 0);
+        }
+        (n, all)
+    }
+
+    /// Drops everything staged; says what it was.
+    pub(crate) fn discard(&mut self) -> Dropped {
+        let mut d = Dropped::default();
+        let mut rest = self.buf.get(self.start..self.end).unwrap_or(&[]);
+        while let Some(p) = format::Prefix::read(Endian::native(), rest) {
+            let len = usize::from(p.size);
+            if len == 0 {
+                break;
+            }
+            d.records += 1;
+            match p.kind {
+                format::SAMPLE => d.samples += 1,
+                format::COMM => d.comms += 1,
+                format::LOST => {
+                    if let Some(l) = format::Lost::read(Endian::native(), rest) {
+                        d.lost += l.count;
+                    }
+                }
+                _ => {}
+            }
+            rest = rest.get(len..).unwrap_or(&[]);
+        }
+        // INVARIANT: nothing staged.
+        (self.start, self.end, self.records) = (0, 0, 0);
+        d
+    }
+}
+
+#[cfg(oprofile_rs_kunit)]
+#[kunit_tests(oprofile_rs_sync_stage)]
+mod tests {
+    use super::*;
+
+    fn lost(count: u64) -> [u8; format::LOST_LEN] {
+        format::Lost {
+            cpu: 1,
+            time: 5,
+            count,
+        }
+        .encoded(Endian::native())
+    }
+
+    fn sample(time: u64, depth: u8) -> KVec<u8> {
+        let head = format::SampleHead {
+            cpu: 1,
+            kernel: true,
+            depth,
+            time,
+            pc: 0x1000,
+            pid: 7,
+            tgid: 7,
+            period: 100,
+            event: 0,
+            user_depth: 0,
+            ext: true,
+        };
+        let mut v = KVec::new();
+        let _ = v.extend_from_slice(&head.encoded(Endian::native()), GFP_KERNEL);
+        for w in 0..u64::from(depth) {
+            let _ = v.extend_from_slice(&Endian::native().u64_bytes(w), GFP_KERNEL);
+        }
+        v
+    }
+
+    /// Everything `eb` holds, consumed.
+    fn take(eb: &mut EventBuffer) -> KVec<u8> {
+        let c = eb.chunk(usize::MAX);
+        let mut v = KVec::new();
+        // SAFETY: `c` is fresh and nothing is consumed while `a`, `b` live.
+        let (a, b) = unsafe { eb.view().bytes(c) };
+        let _ = v.extend_from_slice(a, GFP_KERNEL);
+        let _ = v.extend_from_slice(b, GFP_KERNEL);
+        eb.consume(c.len);
+        v
+    }
+
+    #[test]
+    fn refuses_what_is_not_a_whole_record() {
+        let Ok(mut st) = Stage::new() else { return };
+        let s = sample(1, 2);
+        assert!(!st.push(&[]));
+        assert!(!st.push(s.get(..s.len() - 8).unwrap_or(&[])));
+        assert!(st.push(&s));
+        assert_eq!((st.records(), st.len()), (1, s.len()));
+        // Until no record of the largest size fits.
+        let big = sample(2, format::MAX_DEPTH as u8);
+        let mut n = 1;
+        while st.has_room() {
+            assert!(st.push(&big));
+            n += 1;
+        }
+        assert_eq!(st.records(), n);
+        assert!(st.len() <= STAGE_BYTES);
+    }
+
+    #[test]
+    fn appends_what_fits_and_keeps_the_rest_in_order() {
+        let (Ok(mut st), Ok(mut eb)) = (Stage::new(), EventBuffer::new(4096)) else {
+            return;
+        };
+        let reserve = 100;
+        // 3000 bytes waiting: 1096 free, 996 of them above the reserve.
+        let mut filler = KVec::new();
+        for i in 0..125 {
+            let _ = filler.extend_from_slice(&lost(i), GFP_KERNEL);
+        }
+        assert!(eb.push(&filler));
+        assert_eq!(eb.free(), 4096 - 3000);
+        // Staged: a LOST, then samples of 64 bytes (48 + 2 words): 24 + 20
+        // * 64 = 1304 bytes.
+        assert!(st.push(&lost(9)));
+        let mut want = KVec::new();
+        let _ = want.extend_from_slice(&lost(9), GFP_KERNEL);
+        for t in 0..20 {
+            let s = sample(t, 2);
+            assert!(st.push(&s));
+            let _ = want.extend_from_slice(&s, GFP_KERNEL);
+        }
+        let full_before = eb.full;
+        // 24 + 15 * 64 = 984 <= 996 < 1048: 16 records go in, 5 stay.
+        assert_eq!(st.append_to(&mut eb, reserve), (16, false));
+        assert_eq!(eb.full, full_before + 1);
+        assert_eq!((st.records(), st.len()), (5, 5 * 64));
+        assert!(eb.free() >= reserve);
+        let got = take(&mut eb);
+        assert_eq!(got.get(3000..), want.get(..984));
+        // Room again: the rest, in one append, in order; then nothing.
+        assert_eq!(st.append_to(&mut eb, reserve), (5, true));
+        assert_eq!(take(&mut eb).as_slice(), want.get(984..).unwrap_or(&[]));
+        assert_eq!((st.records(), st.len()), (0, 0));
+        assert_eq!(st.append_to(&mut eb, reserve), (0, true));
+        assert_eq!(eb.full, full_before + 1);
+    }
+
+    #[test]
+    fn compacting_keeps_the_records_and_makes_room() {
+        let (Ok(mut st), Ok(mut eb)) = (Stage::new(), EventBuffer::new(4096)) else {
+            return;
+        };
+        let big = sample(1, format::MAX_DEPTH as u8);
+        while st.has_room() {
+            assert!(st.push(&big));
+        }
+        let n = st.records();
+        // The reserve leaves room for two records of 560 bytes.
+        assert_eq!(st.append_to(&mut eb, 4096 - 2 * big.len()), (2, false));
+        assert_eq!(st.records(), n - 2);
+        st.compact();
+        assert!(st.has_room());
+        assert!(st.push(&sample(2, 1)));
+        let _ = take(&mut eb);
+        // Everything left comes out whole and in order.
+        let mut total = 0;
+        loop {
+            let (k, all) = st.append_to(&mut eb, 0);
+            total += k;
+            let got = take(&mut eb);
+            assert_eq!(got.len() % big.len(), if all { 56 } else { 0 });
+            if all {
+                break;
+            }
+            assert!(k > 0);
+        }
+        assert_eq!(total, n - 2 + 1);
+    }
+
+    #[test]
+    fn discard_counts_samples_losses_and_names() {
+        let Ok(mut st) = Stage::new() else { return };
+        let comm = format::Comm {
+            cpu: 1,
+            time: 3,
+            pid: 7,
+            tgid: 7,
+            comm: [0; format::COMM_NAME_LEN],
+        }
+        .encoded(Endian::native());
+        assert!(st.push(&lost(4)));
+        assert!(st.push(&comm));
+        assert!(st.push(&sample(5, 0)));
+        assert!(st.push(&lost(6)));
+        assert!(st.push(&sample(6, 3)));
+        let d = st.discard();
+        assert_eq!(
+            d,
+            Dropped {
+                records: 5,
+                samples: 2,
+                lost: 10,
+                comms: 1,
+            }
+        );
+        assert_eq!((st.records(), st.len()), (0, 0));
+        assert_eq!(st.discard(), Dropped::default());
+    }
+}
