@@ -155,7 +155,9 @@ check "record --snapshot refuses consume mode" sh -c "[ $rc -ne 0 ] && echo '$ou
 check "rmmod" rmmod oprofile_rs
 check "insmod overwrite, 16 KiB CPU buffers, 4 kHz" \
     insmod /oprofile_rs.ko mode=overwrite cpu_buffer_size=16384 sample_period=250000
-/tmp/workload 5 & wl=$!
+# The workload outlasts the recording, however long record takes to start
+# (seconds on the lockdep kernel): every snapshot holds its hot function.
+/tmp/workload 60 & wl=$!
 oprofile-rs record --snapshot -q -o /tmp/r.data 2>/tmp/rec.err &
 rp=$!
 # (Not before it catches SIGUSR2, which ends a process by default.)
@@ -179,7 +181,7 @@ done
 check "report --snapshot 2" sh -c "oprofile-rs report -i /tmp/r.data --snapshot 2 -n 3 | grep -q hot_"
 out=$(oprofile-rs report -i /tmp/r.data --snapshot 9 2>&1) && fail "report --snapshot 9 succeeded"
 expect_eq "report --snapshot 9: an error naming the snapshots" "$(echo "$out" | grep -c 'snapshots 1 to 3')" 1
-wait $wl
+kill $wl; wait $wl 2>/dev/null
 
 # rmmod while snapshotting: an open snapshot file (one open, many writes)
 # pins the module, rmmod says "in use" meanwhile, and works afterwards.
