@@ -12,6 +12,13 @@
 #               non-trixie hosts) and per release its Rust metadata build
 
 set -euo pipefail
+
+# Every script that sources this answers --help (or -h) as its first argument
+# with its opening comment and does nothing else (a `source` without
+# arguments sees the script's own).
+if [ "${1:-}" = --help ] || [ "${1:-}" = -h ]; then
+    sed -n '2,/^[^#]/{ /^#/!q; s/^# \{0,1\}//p }' "$0"; exit 0
+fi
 shopt -s nullglob
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
