@@ -586,8 +586,7 @@ impl CounterTable {
             };
             if counter.made_outside_hotplug() {
                 // The slot is free: `fill` moves a counter in only while
-                // the CPU is up, and the work empties `dead` before it
-                // fills again.
+                // `dead` is empty.
                 match self.dead.get_mut(k) {
                     Some(d) if d.is_none() => *d = Some(counter),
                     // Not reached (see above); released here rather than
@@ -609,11 +608,14 @@ impl CounterTable {
         }
     }
 
-    /// The epoch of `cpu` if it is up and lacks the counter of index `i`.
+    /// The epoch of `cpu` if it is up and lacks the counter of index `i`,
+    /// and the slot's previous counter has been released (else the next run
+    /// of the work, queued by the callback that filled `dead`, releases it
+    /// first): so `went_down` always finds `dead` free.
     fn wants(&self, cpu: u32, i: usize) -> Option<u32> {
         let k = cpu as usize * MAX_EVENTS + i;
-        match self.live.get(k) {
-            Some(None) => self.epoch_of(cpu),
+        match (self.live.get(k), self.dead.get(k)) {
+            (Some(None), Some(None)) => self.epoch_of(cpu),
             _ => None,
         }
     }
@@ -624,7 +626,11 @@ impl CounterTable {
         if self.epoch_of(cpu) != Some(epoch) {
             return Some(c);
         }
-        match self.live.get_mut(cpu as usize * MAX_EVENTS + i) {
+        let k = cpu as usize * MAX_EVENTS + i;
+        if !matches!(self.dead.get(k), Some(None)) {
+            return Some(c);
+        }
+        match self.live.get_mut(k) {
             Some(slot) if slot.is_none() => {
                 *slot = Some(c);
                 None
