@@ -12,6 +12,7 @@ use poll_misc::PollMiscRegistration;
 
 mod config;
 mod control;
+mod counter_table;
 mod cpu_work;
 mod debugfs_files;
 mod device;

@@ -34,6 +34,7 @@ use kernel::{
 };
 
 use crate::{
+    counter_table::CounterTable,
     cpu_work::CpuWorks,
     format::MAX_EVENTS,
     hotplug::{self, HotplugHandler},
@@ -125,7 +126,7 @@ pub(crate) struct Profiler {
     /// The counters, and what the hotplug callbacks asked the work
     /// `software` for.
     #[pin]
-    counters: Mutex<CounterTable>,
+    counters: Mutex<CounterTable<Counter>>,
     /// Set while `start` brings the online CPUs up: a failure then fails the load.
     starting: Atomic<bool>,
     /// The hotplug registration, from `start` to `stop`.
@@ -145,7 +146,6 @@ impl Profiler {
             set: &RUNNING,
         };
         let mut cpus = KVVec::with_capacity(n as usize, GFP_KERNEL)?;
-        let mut slots = KVVec::with_capacity(n as usize, GFP_KERNEL)?;
         for cpu in 0..n {
             cpus.push(
                 CpuSampler::new(
@@ -158,9 +158,6 @@ impl Profiler {
                 )?,
                 GFP_KERNEL,
             )?;
-            for _ in 0..MAX_EVENTS {
-                slots.push(None, GFP_KERNEL)?;
-            }
         }
         // Each counter's overflow context: the sampler of its CPU and the
         // event's index. They point into the heap buffer of `cpus`, which
@@ -197,7 +194,7 @@ impl Profiler {
                     Settings::new(config, Event::CpuClock, 1).record(0)
                 )?),
                 read_busy: Atomic::new(false),
-                counters <- new_mutex!(CounterTable::new(n as usize, slots)?),
+                counters <- new_mutex!(CounterTable::new(n as usize)?),
                 starting: Atomic::new(false),
                 hotplug <- new_mutex!(None),
                 reader_open: Atomic::new(false),
@@ -278,7 +275,7 @@ impl Profiler {
             .set_initial_config(settings.record(crate::sampler::now()));
         RUNNING.set(true);
         let registration = self.register()?;
-        let online = self.counters.lock().live.iter().flatten().count();
+        let online = self.counters.lock().live_count();
         for (i, a) in (0..settings.events().len())
             .filter_map(|i| settings.attr(i))
             .enumerate()
@@ -443,10 +440,9 @@ impl HotplugHandler for Profiler {
         {
             let mut table = self.counters.lock();
             table.came_up(cpu);
-            let base = cpu as usize * MAX_EVENTS;
             for (i, c) in made.into_iter().enumerate() {
-                if let (Some(slot), Some(c)) = (table.live.get_mut(base + i), c) {
-                    *slot = Some(c);
+                if let Some(c) = c {
+                    table.set_live(cpu, i, c);
                 }
             }
         }
@@ -488,7 +484,7 @@ impl WorkHandler for Profiler {
     fn run(&self) {
         let n = nr_cpu_ids() as usize;
         for i in 0..n * MAX_EVENTS {
-            let dead = self.counters.lock().dead.get_mut(i).and_then(Option::take);
+            let dead = self.counters.lock().take_dead(i);
             drop(dead);
         }
         for cpu in 0..n as u32 {
@@ -528,114 +524,6 @@ impl WorkHandler for Profiler {
                     }
                 }
             }
-        }
-    }
-}
-
-/// The counters by (CPU, event index), at `cpu * MAX_EVENTS + index`, and
-/// each CPU's state as the hotplug callbacks left it for the work
-/// `software`.
-struct CounterTable {
-    /// `Some` while the CPU is up and samples the event.
-    live: KVVec<Option<Counter>>,
-    /// Counters of perf's task-context software events of a CPU that went
-    /// down, waiting for the work to release them.
-    dead: KVVec<Option<Counter>>,
-    /// Per CPU: bumped by each of its `online` and `offline` callbacks, so
-    /// that the work can tell a counter made for an earlier stay up.
-    epoch: KVVec<u32>,
-    /// Per CPU: between its `online` and `offline` callbacks.
-    up: KVVec<bool>,
-}
-
-impl CounterTable {
-    fn new(n: usize, live: KVVec<Option<Counter>>) -> Result<Self> {
-        let mut dead = KVVec::with_capacity(live.len(), GFP_KERNEL)?;
-        for _ in 0..live.len() {
-            dead.push(None, GFP_KERNEL)?;
-        }
-        Ok(Self {
-            live,
-            dead,
-            epoch: KVVec::from_elem(0, n, GFP_KERNEL)?,
-            up: KVVec::from_elem(false, n, GFP_KERNEL)?,
-        })
-    }
-
-    fn came_up(&mut self, cpu: u32) {
-        let cpu = cpu as usize;
-        if let (Some(e), Some(u)) = (self.epoch.get_mut(cpu), self.up.get_mut(cpu)) {
-            *e = e.wrapping_add(1);
-            *u = true;
-        }
-    }
-
-    /// `cpu` goes down: its counters other than the software events' are
-    /// returned (for the caller to release), those are moved to `dead`.
-    fn went_down(&mut self, cpu: u32) -> [Option<Counter>; MAX_EVENTS] {
-        let c = cpu as usize;
-        if let (Some(e), Some(u)) = (self.epoch.get_mut(c), self.up.get_mut(c)) {
-            *e = e.wrapping_add(1);
-            *u = false;
-        }
-        let mut taken: [Option<Counter>; MAX_EVENTS] = Default::default();
-        for (i, t) in taken.iter_mut().enumerate() {
-            let k = c * MAX_EVENTS + i;
-            let Some(counter) = self.live.get_mut(k).and_then(Option::take) else {
-                continue;
-            };
-            if counter.made_outside_hotplug() {
-                // The slot is free: `fill` moves a counter in only while
-                // `dead` is empty.
-                match self.dead.get_mut(k) {
-                    Some(d) if d.is_none() => *d = Some(counter),
-                    // Not reached (see above); released here rather than
-                    // leaked, at the risk the file's documentation names.
-                    _ => *t = Some(counter),
-                }
-            } else {
-                *t = Some(counter);
-            }
-        }
-        taken
-    }
-
-    /// The epoch of `cpu`, if it is up.
-    fn epoch_of(&self, cpu: u32) -> Option<u32> {
-        match (self.epoch.get(cpu as usize), self.up.get(cpu as usize)) {
-            (Some(e), Some(true)) => Some(*e),
-            _ => None,
-        }
-    }
-
-    /// The epoch of `cpu` if it is up and lacks the counter of index `i`,
-    /// and the slot's previous counter has been released (else the next run
-    /// of the work, queued by the callback that filled `dead`, releases it
-    /// first): so `went_down` always finds `dead` free.
-    fn wants(&self, cpu: u32, i: usize) -> Option<u32> {
-        let k = cpu as usize * MAX_EVENTS + i;
-        match (self.live.get(k), self.dead.get(k)) {
-            (Some(None), Some(None)) => self.epoch_of(cpu),
-            _ => None,
-        }
-    }
-
-    /// Moves `c`, made for `cpu` at `epoch`, into its slot if the CPU has
-    /// stayed up since and the slot is free; else returns it for release.
-    fn fill(&mut self, cpu: u32, i: usize, epoch: u32, c: Counter) -> Option<Counter> {
-        if self.epoch_of(cpu) != Some(epoch) {
-            return Some(c);
-        }
-        let k = cpu as usize * MAX_EVENTS + i;
-        if !matches!(self.dead.get(k), Some(None)) {
-            return Some(c);
-        }
-        match self.live.get_mut(k) {
-            Some(slot) if slot.is_none() => {
-                *slot = Some(c);
-                None
-            }
-            _ => Some(c),
         }
     }
 }

@@ -15,7 +15,7 @@
 //! | `kthread.rs` | kernel threads bound to a CPU (also used by `bench/`, the benchmark module) |
 //!
 //! Unit suites of one file stay in that file (`params.rs`, `control.rs`,
-//! `event_buffer.rs`).
+//! `event_buffer.rs`, `sync_stage.rs`, `counter_table.rs`).
 
 mod kthread;
 mod nmi;
