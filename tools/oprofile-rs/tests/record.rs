@@ -45,6 +45,17 @@ fn record_for(out: &Path, dev: &Path, debugfs: &Path, secs: &str) -> Command {
     c
 }
 
+/// Runs `record` with `args` for 5 s, which must fail; returns its stderr.
+fn record_failing(out: &Path, dev: &Path, debugfs: &Path, args: &[&str]) -> String {
+    let o = record_for(out, dev, debugfs, "5")
+        .args(args)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(!o.status.success(), "{args:?}: {err}");
+    err
+}
+
 #[test]
 fn scanner_counts_records_fed_in_pieces() {
     let data = stream_for(&[10, 20]);
@@ -813,12 +824,7 @@ fn record_puts_back_what_it_changed_when_applying_fails() {
     let dev = dir.path().join("dev");
     std::fs::write(&dev, stream_for(&[1])).unwrap();
     let out = dir.path().join("rec");
-    let o = record_for(&out, &dev, &dbg, "5")
-        .args(SETTINGS)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(!o.status.success(), "{err}");
+    let err = record_failing(&out, &dev, &dbg, &SETTINGS);
     assert!(
         err.contains("the module refused event=cycles,page-faults"),
         "{err}"
@@ -855,12 +861,7 @@ fn record_refuses_contradictory_settings_before_touching_the_module() {
             "must be below",
         ),
     ] {
-        let o = record_for(&out, &dev, &dbg, "5")
-            .args(args)
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert!(!o.status.success(), "{args:?}");
+        let err = record_failing(&out, &dev, &dbg, args);
         assert!(err.contains(msg), "{args:?}: {err}");
         for (k, v) in &before {
             assert_eq!(
@@ -877,11 +878,7 @@ fn record_refuses_contradictory_settings_before_touching_the_module() {
         &["--buffer-size", "1.5M"],
         &["--call-graph", "dwarf"],
     ] {
-        let o = record_for(&out, &dev, &dbg, "5")
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(!o.status.success(), "{args:?}");
+        record_failing(&out, &dev, &dbg, args);
     }
 }
 
@@ -893,12 +890,7 @@ fn record_puts_back_its_settings_after_a_later_error() {
     std::fs::write(&dev, stream_for(&[1])).unwrap();
     // Applied, then the output cannot be created.
     let out = dir.path().join("no-such-dir/rec");
-    let o = record_for(&out, &dev, &dbg, "5")
-        .args(SETTINGS)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(!o.status.success(), "{err}");
+    let err = record_failing(&out, &dev, &dbg, &SETTINGS);
     assert!(err.contains("cannot create"), "{err}");
     assert!(
         err.contains("the module's settings were put back (event=cpu-clock,page-faults"),
