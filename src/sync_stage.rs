@@ -21,7 +21,13 @@ use kernel::prelude::*;
 use crate::{
     event_buffer::EventBuffer,
     format::{self, Endian},
+    reader_state::is_noted,
 };
+
+/// Noted records (COMM, TRACING, CONFIG: `reader_state.rs`) whose offsets a
+/// staging area keeps for the event buffer's index; past that many, the
+/// append tells the index it does not know (the consume walks instead).
+const STAGE_NOTED: usize = 64;
 
 /// Bytes of a CPU's staging area: about 300 samples without callchains (the
 /// records one CPU's periodic sync moves at several kHz), 15 of the largest
@@ -48,12 +54,17 @@ pub(crate) struct Dropped {
 ///
 /// `start <= end <= buf.len()`, `buf.len() == STAGE_BYTES`; the bytes
 /// `start..end` are `records` whole records, each of the length its prefix
-/// says (a non-zero multiple of 8).
+/// says (a non-zero multiple of 8). `noted[..nr_noted]` are the offsets in
+/// `buf`, ascending, of the noted records among them, all of them unless
+/// `noted_lost`.
 pub(crate) struct Stage {
     buf: KVVec<u8>,
     start: usize,
     end: usize,
     records: usize,
+    noted: [u16; STAGE_NOTED],
+    nr_noted: usize,
+    noted_lost: bool,
 }
 
 impl Stage {
@@ -67,6 +78,9 @@ impl Stage {
             start: 0,
             end: 0,
             records: 0,
+            noted: [0; STAGE_NOTED],
+            nr_noted: 0,
+            noted_lost: false,
         })
     }
 
@@ -92,6 +106,10 @@ impl Stage {
     pub(crate) fn compact(&mut self) {
         if self.start != 0 {
             self.buf.copy_within(self.start..self.end, 0);
+            for o in self.noted.iter_mut().take(self.nr_noted) {
+                // Every noted offset is at or after `start`.
+                *o -= self.start as u16;
+            }
             // INVARIANT: the same records, moved to the front.
             self.end -= self.start;
             self.start = 0;
@@ -113,6 +131,16 @@ impl Stage {
             return false;
         };
         dst.copy_from_slice(rec);
+        if format::Prefix::read(Endian::native(), rec).is_some_and(|p| is_noted(p.kind)) {
+            // `end < STAGE_BYTES`, which fits in a `u16`.
+            match self.noted.get_mut(self.nr_noted) {
+                Some(slot) => {
+                    *slot = self.end as u16;
+                    self.nr_noted += 1;
+                }
+                None => self.noted_lost = true,
+            }
+        }
         // INVARIANT: a whole record, checked above, after the others.
         self.end += len;
         self.records += 1;
@@ -145,10 +173,29 @@ impl Stage {
                 n += 1;
             }
         }
-        if bytes > 0 && !eb.push_keeping(staged.get(..bytes).unwrap_or(&[]), reserve) {
+        // The noted records among those that go in, as offsets in the run.
+        let mut offsets = [0u16; STAGE_NOTED];
+        let mut nr = 0;
+        for (o, slot) in self
+            .noted
+            .iter()
+            .take(self.nr_noted)
+            .zip(offsets.iter_mut())
+        {
+            let o = usize::from(*o) - self.start;
+            if o >= bytes {
+                break;
+            }
+            *slot = o as u16;
+            nr += 1;
+        }
+        let noted = (!self.noted_lost).then(|| offsets.get(..nr).unwrap_or(&[]));
+        if bytes > 0 && !eb.push_run(staged.get(..bytes).unwrap_or(&[]), reserve, noted) {
             // Cannot happen: `bytes` fit in `room`.
             return (0, false);
         }
+        self.noted.copy_within(nr..self.nr_noted, 0);
+        self.nr_noted -= nr;
         let all = n == self.records;
         if !all {
             // The first record that does not fit: refused, and counted so.
@@ -163,6 +210,7 @@ impl Stage {
         self.records -= n;
         if self.records == 0 {
             (self.start, self.end) = (0, 0);
+            (self.nr_noted, self.noted_lost) = (0, false);
         }
         (n, all)
     }
@@ -191,6 +239,7 @@ impl Stage {
         }
         // INVARIANT: nothing staged.
         (self.start, self.end, self.records) = (0, 0, 0);
+        (self.nr_noted, self.noted_lost) = (0, false);
         d
     }
 }
