@@ -598,7 +598,7 @@ static int cmd_handoff(int names, int spin)
 	int bad = 0;
 	at = 0;
 	for (long i = 0; at < end && i < 300; i++) {
-		uint16_t size = u16_at(v, at);
+		uint16_t size = u16_at(v, at + 2);
 		for (uint64_t in = 8; in < size; in += 8)
 			if (consume(fd, t, t + at + in) != EINVAL)
 				bad++;
@@ -609,11 +609,11 @@ static int cmd_handoff(int names, int spin)
 	expect("consume past the head", consume(fd, t, h + 8), EINVAL);
 	expect("consume far past the head", consume(fd, t, h + (1ull << 32)), EINVAL);
 	/* In pieces: one record, then about a third, then up to the COMM's end. */
-	uint64_t done = u16_at(v, 0);
+	uint64_t done = u16_at(v, 2);
 	expect("consume one record", consume(fd, t, t + done), 0);
 	uint64_t third = done;
 	while (third < end / 3)
-		third += u16_at(v, third);
+		third += u16_at(v, third + 2);
 	if (third < end) {
 		expect("consume a third", consume(fd, t + done, t + third), 0);
 		done = third;
@@ -651,7 +651,7 @@ static int cmd_handoff(int names, int spin)
 	long samples = 0;
 	uint16_t cpu = u16_at(comm, 4);
 	for (at = 0; at + 8 <= h - t;) {
-		uint16_t size = u16_at(v, at);
+		uint16_t size = u16_at(v, at + 2);
 		if (size < 8)
 			break;
 		if (u16_at(v, at) == REC_SAMPLE && u16_at(v, at + 4) == cpu &&
