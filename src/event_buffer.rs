@@ -279,6 +279,7 @@ impl EventBuffer {
         // The index, told anew: one walk of the waiting records.
         self.index.clear();
         self.index.overflows = old.index.overflows;
+        self.index.walks = old.index.walks;
         let mut at = 0;
         while at < self.len {
             let mut prefix = [0u8; format::PREFIX_LEN];

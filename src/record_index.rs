@@ -19,8 +19,8 @@
 //!   walk).
 //!
 //! Memory is bounded: both lists are rings of fixed capacity, sized from the
-//! event buffer's (one entry per page of ring for the noted records, two for
-//! the boundaries). When the noted list is full, the index stops listing and
+//! event buffer's (one entry per KiB of ring for the noted records, one per
+//! 2 KiB for the boundaries, 8 bytes each). When the noted list is full, the index stops listing and
 //! remembers the position from which it is incomplete (`unindexed_from`):
 //! a consume walks the records from there (the earlier cost) until the
 //! reader catches up with the producer, when listing resumes. A full
@@ -133,17 +133,22 @@ pub(crate) struct RecordIndex {
     unindexed_from: Option<u64>,
     /// End positions of appends (record boundaries), ascending.
     bounds: PosRing,
-    /// Times the noted list was full (stats).
+    /// Times the index stopped listing: its noted list was full, or an
+    /// append did not say where its noted records are (stats).
     pub(crate) overflows: u64,
+    /// Consumes that walked records to note them (stats).
+    pub(crate) walks: u64,
 }
 
 impl RecordIndex {
-    /// The index of an event buffer of `cap` bytes: one noted entry per
-    /// page of ring (at least 16, at most 16,384), two boundaries per page
-    /// (at least 64, at most 32,768).
+    /// The index of an event buffer of `cap` bytes: one noted entry per KiB
+    /// of ring (at least 16, at most 65,536), one boundary per 2 KiB (at
+    /// least 64, at most 32,768): at most 1.2% of the ring's size.
     pub(crate) fn new(cap: usize) -> Result<Self> {
-        let pages = cap / kernel::page::PAGE_SIZE;
-        Self::with_capacity(pages.clamp(16, 16 << 10), (2 * pages).clamp(64, 32 << 10))
+        Self::with_capacity(
+            (cap >> 10).clamp(16, 64 << 10),
+            (cap >> 11).clamp(64, 32 << 10),
+        )
     }
 
     /// An index listing at most `noted` noted records and `bounds` append
@@ -154,6 +159,7 @@ impl RecordIndex {
             unindexed_from: None,
             bounds: PosRing::new(bounds)?,
             overflows: 0,
+            walks: 0,
         })
     }
 
@@ -172,6 +178,7 @@ impl RecordIndex {
     /// consume must walk from there.
     pub(crate) fn unknown_from(&mut self, pos: u64) {
         if self.unindexed_from.is_none() {
+            self.overflows += 1;
             self.unindexed_from = Some(pos);
         }
     }

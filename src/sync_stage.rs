@@ -27,7 +27,7 @@ use crate::{
 /// Noted records (COMM, TRACING, CONFIG: `reader_state.rs`) whose offsets a
 /// staging area keeps for the event buffer's index; past that many, the
 /// append tells the index it does not know (the consume walks instead).
-const STAGE_NOTED: usize = 64;
+const STAGE_NOTED: usize = 128;
 
 /// Bytes of a CPU's staging area: about 300 samples without callchains (the
 /// records one CPU's periodic sync moves at several kHz), 15 of the largest
