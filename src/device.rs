@@ -537,6 +537,7 @@ impl BufferReader {
                 }
                 Some(from) => {
                     // The index overflowed: walk from where it stopped.
+                    eb.index.walks += 1;
                     eb.copying = true;
                     (eb.chunk_between(from, new_tail), eb.view())
                 }
