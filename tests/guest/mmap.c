@@ -41,7 +41,8 @@
  *                    (Documentation/mmap.md): the same must hold.
  *   mmap drain       (bench) the waiting records through the mapping, one
  *                    consume per view, to EAGAIN-empty; prints "drained B
- *                    bytes R records in N ns"
+ *                    bytes R records in N ns (walk W ns, consume C ns, V
+ *                    views)": the reader's walk and the consume ioctls
  *   mmap readdrain   (bench) the same through read() with 1 MiB reads, and
  *                    a walk of the records as the mapped drain does
  *   mmap ftrace BYTES   (bench) on CPU 0, fills ftrace's ring buffer with
@@ -675,20 +676,26 @@ static int cmd_drain(void)
 	uint64_t rb = 0, bytes = 0, records = 0;
 	if (fd < 0 || map_all(fd, &mp) || read_opening(&mp, NULL, &rb))
 		return violation("open/map", errno), 1;
-	uint64_t t0 = now_ns();
+	uint64_t t0 = now_ns(), walk_ns = 0, consume_ns = 0, views = 0;
 	for (;;) {
 		uint64_t t = tail_of(&mp), h = head_of(&mp);
 		if (h == t)
 			break;
+		uint64_t w0 = now_ns();
 		long r = walk(mp.data + t % mp.size, h - t);
+		uint64_t w1 = now_ns();
 		if (r < 0 || consume(fd, t, h))
 			return violation("drain", errno), 1;
+		consume_ns += now_ns() - w1;
+		walk_ns += w1 - w0;
+		views++;
 		bytes += h - t;
 		records += r;
 	}
 	uint64_t t1 = now_ns();
-	printf("drained %llu bytes %llu records in %llu ns\n", (unsigned long long)bytes,
-	       (unsigned long long)records, (unsigned long long)(t1 - t0));
+	printf("drained %llu bytes %llu records in %llu ns (walk %llu ns, consume %llu ns, %llu views)\n",
+	       (unsigned long long)bytes, (unsigned long long)records, (unsigned long long)(t1 - t0),
+	       (unsigned long long)walk_ns, (unsigned long long)consume_ns, (unsigned long long)views);
 	return 0;
 }
 
@@ -701,9 +708,11 @@ static int cmd_readdrain(void)
 	if (r != HEADER)
 		return violation("open/header", errno), 1;
 	/* The restated records (if any) are part of the drain: few bytes. */
-	uint64_t t0 = now_ns();
+	uint64_t t0 = now_ns(), walk_ns = 0;
 	while ((r = read(fd, buf, sizeof(buf))) > 0) {
+		uint64_t w0 = now_ns();
 		long n = walk(buf, r);
+		walk_ns += now_ns() - w0;
 		if (n < 0)
 			return violation("records not whole", 0), 1;
 		bytes += r;
@@ -712,8 +721,9 @@ static int cmd_readdrain(void)
 	uint64_t t1 = now_ns();
 	if (errno != EAGAIN)
 		return violation("read", errno), 1;
-	printf("drained %llu bytes %llu records in %llu ns\n", (unsigned long long)bytes,
-	       (unsigned long long)records, (unsigned long long)(t1 - t0));
+	printf("drained %llu bytes %llu records in %llu ns (walk %llu ns)\n",
+	       (unsigned long long)bytes, (unsigned long long)records, (unsigned long long)(t1 - t0),
+	       (unsigned long long)walk_ns);
 	return 0;
 }
 
