@@ -108,7 +108,7 @@ impl Stage {
             self.buf.copy_within(self.start..self.end, 0);
             for o in self.noted.iter_mut().take(self.nr_noted) {
                 // Every noted offset is at or after `start`.
-                *o -= self.start as u16;
+                *o = o.saturating_sub(self.start as u16);
             }
             // INVARIANT: the same records, moved to the front.
             self.end -= self.start;
@@ -182,7 +182,7 @@ impl Stage {
             .take(self.nr_noted)
             .zip(offsets.iter_mut())
         {
-            let o = usize::from(*o) - self.start;
+            let o = usize::from(*o).saturating_sub(self.start);
             if o >= bytes {
                 break;
             }

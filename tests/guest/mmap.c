@@ -646,19 +646,32 @@ static int cmd_handoff(int names, int spin)
 	free(obuf);
 	if (!restated)
 		violation("the second reader's opening does not restate the child's last COMM", 0);
-	t = tail_of(&mp);
-	h = head_of(&mp);
-	v = mp.data + t % mp.size;
+	/* Its stream to the end (what waited in the CPU buffers while the
+	 * event buffer was full comes after a flush). */
 	long samples = 0;
 	uint16_t cpu = u16_at(comm, 4);
-	for (at = 0; at + 8 <= h - t;) {
-		uint16_t size = u16_at(v, at + 2);
-		if (size < 8)
-			break;
-		if (u16_at(v, at) == REC_SAMPLE && u16_at(v, at + 4) == cpu &&
-		    u32_at(v, at + 24) == (uint32_t)c)
-			samples++;
-		at += size;
+	for (int round = 0; round < 1000; round++) {
+		t = tail_of(&mp);
+		h = head_of(&mp);
+		if (h == t) {
+			if (ioctl(fd, IOC_FLUSH))
+				return violation("flush", errno), 1;
+			if (head_of(&mp) == t)
+				break;
+			continue;
+		}
+		v = mp.data + t % mp.size;
+		for (at = 0; at + 8 <= h - t;) {
+			uint16_t size = u16_at(v, at + 2);
+			if (size < 8)
+				break;
+			if (u16_at(v, at) == REC_SAMPLE && u16_at(v, at + 4) == cpu &&
+			    u32_at(v, at + 24) == (uint32_t)c)
+				samples++;
+			at += size;
+		}
+		if (consume(fd, t, h))
+			return violation("second reader: consume", errno), 1;
 	}
 	if (!samples)
 		violation("the second reader got no sample of the child on the COMM's CPU", 0);
