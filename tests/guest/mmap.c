@@ -42,7 +42,9 @@
  *   mmap drain       (bench) the waiting records through the mapping, one
  *                    consume per view, to EAGAIN-empty; prints "drained B
  *                    bytes R records in N ns (walk W ns, consume C ns, V
- *                    views)": the reader's walk and the consume ioctls
+ *                    views, K noted)": the reader's walk, the consume
+ *                    ioctls, and the COMM/TRACING/CONFIG records among the
+ *                    records (what the consume reads)
  *   mmap readdrain   (bench) the same through read() with 1 MiB reads, and
  *                    a walk of the records as the mapped drain does
  *   mmap ftrace BYTES   (bench) on CPU 0, fills ftrace's ring buffer with
@@ -146,6 +148,9 @@ static uint64_t tail_of(struct map *mp)
 	return __atomic_load_n(&mp->m->tail, __ATOMIC_ACQUIRE);
 }
 
+/* COMM, TRACING and CONFIG records the last walk met (the consume notes them). */
+static long walk_noted;
+
 /* Whole well-formed records exactly filling `n` bytes; their count. */
 static long walk(const uint8_t *p, uint64_t n)
 {
@@ -157,6 +162,7 @@ static long walk(const uint8_t *p, uint64_t n)
 		memcpy(&size, p + at + 2, 2);
 		if (size < 8 || size % 8 || at + size > n || type == 0)
 			return -1;
+		walk_noted += type == 2 || type == 4 || type == 5;
 		at += size;
 		recs++;
 	}
@@ -706,9 +712,10 @@ static int cmd_drain(void)
 		records += r;
 	}
 	uint64_t t1 = now_ns();
-	printf("drained %llu bytes %llu records in %llu ns (walk %llu ns, consume %llu ns, %llu views)\n",
+	printf("drained %llu bytes %llu records in %llu ns (walk %llu ns, consume %llu ns, %llu views, %ld noted)\n",
 	       (unsigned long long)bytes, (unsigned long long)records, (unsigned long long)(t1 - t0),
-	       (unsigned long long)walk_ns, (unsigned long long)consume_ns, (unsigned long long)views);
+	       (unsigned long long)walk_ns, (unsigned long long)consume_ns, (unsigned long long)views,
+	       walk_noted);
 	return 0;
 }
 
