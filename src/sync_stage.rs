@@ -29,6 +29,9 @@ use crate::{
 /// append tells the index it does not know (the consume walks instead).
 const STAGE_NOTED: usize = 128;
 
+// The noted offsets are `u16`: every offset in the area must fit.
+const _: () = assert!(STAGE_BYTES <= u16::MAX as usize + 1);
+
 /// Bytes of a CPU's staging area: about 300 samples without callchains (the
 /// records one CPU's periodic sync moves at several kHz), 15 of the largest
 /// records. At least [`format::MAX_RECORD`].
@@ -410,5 +413,84 @@ mod tests {
         );
         assert_eq!((st.records(), st.len()), (0, 0));
         assert_eq!(st.discard(), Dropped::default());
+    }
+
+    /// The times of the COMM records `eb`'s index lists, and where it
+    /// stops listing.
+    fn noted_times(eb: &EventBuffer) -> (KVec<u64>, Option<u64>) {
+        let mut v = KVec::new();
+        let gap = eb.noted_below(u64::MAX, |r| {
+            if let Some(c) = format::Comm::read(Endian::native(), r) {
+                let _ = v.push(c.time, GFP_KERNEL);
+            }
+        });
+        (v, gap)
+    }
+
+    #[test]
+    fn tells_the_event_buffer_where_its_comm_records_are() {
+        let (Ok(mut st), Ok(mut eb)) = (Stage::new(), EventBuffer::new(4096)) else {
+            return;
+        };
+        let comm = |time| {
+            format::Comm {
+                cpu: 1,
+                time,
+                pid: 7,
+                tgid: 7,
+                comm: [b'c'; format::COMM_NAME_LEN],
+            }
+            .encoded(Endian::native())
+        };
+        let mut filler = KVec::new();
+        for i in 0..125 {
+            let _ = filler.extend_from_slice(&lost(i), GFP_KERNEL);
+        }
+        assert!(eb.push(&filler));
+        // LOST at 0, COMM at 24, SAMPLE (48) at 64, COMM at 112, then 20
+        // samples of 64 bytes: more than the 1096 bytes free.
+        assert!(st.push(&lost(1)));
+        assert!(st.push(&comm(100)));
+        assert!(st.push(&sample(1, 0)));
+        assert!(st.push(&comm(200)));
+        for t in 0..20 {
+            assert!(st.push(&sample(t, 2)));
+        }
+        let (_, all) = st.append_to(&mut eb, 0);
+        assert!(!all);
+        let (times, gap) = noted_times(&eb);
+        assert_eq!(&times[..], &[100, 200]);
+        assert_eq!(gap, None);
+        // What stays staged moves to the front; a COMM after it, once room
+        // is made, is listed at its place.
+        let _ = take(&mut eb);
+        st.compact();
+        assert!(st.push(&comm(300)));
+        let before = eb.bytes_in;
+        let (_, all) = st.append_to(&mut eb, 0);
+        assert!(all);
+        let (times, gap) = noted_times(&eb);
+        assert_eq!(&times[..], &[300]);
+        assert_eq!(gap, None);
+        assert!(eb.ends_record(eb.bytes_in - format::COMM_LEN as u64));
+        assert!(eb.bytes_in > before);
+        let _ = take(&mut eb);
+        // More noted records than the area keeps offsets of: the append
+        // says it does not know, and the index stops listing there.
+        let off = format::Tracing {
+            cpu: 0,
+            time: 1,
+            on: false,
+        }
+        .encoded(Endian::native());
+        for _ in 0..=STAGE_NOTED {
+            assert!(st.push(&off));
+        }
+        let start = eb.bytes_in;
+        let (_, all) = st.append_to(&mut eb, 0);
+        assert!(all);
+        assert_eq!(noted_times(&eb).1, Some(start));
+        let _ = take(&mut eb);
+        assert_eq!(noted_times(&eb).1, None);
     }
 }

@@ -27,9 +27,11 @@
  *                    close); then the device opens again (the slot is free)
  *   mmap handoff NAMES SPIN_MS   the consume notes what it delivers: a
  *                    child renames itself NAMES times (spinning SPIN_MS per
- *                    name, the last name 300 ms) while a mapped reader waits;
- *                    after a flush the reader consumes, in pieces, exactly
- *                    up to the end of the child's last COMM record (trying
+ *                    name, the last name 100 ms) while a mapped reader waits
+ *                    (after emptying the event buffer); after a flush the
+ *                    reader consumes, in pieces, exactly up to the end of
+ *                    the child's last COMM record in the first view that has
+ *                    one (the views before are consumed whole; trying
  *                    positions inside records and past the head first:
  *                    EINVAL), and closes. A second reader's opening must
  *                    restate that COMM record byte for byte, and its stream
@@ -571,40 +573,61 @@ static int cmd_handoff(int names, int spin)
 	uint64_t rb = 0;
 	if (fd < 0 || map_all(fd, &mp) || read_opening(&mp, NULL, &rb))
 		return violation("open/map", errno), 1;
+	/* An empty event buffer first: room for the child's records. */
+	uint64_t t, h;
+	do {
+		if (ioctl(fd, IOC_FLUSH))
+			return violation("flush", errno), 1;
+		t = tail_of(&mp);
+		h = head_of(&mp);
+		if (h != t && consume(fd, t, h))
+			return violation("consume before the child", errno), 1;
+	} while (h != t);
 	pid_t c = fork();
 	if (c == 0) {
 		char name[16];
 		for (int i = 0; i < names; i++) {
 			snprintf(name, sizeof(name), "hof%d", i);
 			prctl(PR_SET_NAME, name);
-			spin_ms(i == names - 1 ? 300 : spin);
+			spin_ms(i == names - 1 ? 100 : spin);
 		}
 		_exit(0);
 	}
 	int st;
 	waitpid(c, &st, 0);
-	if (ioctl(fd, IOC_FLUSH))
-		return violation("flush", errno), 1;
-	uint64_t t = tail_of(&mp), h = head_of(&mp);
-	const uint8_t *v = mp.data + t % mp.size;
-	/* The end of the child's last COMM record in the view. */
+	/* The first view with a COMM record of the child (the views before
+	 * are consumed whole: with a full buffer, the child's records wait
+	 * in the CPU buffers); the end of its last such record. */
+	const uint8_t *v = NULL;
 	uint64_t end = 0, at = 0;
 	long comms = 0, recs = 0;
 	uint8_t comm[COMM_LEN];
-	while (at + 8 <= h - t) {
-		uint16_t type = u16_at(v, at), size = u16_at(v, at + 2);
-		if (size < 8 || at + size > h - t)
-			return violation("a record in the view", 0), 1;
-		if (type == REC_COMM && size == COMM_LEN && u32_at(v, at + 16) == (uint32_t)c) {
-			comms++;
-			end = at + size;
-			memcpy(comm, v + at, COMM_LEN);
+	for (int round = 0; !end && round < 1000; round++) {
+		if (ioctl(fd, IOC_FLUSH))
+			return violation("flush", errno), 1;
+		t = tail_of(&mp);
+		h = head_of(&mp);
+		if (h == t)
+			break;
+		v = mp.data + t % mp.size;
+		for (at = 0; at + 8 <= h - t;) {
+			uint16_t type = u16_at(v, at), size = u16_at(v, at + 2);
+			if (size < 8 || at + size > h - t)
+				return violation("a record in the view", 0), 1;
+			if (type == REC_COMM && size == COMM_LEN &&
+			    u32_at(v, at + 16) == (uint32_t)c) {
+				comms++;
+				end = at + size;
+				memcpy(comm, v + at, COMM_LEN);
+			}
+			at += size;
+			recs++;
 		}
-		at += size;
-		recs++;
+		if (!end && consume(fd, t, h))
+			return violation("consume a view without the child", errno), 1;
 	}
 	if (!end)
-		return violation("no COMM record of the child in the view", 0), 1;
+		return violation("no COMM record of the child in the stream", 0), 1;
 	/* Positions that do not end a record are refused, the view unchanged. */
 	int bad = 0;
 	at = 0;
