@@ -24,7 +24,10 @@
 //! remembers the position from which it is incomplete (`unindexed_from`):
 //! a consume walks the records from there (the earlier cost) until the
 //! reader catches up with the producer, when listing resumes. A full
-//! boundary list only lengthens the check's walk (any boundary is a sound
+//! boundary list drops every other boundary and from then on lists one
+//! append in two (then four, ...; back down as the reader consumes), so that
+//! it keeps spanning everything that waits, evenly: that only lengthens the
+//! check's walk, to at most that many appends (any boundary is a sound
 //! starting point, the consumer position is one).
 //!
 //! Every position listed is at or above the consumer position: a consume
@@ -117,6 +120,26 @@ impl PosRing {
         lo
     }
 
+    /// Keeps every other entry (the first of each pair, so the oldest
+    /// stays): half the ring is free again.
+    fn thin(&mut self) {
+        let cap = self.buf.len();
+        let mut kept = 0;
+        let mut i = 0;
+        while i < self.len {
+            let v = self.get(i);
+            // `kept <= i / 2 <= i`: a slot already read (or this one).
+            let at = (self.start + kept) % cap;
+            if let Some(slot) = self.buf.get_mut(at) {
+                *slot = v;
+            }
+            kept += 1;
+            i += 2;
+        }
+        // INVARIANT: a subsequence of ascending entries, from `start`.
+        self.len = kept;
+    }
+
     fn clear(&mut self) {
         // INVARIANT: empty.
         self.start = 0;
@@ -131,8 +154,14 @@ pub(crate) struct RecordIndex {
     /// Noted records from this position on may be missing from `noted`
     /// (it was full); `None`: `noted` lists every one waiting.
     unindexed_from: Option<u64>,
-    /// End positions of appends (record boundaries), ascending.
+    /// End positions of appends (record boundaries), ascending: one in
+    /// `stride`.
     bounds: PosRing,
+    /// Appends per listed boundary (a power of two, doubled when `bounds`
+    /// fills, halved when it empties to a quarter).
+    stride: u64,
+    /// Appends since the last boundary listed.
+    unlisted: u64,
     /// Times the index stopped listing: its noted list was full, or an
     /// append did not say where its noted records are (stats).
     pub(crate) overflows: u64,
@@ -158,6 +187,8 @@ impl RecordIndex {
             noted: PosRing::new(noted)?,
             unindexed_from: None,
             bounds: PosRing::new(bounds)?,
+            stride: 1,
+            unlisted: 0,
             overflows: 0,
             walks: 0,
         })
@@ -185,8 +216,25 @@ impl RecordIndex {
 
     /// An append ended at `pos`: a record boundary.
     pub(crate) fn boundary(&mut self, pos: u64) {
-        // Full: the check walks from an earlier boundary instead.
-        let _ = self.bounds.push(pos);
+        // Only every `stride`-th boundary is listed, so that the listed
+        // ones stay evenly spread over what waits.
+        self.unlisted += 1;
+        if self.unlisted < self.stride {
+            return;
+        }
+        if self.bounds.len == self.bounds.buf.len() {
+            // Full: every other boundary goes and the stride doubles (the
+            // check walks from an earlier boundary, at most `stride`
+            // appends back).
+            self.bounds.thin();
+            self.stride = self.stride.saturating_mul(2);
+            if self.unlisted < self.stride {
+                return;
+            }
+        }
+        if self.bounds.push(pos) {
+            self.unlisted = 0;
+        }
     }
 
     /// Everything below `consumed` was consumed; `appended` bytes were
@@ -194,6 +242,9 @@ impl RecordIndex {
     pub(crate) fn consumed(&mut self, consumed: u64, appended: u64) {
         self.noted.drop_below(consumed);
         self.bounds.drop_below(consumed.saturating_add(1));
+        if self.stride > 1 && self.bounds.len <= self.bounds.buf.len() / 4 {
+            self.stride /= 2;
+        }
         if let Some(from) = self.unindexed_from {
             self.unindexed_from = if consumed >= appended {
                 // Nothing waits: every later noted record can be listed.
@@ -227,6 +278,8 @@ impl RecordIndex {
         self.noted.clear();
         self.bounds.clear();
         self.unindexed_from = None;
+        self.stride = 1;
+        self.unlisted = 0;
     }
 }
 
@@ -245,11 +298,13 @@ mod tests {
         ix.boundary(64);
         ix.note(64);
         ix.boundary(96);
-        // The boundary list is full: this one is not listed.
+        // The boundary list is full: thinned to 64, and one append in two
+        // listed from now on (not this one).
         ix.boundary(128);
         assert_eq!(ix.boundary_at_most(63), None);
         assert_eq!(ix.boundary_at_most(64), Some(64));
-        assert_eq!(ix.boundary_at_most(120), Some(96));
+        assert_eq!(ix.boundary_at_most(128), Some(64));
+        assert_eq!(ix.stride, 2);
         assert_eq!(ix.noted_below(41).count(), 2);
         assert_eq!(ix.unindexed_from(), None);
         // The noted list is full: from 100 on the index is incomplete.
@@ -261,7 +316,8 @@ mod tests {
         // Consuming drops what it passes; the gap starts where it stops.
         ix.consumed(64, 200);
         assert_eq!(ix.noted_below(u64::MAX).count(), 1);
-        assert_eq!(ix.boundary_at_most(200), Some(96));
+        assert_eq!(ix.boundary_at_most(200), None);
+        assert_eq!(ix.stride, 1);
         ix.consumed(120, 200);
         assert_eq!(ix.unindexed_from(), Some(120));
         assert_eq!(ix.noted_below(u64::MAX).count(), 0);
@@ -288,5 +344,38 @@ mod tests {
         ix.clear();
         assert_eq!(ix.noted_below(u64::MAX).count(), 0);
         assert_eq!(ix.boundary_at_most(u64::MAX), None);
+    }
+
+    #[test]
+    fn a_full_boundary_list_keeps_spanning() {
+        let Ok(mut ix) = RecordIndex::with_capacity(16, 16) else {
+            return;
+        };
+        // 1000 appends of 8 bytes into 16 entries: thinned and strided, the
+        // listed boundaries stay spread over all of them.
+        for i in 1..=1000u64 {
+            ix.boundary(8 * i);
+        }
+        // From any position, the last listed boundary at or below it is at
+        // most 2 * 1000 / 16 appends back.
+        let bound = 8 * 2 * 1000 / 16;
+        let mut last = 0;
+        for p in (8..=8000u64).step_by(8) {
+            let b = ix.boundary_at_most(p).unwrap_or(0);
+            assert!(p - b <= bound);
+            assert!(b >= last && b <= p);
+            last = b;
+        }
+        assert!(ix.stride > 1);
+        // As the reader consumes, the stride comes back down.
+        ix.consumed(7990, 8000);
+        assert_eq!(ix.stride, 32);
+        ix.consumed(8000, 8000);
+        for _ in 0..8 {
+            ix.consumed(8000, 8000);
+        }
+        assert_eq!(ix.stride, 1);
+        ix.boundary(8008);
+        assert_eq!(ix.boundary_at_most(8008), Some(8008));
     }
 }
