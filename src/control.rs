@@ -163,10 +163,12 @@ fn show_stats(p: &Arc<Profiler>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     let eb = p.buffers.events.lock();
     writeln!(
         f,
-        "event_buffer bytes_waiting={} bytes_total={} refused_full={}",
+        "event_buffer bytes_waiting={} bytes_total={} refused_full={} index_overflows={} index_walks={}",
         eb.len(),
         eb.bytes_in,
-        eb.full
+        eb.full,
+        eb.index.overflows,
+        eb.index.walks
     )
 }
 

@@ -502,6 +502,13 @@ impl BufferReader {
     /// waiting bytes, or the stream's opening was not read yet, `EBADF` on a
     /// control file (no reader slot), `EAGAIN` with `O_NONBLOCK` while a
     /// `read` of the same file is in progress.
+    ///
+    /// The records are not walked: the event buffer's index
+    /// (`record_index.rs`) says where the COMM, TRACING and CONFIG records
+    /// to note lie and where the last append before `new_tail` ended (the
+    /// check walks from there). Only when the index overflowed are the
+    /// records from where it stopped listing walked, as `read` does, without
+    /// the events lock.
     fn consume_mapped(&self, tail: u64, new_tail: u64, nonblock: bool) -> Result {
         if !self.reads {
             return Err(EBADF);
@@ -511,33 +518,47 @@ impl BufferReader {
         if !self.header_sent.load(Acquire) || self.prefix_pending.load(Acquire) {
             return Err(EINVAL);
         }
-        let (chunk, view) = {
+        // The reader state before the events lock, as `read_prefix` takes
+        // them. Neither is held across a user copy (there is none here).
+        let mut st = p.reader.lock();
+        let (walk, view) = {
             let mut eb = p.buffers.events.lock();
             if tail != eb.consumed() {
                 return Err(ESTALE);
             }
-            let n = new_tail.checked_sub(tail).ok_or(EINVAL)?;
-            if n > eb.len() as u64 {
+            if !eb.ends_record(new_tail) {
                 return Err(EINVAL);
             }
-            let chunk = eb.chunk(n as usize);
-            if chunk.len as u64 != n {
-                return Err(EINVAL);
+            let n = (new_tail - tail) as usize;
+            match eb.noted_below(new_tail, |rec| st.note(rec)) {
+                None => {
+                    self.consumed(&mut eb, n);
+                    return Ok(());
+                }
+                Some(from) => {
+                    // The index overflowed: walk from where it stopped.
+                    eb.index.walks += 1;
+                    eb.copying = true;
+                    (eb.chunk_between(from, new_tail), eb.view())
+                }
             }
-            eb.copying = true;
-            (chunk, eb.view())
         };
         // SAFETY: `p` owns the event buffer; this is the only consumer
         // (`_busy`), so nothing is consumed until the slices are gone.
-        let (a, b) = unsafe { view.bytes(chunk) };
-        p.reader.lock().delivered(a, b, chunk.len);
+        let (a, b) = unsafe { view.bytes(walk) };
+        st.delivered(a, b, walk.len);
         let mut eb = p.buffers.events.lock();
-        eb.consume(chunk.len);
         eb.copying = false;
+        self.consumed(&mut eb, (new_tail - tail) as usize);
+        Ok(())
+    }
+
+    /// Consumes `n` bytes for this reader.
+    fn consumed(&self, eb: &mut EventBuffer, n: usize) {
+        eb.consume(n);
         if eb.len() == 0 {
             self.seen_flush.store(eb.flush_seq, Relaxed);
         }
-        Ok(())
     }
 }
 

@@ -32,7 +32,11 @@ use kernel::{
     sync::atomic::{Atomic, Relaxed, Release},
 };
 
-use crate::format::{self, Endian};
+use crate::{
+    format::{self, Endian},
+    reader_state::{is_noted, NOTED_MAX},
+    record_index::RecordIndex,
+};
 
 /// The meta page's layout (`Documentation/mmap.md`): byte offsets of its
 /// fields, all native-endian, aligned.
@@ -125,6 +129,9 @@ pub(crate) struct EventBuffer {
     /// A reader copies a chunk without the lock (from taking its view to
     /// consuming it): the storage must not be replaced.
     pub(crate) copying: bool,
+    /// Where the noted records and the append boundaries lie
+    /// (`record_index.rs`), for the consume from a mapping.
+    pub(crate) index: RecordIndex,
 }
 
 impl EventBuffer {
@@ -161,6 +168,7 @@ impl EventBuffer {
             consumed: 0,
             mapped: false,
             copying: false,
+            index: RecordIndex::new(cap)?,
         };
         eb.meta_u32(meta::VERSION_AT).store(meta::VERSION, Relaxed);
         eb.meta_u32(meta::META_SIZE_AT)
@@ -268,6 +276,24 @@ impl EventBuffer {
         self.meta_u64(meta::OPENING_AT)
             .store(old.meta_u64(meta::OPENING_AT).load(Relaxed), Relaxed);
         self.meta_u64(meta::HEAD_AT).store(self.bytes_in, Release);
+        // The index, told anew: one walk of the waiting records.
+        self.index.clear();
+        self.index.overflows = old.index.overflows;
+        self.index.walks = old.index.walks;
+        let mut at = 0;
+        while at < self.len {
+            let mut prefix = [0u8; format::PREFIX_LEN];
+            self.read_at(self.head + at, &mut prefix);
+            let len = format::record_len(Endian::native(), &prefix).unwrap_or(0);
+            if len == 0 {
+                break;
+            }
+            if format::Prefix::read(Endian::native(), &prefix).is_some_and(|p| is_noted(p.kind)) {
+                self.index.note(self.consumed + at as u64);
+            }
+            at += len;
+        }
+        self.index.boundary(self.bytes_in);
         true
     }
 
@@ -308,8 +334,35 @@ impl EventBuffer {
     /// Appends one whole record (at most `cap` bytes, a multiple of 8);
     /// false (nothing appended, `full` counted) if fewer than
     /// `record.len() + reserve` bytes are free. `reserve` keeps room for
-    /// records that must always fit (see `sync.rs`).
+    /// records that must always fit (see `sync.rs`). The index learns
+    /// whether it is a noted record (a run of several records given here is
+    /// taken as unknown: the consume walks it).
     pub(crate) fn push_keeping(&mut self, record: &[u8], reserve: usize) -> bool {
+        let prefix = format::Prefix::read(Endian::native(), record);
+        let noted: &[u16] = match prefix {
+            Some(p) if usize::from(p.size) == record.len() => {
+                if is_noted(p.kind) {
+                    &[0]
+                } else {
+                    &[]
+                }
+            }
+            _ => return self.push_run(record, reserve, None),
+        };
+        self.push_run(record, reserve, Some(noted))
+    }
+
+    /// Appends `record`, one or more whole records (at most `cap` bytes),
+    /// as [`Self::push_keeping`]; `noted` gives the offsets in it of the
+    /// noted records among them (ascending), or `None` if unknown (the
+    /// index then stops listing from the run's start, and the consume walks
+    /// from there).
+    pub(crate) fn push_run(
+        &mut self,
+        record: &[u8],
+        reserve: usize,
+        noted: Option<&[u16]>,
+    ) -> bool {
         let cap = self.storage.cap;
         if record.len() + reserve > self.free() || record.is_empty() {
             self.full += 1;
@@ -327,9 +380,19 @@ impl EventBuffer {
             core::ptr::copy_nonoverlapping(src, self.storage.ptr.add(tail), first);
             core::ptr::copy_nonoverlapping(src.add(first), self.storage.ptr, record.len() - first);
         }
-        // INVARIANT: a whole record was added after the waiting ones.
+        // INVARIANT: whole records were added after the waiting ones.
         self.len += record.len();
+        let start = self.bytes_in;
         self.bytes_in += record.len() as u64;
+        match noted {
+            Some(offsets) => {
+                for &o in offsets {
+                    self.index.note(start + u64::from(o));
+                }
+            }
+            None => self.index.unknown_from(start),
+        }
+        self.index.boundary(self.bytes_in);
         // The bytes before the position that covers them (a mapped reader
         // loads `head` with acquire, then reads the bytes).
         self.meta_u64(meta::HEAD_AT).store(self.bytes_in, Release);
@@ -387,7 +450,76 @@ impl EventBuffer {
         self.head = self.wrap(self.head + n);
         self.len -= n;
         self.consumed += n as u64;
+        self.index.consumed(self.consumed, self.bytes_in);
         self.meta_u64(meta::TAIL_AT).store(self.consumed, Release);
+    }
+
+    /// Ring offset of position `pos` (bytes ever appended).
+    fn ring_offset(&self, pos: u64) -> usize {
+        pos.checked_rem(self.storage.cap as u64).unwrap_or(0) as usize
+    }
+
+    /// Whether position `end` is the end of a whole waiting record (or the
+    /// consumer position): between the consumer and producer positions and
+    /// reached by whole records. Walks only from the last append boundary
+    /// at or below `end` (at most one append's records; the producer
+    /// position needs no walk).
+    pub(crate) fn ends_record(&self, end: u64) -> bool {
+        let (tail, head) = (self.consumed, self.bytes_in);
+        if end < tail || end > head {
+            return false;
+        }
+        if end == head || end == tail {
+            return true;
+        }
+        let from = self
+            .index
+            .boundary_at_most(end)
+            .map_or(tail, |b| b.max(tail));
+        let mut at = from;
+        let mut off = self.ring_offset(from);
+        while at < end {
+            let len = self.len_at(off);
+            if len == 0 {
+                return false;
+            }
+            at += len as u64;
+            off = self.wrap(off + len);
+        }
+        at == end
+    }
+
+    /// Hands `note` each noted record (its first [`NOTED_MAX`] bytes) the
+    /// index lists among the waiting records below `end`, in order.
+    /// Returns the position from which the index may miss noted records,
+    /// if below `end`: the caller walks the records from there (or from
+    /// the consumer position, if later) to `end`.
+    pub(crate) fn noted_below(&self, end: u64, mut note: impl FnMut(&[u8])) -> Option<u64> {
+        let mut rec = [0u8; NOTED_MAX];
+        for pos in self.index.noted_below(end) {
+            let off = self.ring_offset(pos);
+            let len = self.len_at(off).min(NOTED_MAX);
+            let Some(r) = rec.get_mut(..len) else {
+                continue;
+            };
+            self.read_at(off, r);
+            note(r);
+        }
+        self.index
+            .unindexed_from()
+            .filter(|&from| from < end)
+            .map(|from| from.max(self.consumed))
+    }
+
+    /// The waiting records from position `from` to `end` (record
+    /// boundaries, `consumed <= from <= end <= consumed + len`).
+    pub(crate) fn chunk_between(&self, from: u64, end: u64) -> Chunk {
+        let skip = from.saturating_sub(self.consumed).min(self.len as u64) as usize;
+        let len = end.saturating_sub(from).min((self.len - skip) as u64) as usize;
+        Chunk {
+            start: self.wrap(self.head + skip),
+            len,
+        }
     }
 }
 
@@ -577,5 +709,146 @@ mod tests {
         };
         assert!(small.push(&lost(1)));
         assert!(!small.adopt(&old));
+    }
+
+    /// The noted records `eb` lists below `end`, as (type, cpu), and where
+    /// its index stops listing.
+    fn noted(eb: &EventBuffer, end: u64) -> (KVec<(u16, u16)>, Option<u64>) {
+        let mut v = KVec::new();
+        let gap = eb.noted_below(end, |r| {
+            if let Some(p) = format::Prefix::read(Endian::native(), r) {
+                let _ = v.push((p.kind, p.cpu), GFP_KERNEL);
+            }
+        });
+        (v, gap)
+    }
+
+    #[test]
+    fn index_lists_noted_records_and_checks_consume_positions() {
+        let Ok(mut eb) = EventBuffer::new(PAGE_SIZE) else {
+            return;
+        };
+        let e = Endian::native();
+        let lost = |cpu| {
+            format::Lost {
+                cpu,
+                time: 5,
+                count: 9,
+            }
+            .encoded(e)
+        };
+        let comm = |cpu| {
+            format::Comm {
+                cpu,
+                time: 6,
+                pid: 42,
+                tgid: 42,
+                comm: [b'x'; format::COMM_NAME_LEN],
+            }
+            .encoded(e)
+        };
+        let off = format::Tracing {
+            cpu: 0,
+            time: 7,
+            on: false,
+        }
+        .encoded(e);
+        // LOST(24) COMM(40) at 24, LOST at 64, TRACING(16) at 88: 104 bytes.
+        assert!(eb.push(&lost(0)));
+        assert!(eb.push(&comm(1)));
+        assert!(eb.push(&lost(0)));
+        assert!(eb.push(&off));
+        // A run of three records in one append, the COMM at offset 24.
+        let mut run = KVec::new();
+        for r in [&lost(1)[..], &comm(0)[..], &lost(1)[..]] {
+            let _ = run.extend_from_slice(r, GFP_KERNEL);
+        }
+        assert!(eb.push_run(&run, 0, Some(&[24])));
+        let head = eb.bytes_in;
+        assert_eq!(head, 104 + 88);
+        let (got, gap) = noted(&eb, head);
+        assert_eq!(
+            &got[..],
+            &[(format::COMM, 1), (format::TRACING, 0), (format::COMM, 0)]
+        );
+        assert_eq!(gap, None);
+        assert_eq!(noted(&eb, 64).0.len(), 1);
+        // Consume positions: record ends pass, the rest do not.
+        for ok in [0, 24, 64, 88, 104, 128, 168, head] {
+            assert!(eb.ends_record(ok));
+        }
+        for bad in [
+            8,
+            16,
+            30,
+            96,
+            112,
+            136,
+            head - 8,
+            head + 8,
+            head + 24,
+            u64::MAX,
+        ] {
+            assert!(!eb.ends_record(bad));
+        }
+        // Consuming drops what it passes; below the consumer position is
+        // refused.
+        eb.consume(64);
+        assert!(!eb.ends_record(24));
+        assert!(eb.ends_record(64) && eb.ends_record(88));
+        let (got, _) = noted(&eb, head);
+        assert_eq!(&got[..], &[(format::TRACING, 0), (format::COMM, 0)]);
+        // A run the writer does not describe: the index stops listing there.
+        let unknown_at = eb.bytes_in;
+        assert!(eb.push_run(&run, 0, None));
+        assert_eq!(noted(&eb, eb.bytes_in).1, Some(unknown_at));
+        assert_eq!(noted(&eb, unknown_at).1, None);
+        // Once everything is consumed, listing resumes.
+        eb.consume(eb.len());
+        assert!(eb.push(&comm(1)));
+        assert_eq!(
+            noted(&eb, eb.bytes_in),
+            (
+                {
+                    let mut v = KVec::new();
+                    let _ = v.push((format::COMM, 1), GFP_KERNEL);
+                    v
+                },
+                None
+            )
+        );
+        eb.consume(eb.len());
+
+        // An index that overflows: two noted entries, two boundaries.
+        let Ok(ix) = RecordIndex::with_capacity(2, 2) else {
+            return;
+        };
+        eb.index = ix;
+        // Near the end of the ring, so that the records below wrap.
+        let cap = PAGE_SIZE as u64;
+        while eb.bytes_in % cap < cap - 100 {
+            assert!(eb.push(&lost(0)));
+            eb.consume(eb.len());
+        }
+        let base = eb.bytes_in;
+        for cpu in 0..5 {
+            assert!(eb.push(&comm(cpu)));
+            assert!(eb.push(&lost(cpu)));
+        }
+        // The records wrap.
+        assert!(eb.consumed() % cap + eb.len() as u64 > cap);
+        let (got, gap) = noted(&eb, eb.bytes_in);
+        assert_eq!(&got[..], &[(format::COMM, 0), (format::COMM, 1)]);
+        assert_eq!(gap, Some(base + 2 * 64));
+        assert_eq!(eb.index.overflows, 1);
+        // Positions past the listed boundaries are still checked (by a
+        // longer walk from the last one).
+        assert!(eb.ends_record(base + 4 * 64 + 40));
+        assert!(!eb.ends_record(base + 4 * 64 + 48));
+        // A consume inside the gap moves its start.
+        eb.consume(3 * 64);
+        assert_eq!(noted(&eb, eb.bytes_in).1, Some(base + 3 * 64));
+        eb.consume(eb.len());
+        assert_eq!(noted(&eb, eb.bytes_in).1, None);
     }
 }

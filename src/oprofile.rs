@@ -36,6 +36,7 @@ mod poll_misc;
 mod profiler;
 mod ratelimit;
 mod reader_state;
+mod record_index;
 mod sampler;
 mod settings;
 mod snapshot;

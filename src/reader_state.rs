@@ -18,6 +18,16 @@ use kernel::prelude::*;
 
 use crate::format::{self, Endian};
 
+/// Whether records of type `kind` change the delivered state (COMM,
+/// TRACING, CONFIG): the *noted* records, which the event buffer's index
+/// lists (`record_index.rs`).
+pub(crate) fn is_noted(kind: u16) -> bool {
+    kind == format::COMM || kind == format::TRACING || kind == format::CONFIG
+}
+
+/// Bytes of the longest noted record (a CONFIG of every event).
+pub(crate) const NOTED_MAX: usize = format::config_len(format::MAX_EVENTS as u8);
+
 /// The delivered state. Owned by the profiler behind a mutex that only the
 /// reader of the moment takes (see `device.rs`).
 pub(crate) struct ReaderState {
@@ -120,6 +130,32 @@ impl ReaderState {
         self.config = config;
     }
 
+    /// Notes one delivered record, `rec` (its first [`NOTED_MAX`] bytes at
+    /// most): a COMM, TRACING or CONFIG record changes the state, others
+    /// are ignored.
+    pub(crate) fn note(&mut self, rec: &[u8]) {
+        let Some(p) = format::Prefix::read(Endian::native(), rec) else {
+            return;
+        };
+        let len = usize::from(p.size);
+        if p.kind == format::COMM && len == format::COMM_LEN && rec.len() == len {
+            if let Some(slot) = self.comm.get_mut(usize::from(p.cpu)) {
+                slot.copy_from_slice(rec);
+            }
+        } else if p.kind == format::TRACING {
+            // Byte 6 of a TRACING record: the new state.
+            self.tracing_off = p.b6 == 0;
+        } else if p.kind == format::CONFIG && len <= NOTED_MAX && rec.len() == len {
+            let mut full = [0u8; NOTED_MAX];
+            if let Some(dst) = full.get_mut(..len) {
+                dst.copy_from_slice(rec);
+            }
+            if let Some(c) = format::Config::read(Endian::native(), &full) {
+                self.config = c;
+            }
+        }
+    }
+
     /// Notes the COMM, TRACING and CONFIG records among the whole records `a`
     /// followed by `b` (one run of records split in two slices) up to `n`
     /// bytes, which were delivered.
@@ -162,25 +198,12 @@ impl ReaderState {
             if len < format::PREFIX_LEN || at + len > n {
                 break;
             }
-            if p.kind == format::COMM && len == format::COMM_LEN {
-                if let Some(slot) = self.comm.get_mut(usize::from(p.cpu)) {
-                    for (i, s) in slot.iter_mut().enumerate() {
-                        *s = byte(at + i);
-                    }
-                }
-            } else if p.kind == format::TRACING {
-                // Byte 6 of a TRACING record: the new state.
-                self.tracing_off = p.b6 == 0;
-            } else if p.kind == format::CONFIG
-                && len <= format::config_len(format::MAX_EVENTS as u8)
-            {
-                let mut rec = [0u8; format::config_len(format::MAX_EVENTS as u8)];
+            if is_noted(p.kind) {
+                let mut rec = [0u8; NOTED_MAX];
                 for (i, r) in rec.iter_mut().take(len).enumerate() {
                     *r = byte(at + i);
                 }
-                if let Some(c) = format::Config::read(Endian::native(), &rec) {
-                    self.config = c;
-                }
+                self.note(rec.get(..len.min(NOTED_MAX)).unwrap_or(&[]));
             }
             at += len;
         }

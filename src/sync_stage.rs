@@ -21,7 +21,16 @@ use kernel::prelude::*;
 use crate::{
     event_buffer::EventBuffer,
     format::{self, Endian},
+    reader_state::is_noted,
 };
+
+/// Noted records (COMM, TRACING, CONFIG: `reader_state.rs`) whose offsets a
+/// staging area keeps for the event buffer's index; past that many, the
+/// append tells the index it does not know (the consume walks instead).
+const STAGE_NOTED: usize = 128;
+
+// The noted offsets are `u16`: every offset in the area must fit.
+const _: () = assert!(STAGE_BYTES <= u16::MAX as usize + 1);
 
 /// Bytes of a CPU's staging area: about 300 samples without callchains (the
 /// records one CPU's periodic sync moves at several kHz), 15 of the largest
@@ -48,12 +57,17 @@ pub(crate) struct Dropped {
 ///
 /// `start <= end <= buf.len()`, `buf.len() == STAGE_BYTES`; the bytes
 /// `start..end` are `records` whole records, each of the length its prefix
-/// says (a non-zero multiple of 8).
+/// says (a non-zero multiple of 8). `noted[..nr_noted]` are the offsets in
+/// `buf`, ascending, of the noted records among them, all of them unless
+/// `noted_lost`.
 pub(crate) struct Stage {
     buf: KVVec<u8>,
     start: usize,
     end: usize,
     records: usize,
+    noted: [u16; STAGE_NOTED],
+    nr_noted: usize,
+    noted_lost: bool,
 }
 
 impl Stage {
@@ -67,6 +81,9 @@ impl Stage {
             start: 0,
             end: 0,
             records: 0,
+            noted: [0; STAGE_NOTED],
+            nr_noted: 0,
+            noted_lost: false,
         })
     }
 
@@ -92,6 +109,10 @@ impl Stage {
     pub(crate) fn compact(&mut self) {
         if self.start != 0 {
             self.buf.copy_within(self.start..self.end, 0);
+            for o in self.noted.iter_mut().take(self.nr_noted) {
+                // Every noted offset is at or after `start`.
+                *o = o.saturating_sub(self.start as u16);
+            }
             // INVARIANT: the same records, moved to the front.
             self.end -= self.start;
             self.start = 0;
@@ -113,6 +134,16 @@ impl Stage {
             return false;
         };
         dst.copy_from_slice(rec);
+        if format::Prefix::read(Endian::native(), rec).is_some_and(|p| is_noted(p.kind)) {
+            // `end < STAGE_BYTES`, which fits in a `u16`.
+            match self.noted.get_mut(self.nr_noted) {
+                Some(slot) => {
+                    *slot = self.end as u16;
+                    self.nr_noted += 1;
+                }
+                None => self.noted_lost = true,
+            }
+        }
         // INVARIANT: a whole record, checked above, after the others.
         self.end += len;
         self.records += 1;
@@ -145,10 +176,29 @@ impl Stage {
                 n += 1;
             }
         }
-        if bytes > 0 && !eb.push_keeping(staged.get(..bytes).unwrap_or(&[]), reserve) {
+        // The noted records among those that go in, as offsets in the run.
+        let mut offsets = [0u16; STAGE_NOTED];
+        let mut nr = 0;
+        for (o, slot) in self
+            .noted
+            .iter()
+            .take(self.nr_noted)
+            .zip(offsets.iter_mut())
+        {
+            let o = usize::from(*o).saturating_sub(self.start);
+            if o >= bytes {
+                break;
+            }
+            *slot = o as u16;
+            nr += 1;
+        }
+        let noted = (!self.noted_lost).then(|| offsets.get(..nr).unwrap_or(&[]));
+        if bytes > 0 && !eb.push_run(staged.get(..bytes).unwrap_or(&[]), reserve, noted) {
             // Cannot happen: `bytes` fit in `room`.
             return (0, false);
         }
+        self.noted.copy_within(nr..self.nr_noted, 0);
+        self.nr_noted -= nr;
         let all = n == self.records;
         if !all {
             // The first record that does not fit: refused, and counted so.
@@ -163,6 +213,7 @@ impl Stage {
         self.records -= n;
         if self.records == 0 {
             (self.start, self.end) = (0, 0);
+            (self.nr_noted, self.noted_lost) = (0, false);
         }
         (n, all)
     }
@@ -191,6 +242,7 @@ impl Stage {
         }
         // INVARIANT: nothing staged.
         (self.start, self.end, self.records) = (0, 0, 0);
+        (self.nr_noted, self.noted_lost) = (0, false);
         d
     }
 }
@@ -361,5 +413,85 @@ mod tests {
         );
         assert_eq!((st.records(), st.len()), (0, 0));
         assert_eq!(st.discard(), Dropped::default());
+    }
+
+    /// The times of the COMM records `eb`'s index lists, and where it
+    /// stops listing.
+    fn noted_times(eb: &EventBuffer) -> (KVec<u64>, Option<u64>) {
+        let mut v = KVec::new();
+        let gap = eb.noted_below(u64::MAX, |r| {
+            if let Some(c) = format::Comm::read(Endian::native(), r) {
+                let _ = v.push(c.time, GFP_KERNEL);
+            }
+        });
+        (v, gap)
+    }
+
+    #[test]
+    fn tells_the_event_buffer_where_its_comm_records_are() {
+        let (Ok(mut st), Ok(mut eb)) = (Stage::new(), EventBuffer::new(4096)) else {
+            return;
+        };
+        let comm = |time| {
+            format::Comm {
+                cpu: 1,
+                time,
+                pid: 7,
+                tgid: 7,
+                comm: [b'c'; format::COMM_NAME_LEN],
+            }
+            .encoded(Endian::native())
+        };
+        // 3000 bytes, one record at a time (a run of records pushed at
+        // once would be one the index does not know).
+        for i in 0..125 {
+            assert!(eb.push(&lost(i)));
+        }
+        assert_eq!(eb.free(), 4096 - 3000);
+        // LOST at 0, COMM at 24, SAMPLE (48) at 64, COMM at 112, then 20
+        // samples of 64 bytes: more than the 1096 bytes free.
+        assert!(st.push(&lost(1)));
+        assert!(st.push(&comm(100)));
+        assert!(st.push(&sample(1, 0)));
+        assert!(st.push(&comm(200)));
+        for t in 0..20 {
+            assert!(st.push(&sample(t, 2)));
+        }
+        let (_, all) = st.append_to(&mut eb, 0);
+        assert!(!all);
+        let (times, gap) = noted_times(&eb);
+        assert_eq!(&times[..], &[100, 200]);
+        assert_eq!(gap, None);
+        // What stays staged moves to the front; a COMM after it, once room
+        // is made, is listed at its place.
+        let _ = take(&mut eb);
+        st.compact();
+        assert!(st.push(&comm(300)));
+        let before = eb.bytes_in;
+        let (_, all) = st.append_to(&mut eb, 0);
+        assert!(all);
+        let (times, gap) = noted_times(&eb);
+        assert_eq!(&times[..], &[300]);
+        assert_eq!(gap, None);
+        assert!(eb.ends_record(eb.bytes_in - format::COMM_LEN as u64));
+        assert!(eb.bytes_in > before);
+        let _ = take(&mut eb);
+        // More noted records than the area keeps offsets of: the append
+        // says it does not know, and the index stops listing there.
+        let off = format::Tracing {
+            cpu: 0,
+            time: 1,
+            on: false,
+        }
+        .encoded(Endian::native());
+        for _ in 0..=STAGE_NOTED {
+            assert!(st.push(&off));
+        }
+        let start = eb.bytes_in;
+        let (_, all) = st.append_to(&mut eb, 0);
+        assert!(all);
+        assert_eq!(noted_times(&eb).1, Some(start));
+        let _ = take(&mut eb);
+        assert_eq!(noted_times(&eb).1, None);
     }
 }

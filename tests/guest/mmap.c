@@ -25,9 +25,32 @@
  *   mmap die         a child maps and consumes in a loop; SIGKILLed after
  *                    200 ms (another child is killed between munmap and
  *                    close); then the device opens again (the slot is free)
+ *   mmap handoff NAMES SPIN_MS   the consume notes what it delivers: a
+ *                    child renames itself NAMES times (spinning SPIN_MS per
+ *                    name, the last name 100 ms) while a mapped reader waits
+ *                    (after emptying the event buffer); after a flush the
+ *                    reader consumes, in pieces, exactly up to the end of
+ *                    the child's last COMM record in the first view that has
+ *                    one (the views before are consumed whole; trying
+ *                    positions inside records and past the head first:
+ *                    EINVAL), and closes. A second reader's opening must
+ *                    restate that COMM record byte for byte, and its stream
+ *                    must hold samples of the child on that CPU. Prints
+ *                    "handoff comms C records R restated 1 samples S" and
+ *                    "violations V".
+ *                    With many names and a small buffer_size the event
+ *                    buffer's index of noted records overflows
+ *                    (Documentation/mmap.md): the same must hold.
  *   mmap drain       (bench) the waiting records through the mapping, one
  *                    consume per view, to EAGAIN-empty; prints "drained B
- *                    bytes R records in N ns"
+ *                    bytes R records in N ns (walk W ns, consume C ns, V
+ *                    views, K noted)": the reader's walk, the consume
+ *                    ioctls, and the COMM/TRACING/CONFIG records among the
+ *                    records (what the consume reads)
+ *   mmap drain nowalk   (bench) the same without looking at the records
+ *                    (consume each view whole, as a plain read() drain
+ *                    copies without looking; the records are counted
+ *                    outside the timing)
  *   mmap readdrain   (bench) the same through read() with 1 MiB reads, and
  *                    a walk of the records as the mapped drain does
  *   mmap ftrace BYTES   (bench) on CPU 0, fills ftrace's ring buffer with
@@ -52,6 +75,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -130,6 +154,9 @@ static uint64_t tail_of(struct map *mp)
 	return __atomic_load_n(&mp->m->tail, __ATOMIC_ACQUIRE);
 }
 
+/* COMM, TRACING and CONFIG records the last walk met (the consume notes them). */
+static long walk_noted;
+
 /* Whole well-formed records exactly filling `n` bytes; their count. */
 static long walk(const uint8_t *p, uint64_t n)
 {
@@ -141,6 +168,7 @@ static long walk(const uint8_t *p, uint64_t n)
 		memcpy(&size, p + at + 2, 2);
 		if (size < 8 || size % 8 || at + size > n || type == 0)
 			return -1;
+		walk_noted += type == 2 || type == 4 || type == 5;
 		at += size;
 		recs++;
 	}
@@ -511,28 +539,218 @@ static int cmd_die(void)
 	return violations != 0;
 }
 
+/* Busy for `ms` milliseconds. */
+static void spin_ms(int ms)
+{
+	uint64_t end = now_ns() + ms * 1000000ull;
+	volatile uint64_t x = 0;
+	while (now_ns() < end)
+		x++;
+}
+
+static uint16_t u16_at(const uint8_t *p, size_t at)
+{
+	uint16_t v;
+	memcpy(&v, p + at, 2);
+	return v;
+}
+
+static uint32_t u32_at(const uint8_t *p, size_t at)
+{
+	uint32_t v;
+	memcpy(&v, p + at, 4);
+	return v;
+}
+
+#define REC_SAMPLE 1
+#define REC_COMM 2
+#define COMM_LEN 40
+
+static int cmd_handoff(int names, int spin)
+{
+	int fd = open(DEV, O_RDONLY | O_NONBLOCK);
+	struct map mp;
+	uint64_t rb = 0;
+	if (fd < 0 || map_all(fd, &mp) || read_opening(&mp, NULL, &rb))
+		return violation("open/map", errno), 1;
+	/* An empty event buffer first: room for the child's records. */
+	uint64_t t, h;
+	do {
+		if (ioctl(fd, IOC_FLUSH))
+			return violation("flush", errno), 1;
+		t = tail_of(&mp);
+		h = head_of(&mp);
+		if (h != t && consume(fd, t, h))
+			return violation("consume before the child", errno), 1;
+	} while (h != t);
+	pid_t c = fork();
+	if (c == 0) {
+		char name[16];
+		for (int i = 0; i < names; i++) {
+			snprintf(name, sizeof(name), "hof%d", i);
+			prctl(PR_SET_NAME, name);
+			spin_ms(i == names - 1 ? 100 : spin);
+		}
+		_exit(0);
+	}
+	int st;
+	waitpid(c, &st, 0);
+	/* The first view with a COMM record of the child (the views before
+	 * are consumed whole: with a full buffer, the child's records wait
+	 * in the CPU buffers); the end of its last such record. */
+	const uint8_t *v = NULL;
+	uint64_t end = 0, at = 0;
+	long comms = 0, recs = 0;
+	uint8_t comm[COMM_LEN];
+	for (int round = 0; !end && round < 1000; round++) {
+		if (ioctl(fd, IOC_FLUSH))
+			return violation("flush", errno), 1;
+		t = tail_of(&mp);
+		h = head_of(&mp);
+		if (h == t)
+			break;
+		v = mp.data + t % mp.size;
+		for (at = 0; at + 8 <= h - t;) {
+			uint16_t type = u16_at(v, at), size = u16_at(v, at + 2);
+			if (size < 8 || at + size > h - t)
+				return violation("a record in the view", 0), 1;
+			if (type == REC_COMM && size == COMM_LEN &&
+			    u32_at(v, at + 16) == (uint32_t)c) {
+				comms++;
+				end = at + size;
+				memcpy(comm, v + at, COMM_LEN);
+			}
+			at += size;
+			recs++;
+		}
+		if (!end && consume(fd, t, h))
+			return violation("consume a view without the child", errno), 1;
+	}
+	if (!end)
+		return violation("no COMM record of the child in the stream", 0), 1;
+	/* Positions that do not end a record are refused, the view unchanged. */
+	int bad = 0;
+	at = 0;
+	for (long i = 0; at < end && i < 300; i++) {
+		uint16_t size = u16_at(v, at + 2);
+		for (uint64_t in = 8; in < size; in += 8)
+			if (consume(fd, t, t + at + in) != EINVAL)
+				bad++;
+		at += size;
+	}
+	if (bad)
+		violation("a consume inside a record was not refused", 0);
+	expect("consume past the head", consume(fd, t, h + 8), EINVAL);
+	expect("consume far past the head", consume(fd, t, h + (1ull << 32)), EINVAL);
+	/* In pieces: one record, then about a third, then up to the COMM's end. */
+	uint64_t done = u16_at(v, 2);
+	expect("consume one record", consume(fd, t, t + done), 0);
+	uint64_t third = done;
+	while (third < end / 3)
+		third += u16_at(v, third + 2);
+	if (third < end) {
+		expect("consume a third", consume(fd, t + done, t + third), 0);
+		done = third;
+	}
+	if (done < end)
+		expect("consume to the end of the COMM record", consume(fd, t + done, t + end), 0);
+	expect("consume from the old tail", consume(fd, t, t + end), ESTALE);
+	munmap((void *)mp.m, mp.len);
+	close(fd);
+
+	/* The next reader: the COMM restated in its opening, samples after. */
+	fd = open(DEV, O_RDONLY | O_NONBLOCK);
+	char *obuf = NULL;
+	size_t olen = 0;
+	FILE *o = open_memstream(&obuf, &olen);
+	uint64_t ob = 0;
+	if (fd < 0 || !o || map_all(fd, &mp) || read_opening(&mp, o, &ob))
+		return violation("second reader: open/map/opening", errno), 1;
+	fclose(o);
+	int restated = 0;
+	for (size_t a = HEADER; a + 8 <= olen;) {
+		uint16_t size = u16_at((uint8_t *)obuf, a + 2);
+		if (size < 8)
+			break;
+		if (size == COMM_LEN && a + size <= olen && !memcmp(obuf + a, comm, COMM_LEN))
+			restated = 1;
+		a += size;
+	}
+	free(obuf);
+	if (!restated)
+		violation("the second reader's opening does not restate the child's last COMM", 0);
+	/* Its stream to the end (what waited in the CPU buffers while the
+	 * event buffer was full comes after a flush). */
+	long samples = 0;
+	uint16_t cpu = u16_at(comm, 4);
+	for (int round = 0; round < 1000; round++) {
+		t = tail_of(&mp);
+		h = head_of(&mp);
+		if (h == t) {
+			if (ioctl(fd, IOC_FLUSH))
+				return violation("flush", errno), 1;
+			if (head_of(&mp) == t)
+				break;
+			continue;
+		}
+		v = mp.data + t % mp.size;
+		for (at = 0; at + 8 <= h - t;) {
+			uint16_t size = u16_at(v, at + 2);
+			if (size < 8)
+				break;
+			if (u16_at(v, at) == REC_SAMPLE && u16_at(v, at + 4) == cpu &&
+			    u32_at(v, at + 24) == (uint32_t)c)
+				samples++;
+			at += size;
+		}
+		if (consume(fd, t, h))
+			return violation("second reader: consume", errno), 1;
+	}
+	if (!samples)
+		violation("the second reader got no sample of the child on the COMM's CPU", 0);
+	printf("handoff comms %ld records %ld restated %d samples %ld\n", comms, recs, restated,
+	       samples);
+	printf("violations %d\n", violations);
+	return violations != 0;
+}
+
 /* Bench: the waiting records through the mapping. */
-static int cmd_drain(void)
+static int cmd_drain(int walk_records)
 {
 	int fd = open(DEV, O_RDONLY | O_NONBLOCK);
 	struct map mp;
 	uint64_t rb = 0, bytes = 0, records = 0;
 	if (fd < 0 || map_all(fd, &mp) || read_opening(&mp, NULL, &rb))
 		return violation("open/map", errno), 1;
-	uint64_t t0 = now_ns();
+	uint64_t t0 = now_ns(), walk_ns = 0, consume_ns = 0, views = 0;
 	for (;;) {
 		uint64_t t = tail_of(&mp), h = head_of(&mp);
 		if (h == t)
 			break;
-		long r = walk(mp.data + t % mp.size, h - t);
+		uint64_t w0 = now_ns();
+		long r = walk_records ? walk(mp.data + t % mp.size, h - t) : 0;
+		uint64_t w1 = now_ns();
 		if (r < 0 || consume(fd, t, h))
 			return violation("drain", errno), 1;
+		consume_ns += now_ns() - w1;
+		walk_ns += w1 - w0;
+		if (!walk_records) {
+			/* The count only, after the timing: nothing appends
+			 * (recording is off), so the consumed bytes are still
+			 * there. */
+			uint64_t u0 = now_ns();
+			r = walk(mp.data + t % mp.size, h - t);
+			t0 += now_ns() - u0;
+		}
+		views++;
 		bytes += h - t;
 		records += r;
 	}
 	uint64_t t1 = now_ns();
-	printf("drained %llu bytes %llu records in %llu ns\n", (unsigned long long)bytes,
-	       (unsigned long long)records, (unsigned long long)(t1 - t0));
+	printf("drained %llu bytes %llu records in %llu ns (walk %llu ns, consume %llu ns, %llu views, %ld noted)\n",
+	       (unsigned long long)bytes, (unsigned long long)records, (unsigned long long)(t1 - t0),
+	       (unsigned long long)walk_ns, (unsigned long long)consume_ns, (unsigned long long)views,
+	       walk_noted);
 	return 0;
 }
 
@@ -545,9 +763,11 @@ static int cmd_readdrain(void)
 	if (r != HEADER)
 		return violation("open/header", errno), 1;
 	/* The restated records (if any) are part of the drain: few bytes. */
-	uint64_t t0 = now_ns();
+	uint64_t t0 = now_ns(), walk_ns = 0;
 	while ((r = read(fd, buf, sizeof(buf))) > 0) {
+		uint64_t w0 = now_ns();
 		long n = walk(buf, r);
+		walk_ns += now_ns() - w0;
 		if (n < 0)
 			return violation("records not whole", 0), 1;
 		bytes += r;
@@ -556,8 +776,9 @@ static int cmd_readdrain(void)
 	uint64_t t1 = now_ns();
 	if (errno != EAGAIN)
 		return violation("read", errno), 1;
-	printf("drained %llu bytes %llu records in %llu ns\n", (unsigned long long)bytes,
-	       (unsigned long long)records, (unsigned long long)(t1 - t0));
+	printf("drained %llu bytes %llu records in %llu ns (walk %llu ns)\n",
+	       (unsigned long long)bytes, (unsigned long long)records, (unsigned long long)(t1 - t0),
+	       (unsigned long long)walk_ns);
 	return 0;
 }
 
@@ -615,8 +836,10 @@ int main(int argc, char **argv)
 		return cmd_hold(atoi(argv[2]));
 	if (!strcmp(cmd, "die"))
 		return cmd_die();
+	if (!strcmp(cmd, "handoff") && argc == 4)
+		return cmd_handoff(atoi(argv[2]), atoi(argv[3]));
 	if (!strcmp(cmd, "drain"))
-		return cmd_drain();
+		return cmd_drain(argc < 3 || strcmp(argv[2], "nowalk"));
 	if (!strcmp(cmd, "readdrain"))
 		return cmd_readdrain();
 	if (!strcmp(cmd, "ftrace") && argc == 3)

@@ -4,6 +4,9 @@
 # - hostile mappings and consumes get their documented errors;
 # - a stream read through the mapping is byte-identical to what read() gives
 #   for the same bytes, and its accounting is exact;
+# - a consume notes the COMM records it delivers (the next reader's opening
+#   restates them), with the event buffer's index and when it overflows; a
+#   consume inside a record or past the head is refused;
 # - a slow mapped reader is never lapped: the waiting bytes do not change,
 #   the loss shows as LOST records and the accounting stays exact;
 # - two threads racing to consume one mapping: the loser gets ESTALE, the
@@ -51,6 +54,28 @@ mapped "slow mapped reader (never lapped)" 4 slow /tmp/slow.bin 3
 full=$(echo "$out" | sed -n 's/^full \([0-9]*\)$/\1/p')
 check "the event buffer filled up meanwhile (full $full)" [ "${full:-0}" -gt 0 ]
 check "the loss is reported as LOST records ($lost_total)" [ "$lost_total" -gt 0 ]
+check "rmmod" rmmod oprofile_rs
+
+# A consume notes the COMM records it delivers: the next reader's opening
+# restates the COMM of a task whose samples it gets, from the event buffer's
+# index (Documentation/mmap.md: no overflow here), and also when more COMM
+# records wait than the index holds (a 96 KiB buffer: 96 entries) and the
+# consume falls back to the walk.
+check "insmod" insmod /oprofile_rs.ko sample_period=250000
+out=$(/tmp/mmap handoff 1 0); rc=$?
+echo "$out"
+expect_eq "handoff: the next reader's opening restates the delivered COMM" "$rc" 0
+walks=$(sed -n 's/.* index_walks=\([0-9]*\).*/\1/p' $DBG/stats)
+expect_eq "handoff: noted from the index (no consume walked)" "$walks" 0
+check "rmmod" rmmod oprofile_rs
+check "insmod 96 KiB buffer, 1 kHz" insmod /oprofile_rs.ko sample_period=1000000 buffer_size=98304
+out=$(/tmp/mmap handoff 250 1); rc=$?
+echo "$out"
+expect_eq "handoff after 250 names: the next reader's opening restates the delivered COMM" "$rc" 0
+comms=$(echo "$out" | sed -n 's/^handoff comms \([0-9]*\).*/\1/p')
+overflows=$(sed -n 's/.* index_overflows=\([0-9]*\).*/\1/p' $DBG/stats)
+walks=$(sed -n 's/.* index_walks=\([0-9]*\).*/\1/p' $DBG/stats)
+check "more COMM records waited than the index holds ($comms of the child, index_overflows=$overflows index_walks=$walks)" [ "${overflows:-0}" -gt 0 -a "${walks:-0}" -gt 0 ]
 check "rmmod" rmmod oprofile_rs
 
 # Two threads share the mapping.
