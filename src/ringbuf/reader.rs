@@ -165,7 +165,30 @@ fn read_plain(
         return None;
     }
     let n = usize::try_from(len).ok()?;
-    copy_words(words, mask, pos.wrapping_add(1), out.get_mut(..n)?);
+    let dst = out.get_mut(..n)?;
+    let from = pos.wrapping_add(1);
+    // The payload's words in one piece of the storage (unless they wrap
+    // around its end): one bounds check for all of them.
+    let start = usize::try_from(from & mask).ok()?;
+    let src = start
+        .checked_add(n.div_ceil(8))
+        .and_then(|end| words.get(start..end));
+    match src {
+        Some(src) => {
+            let mut chunks = dst.chunks_exact_mut(8);
+            let mut src = src.iter();
+            for (d, w) in (&mut chunks).zip(&mut src) {
+                d.copy_from_slice(&w.load(Ordering::Relaxed).to_ne_bytes());
+            }
+            let rest = chunks.into_remainder();
+            if let Some(w) = src.next() {
+                for (d, s) in rest.iter_mut().zip(w.load(Ordering::Relaxed).to_ne_bytes()) {
+                    *d = s;
+                }
+            }
+        }
+        None => copy_words(words, mask, from, dst),
+    }
     Some((total, base.wrapping_add(delta), n))
 }
 
@@ -365,11 +388,17 @@ impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
                     (ts, len)
                 }
                 // Everything else: the general parser, out of line.
-                None => match self.batch_step(&mut b, words, mask, size, overwrite, scratch) {
-                    Step::Deliver(ts, len) => (ts, len),
-                    Step::Next => continue,
-                    Step::Stop => break,
-                },
+                // `b` goes by value, so that it can stay in registers on the
+                // fast path (its address never escapes).
+                None => {
+                    let step;
+                    (b, step) = self.batch_step(b, words, mask, size, overwrite, scratch);
+                    match step {
+                        Step::Deliver(ts, len) => (ts, len),
+                        Step::Next => continue,
+                        Step::Stop => break,
+                    }
+                }
             };
             let lost = if b.lost_due {
                 b.lost_due = false;
@@ -413,6 +442,22 @@ impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
     /// restart after a writer lapped the reader.
     #[inline(never)]
     fn batch_step(
+        &self,
+        b: Batch,
+        words: &[AtomicU64],
+        mask: u64,
+        size: u64,
+        overwrite: bool,
+        scratch: &mut [u8],
+    ) -> (Batch, Step) {
+        let mut b = b;
+        let step = self.batch_step_in(&mut b, words, mask, size, overwrite, scratch);
+        (b, step)
+    }
+
+    /// The body of [`Self::batch_step`].
+    #[inline(always)]
+    fn batch_step_in(
         &self,
         b: &mut Batch,
         words: &[AtomicU64],

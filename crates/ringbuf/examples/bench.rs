@@ -10,10 +10,12 @@
 //!     writer retries on Full so every record goes through. The reader
 //!     consumes record by record (`consume`), then in batches
 //!     (`consume_batch`: every record committed when the call starts).
+//! (c) the reader alone: the buffer is filled untimed, then drained with
+//!     `consume_batch` (timed).
 //! The same workloads run through `rtrb` (a well-known SPSC queue of
-//! `[u64; 2]` items) for reference, and the writer's floor: the two locked
-//! read-modify-writes every reserve+commit does (and the plain store that
-//! leaves), alone.
+//! `[u64; 2]` items) for reference, and the writer's former floor: the two
+//! locked read-modify-writes every reserve+commit did until 2026-11-26 (and
+//! the plain store that leaves), alone.
 //!
 //! `--rounds N` (default 5) runs every row N times with 1/N of the records,
 //! round after round, and prints min/median/max ns per record and the
@@ -138,6 +140,66 @@ fn ours_batches(total: u64) -> Row {
     }
 }
 
+/// (c) ours, the reader alone: fill untimed, drain with `consume_batch`.
+fn ours_drain(total: u64) -> Row {
+    let b = buffer(Mode::ProducerConsumer);
+    let per_batch = (WORDS / 4) as u64;
+    let mut out = [0u8; PAYLOAD];
+    let mut elapsed = Times::default();
+    let mut done = 0u64;
+    let mut sum = 0u64;
+    while done < total {
+        let n = per_batch.min(total - done);
+        for i in done..done + n {
+            write(&b, i);
+        }
+        let t = stamp();
+        while let Ok(k) = b.consume_batch(&mut out, |info, p| {
+            sum = sum.wrapping_add(info.ts ^ u64::from(p[0]));
+            true
+        }) {
+            black_box(k);
+        }
+        elapsed += t.elapsed();
+        done += n;
+    }
+    black_box(sum);
+    Row {
+        name: "ringbuf  (c) reader alone, consume_batch",
+        records: total,
+        elapsed,
+        note: format!("(read {})", b.stats().read),
+    }
+}
+
+/// (c) rtrb, the reader alone: fill untimed, pop everything.
+fn rtrb_drain(total: u64) -> Row {
+    let cap = WORDS / 4;
+    let (mut p, mut c) = rtrb::RingBuffer::<[u64; 2]>::new(cap);
+    let mut elapsed = Times::default();
+    let mut done = 0u64;
+    let mut sum = 0u64;
+    while done < total {
+        let n = (cap as u64).min(total - done);
+        for i in done..done + n {
+            let _ = p.push([i, !i]);
+        }
+        let t = stamp();
+        while let Ok(v) = c.pop() {
+            sum = sum.wrapping_add(v[0] ^ v[1]);
+        }
+        elapsed += t.elapsed();
+        done += n;
+    }
+    black_box(sum);
+    Row {
+        name: "rtrb     (c) reader alone",
+        records: total,
+        elapsed,
+        note: String::new(),
+    }
+}
+
 /// (a) ours, overwrite mode, never drained (flight recorder steady state).
 fn ours_overwrite(total: u64) -> Row {
     let b = buffer(Mode::Overwrite);
@@ -245,9 +307,11 @@ fn ours_concurrent(total: u64, how: Reader) -> Row {
     }
 }
 
-/// The floor of our writer: its two locked read-modify-writes alone (the
-/// nesting counter in, the `head` CAS) and the plain store of the nesting
-/// counter out, on fields laid out as in the buffer, with nothing else.
+/// The floor of our writer until 2026-11-26: its two locked
+/// read-modify-writes alone (the nesting counter in, the `head` CAS) and the
+/// plain store of the nesting counter out, on fields laid out as in the
+/// buffer, with nothing else. On x86_64 Linux the writer's are CPU-local now
+/// (no `lock`), so this is what they cost before, not a floor any more.
 fn locked_floor(total: u64) -> Row {
     let nest = std::sync::atomic::AtomicU64::new(0);
     let head = std::sync::atomic::AtomicU64::new(0);
@@ -261,7 +325,7 @@ fn locked_floor(total: u64) -> Row {
     let elapsed = t.elapsed();
     black_box((nest.load(Ordering::Relaxed), head.load(Ordering::Relaxed)));
     Row {
-        name: "floor    2 locked RMWs of a reserve+commit",
+        name: "floor    2 locked RMWs (the writer until 11-26)",
         records: total,
         elapsed,
         note: String::new(),
@@ -382,6 +446,8 @@ fn main() {
             ours_concurrent(per, Reader::PerRecord),
             ours_concurrent(per, Reader::Batched),
             rtrb_concurrent(per),
+            ours_drain(per),
+            rtrb_drain(per),
         ]);
     }
     if rounds == 1 {
@@ -411,7 +477,8 @@ fn main() {
         }
     }
     // Ratios to rtrb, round by round (rows: 0 ours alone, 1 rtrb alone,
-    // 5 ours with a batched concurrent reader, 6 rtrb concurrent): the
+    // 5 ours with a batched concurrent reader, 6 rtrb concurrent, 7 and 8
+    // the readers alone): the
     // writer alone in CPU time (what it costs, whatever the scheduler did),
     // the concurrent rows in wall time (the pipeline's throughput).
     let ratio = |a: usize, b: usize, t: fn(&Row) -> f64| {
@@ -434,6 +501,12 @@ fn main() {
             5,
             6,
             ns as fn(&Row) -> f64,
+        ),
+        (
+            "reader alone / rtrb reader alone (cpu)",
+            7,
+            8,
+            cpu_ns as fn(&Row) -> f64,
         ),
     ] {
         let (lo, med, hi) = ratio(a, b, t);
