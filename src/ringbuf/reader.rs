@@ -165,30 +165,7 @@ fn read_plain(
         return None;
     }
     let n = usize::try_from(len).ok()?;
-    let dst = out.get_mut(..n)?;
-    let from = pos.wrapping_add(1);
-    // The payload's words in one piece of the storage (unless they wrap
-    // around its end): one bounds check for all of them.
-    let start = usize::try_from(from & mask).ok()?;
-    let src = start
-        .checked_add(n.div_ceil(8))
-        .and_then(|end| words.get(start..end));
-    match src {
-        Some(src) => {
-            let mut chunks = dst.chunks_exact_mut(8);
-            let mut src = src.iter();
-            for (d, w) in (&mut chunks).zip(&mut src) {
-                d.copy_from_slice(&w.load(Ordering::Relaxed).to_ne_bytes());
-            }
-            let rest = chunks.into_remainder();
-            if let Some(w) = src.next() {
-                for (d, s) in rest.iter_mut().zip(w.load(Ordering::Relaxed).to_ne_bytes()) {
-                    *d = s;
-                }
-            }
-        }
-        None => copy_words(words, mask, from, dst),
-    }
+    copy_words(words, mask, pos.wrapping_add(1), out.get_mut(..n)?);
     Some((total, base.wrapping_add(delta), n))
 }
 
