@@ -12,6 +12,8 @@
 //!     (`consume_batch`: every record committed when the call starts).
 //! (c) the reader alone: the buffer is filled untimed, then drained with
 //!     `consume_batch` (timed).
+//! (b') as (b) with `consume_batch`, and rtrb's, but the reader pauses a few
+//!     hundred ns (200 spin-loop hints) each time it finds nothing.
 //! The same workloads run through `rtrb` (a well-known SPSC queue of
 //! `[u64; 2]` items) for reference, and the writer's former floor: the two
 //! locked read-modify-writes every reserve+commit did until 2026-11-26 (and
@@ -216,6 +218,21 @@ fn ours_overwrite(total: u64) -> Row {
     }
 }
 
+/// What a concurrent reader does when it finds nothing: spin once
+/// (`pause` false: it polls again at once), or 200 times (`pause` true, a
+/// few hundred ns: a reader that lets records gather, as the module's sync
+/// does on a far larger scale, draining every HZ/10). Each poll loads the
+/// writer's last published position, and each batch reads the line the
+/// writer is filling, so a reader that polls without pause takes those
+/// lines from the writer's CPU after every few records.
+#[inline(always)]
+fn idle(pause: bool) {
+    let spins = if pause { 200 } else { 1 };
+    for _ in 0..spins {
+        std::hint::spin_loop();
+    }
+}
+
 /// How the concurrent reader reads.
 #[derive(Clone, Copy, PartialEq)]
 enum Reader {
@@ -226,7 +243,7 @@ enum Reader {
 }
 
 /// (b) ours with a concurrent reader.
-fn ours_concurrent(total: u64, how: Reader) -> Row {
+fn ours_concurrent(total: u64, how: Reader, pause: bool) -> Row {
     let b = buffer(Mode::ProducerConsumer);
     let stop = AtomicBool::new(false);
     let (elapsed, read, full) = std::thread::scope(|s| {
@@ -253,7 +270,7 @@ fn ours_concurrent(total: u64, how: Reader) -> Row {
                             if stop.load(Ordering::Acquire) && b.entries() == 0 {
                                 break (n, batches);
                             }
-                            std::hint::spin_loop();
+                            idle(pause);
                         }
                         Err(e) => panic!("{e:?}"),
                     }
@@ -296,6 +313,7 @@ fn ours_concurrent(total: u64, how: Reader) -> Row {
     Row {
         name: match how {
             Reader::PerRecord => "ringbuf  (b) concurrent reader, consume",
+            Reader::Batched if pause => "ringbuf  (b') pausing reader, consume_batch",
             Reader::Batched => "ringbuf  (b) concurrent reader, consume_batch",
         },
         records: total,
@@ -355,7 +373,7 @@ fn rtrb_batches(total: u64) -> Row {
     }
 }
 
-fn rtrb_concurrent(total: u64) -> Row {
+fn rtrb_concurrent(total: u64, pause: bool) -> Row {
     let (mut p, mut c) = rtrb::RingBuffer::<[u64; 2]>::new(WORDS / 4);
     let stop = AtomicBool::new(false);
     let (elapsed, read) = std::thread::scope(|s| {
@@ -371,7 +389,7 @@ fn rtrb_concurrent(total: u64) -> Row {
                         if stop.load(Ordering::Acquire) && c.is_empty() {
                             break n;
                         }
-                        std::hint::spin_loop();
+                        idle(pause);
                     }
                 }
             }
@@ -388,7 +406,11 @@ fn rtrb_concurrent(total: u64) -> Row {
     });
     assert_eq!(read, total);
     Row {
-        name: "rtrb     (b) concurrent reader",
+        name: if pause {
+            "rtrb     (b') pausing reader"
+        } else {
+            "rtrb     (b) concurrent reader"
+        },
         records: total,
         elapsed,
         note: String::new(),
@@ -443,11 +465,13 @@ fn main() {
             rtrb_batches(per),
             ours_overwrite(per),
             locked_floor(per),
-            ours_concurrent(per, Reader::PerRecord),
-            ours_concurrent(per, Reader::Batched),
-            rtrb_concurrent(per),
+            ours_concurrent(per, Reader::PerRecord, false),
+            ours_concurrent(per, Reader::Batched, false),
+            rtrb_concurrent(per, false),
             ours_drain(per),
             rtrb_drain(per),
+            ours_concurrent(per, Reader::Batched, true),
+            rtrb_concurrent(per, true),
         ]);
     }
     if rounds == 1 {
@@ -478,7 +502,8 @@ fn main() {
     }
     // Ratios to rtrb, round by round (rows: 0 ours alone, 1 rtrb alone,
     // 5 ours with a batched concurrent reader, 6 rtrb concurrent, 7 and 8
-    // the readers alone): the
+    // the readers alone, 9 and 10 the concurrent rows with a pausing
+    // reader): the
     // writer alone in CPU time (what it costs, whatever the scheduler did),
     // the concurrent rows in wall time (the pipeline's throughput).
     let ratio = |a: usize, b: usize, t: fn(&Row) -> f64| {
@@ -507,6 +532,12 @@ fn main() {
             7,
             8,
             cpu_ns as fn(&Row) -> f64,
+        ),
+        (
+            "concurrent pausing consume_batch / rtrb (wall)",
+            9,
+            10,
+            ns as fn(&Row) -> f64,
         ),
     ] {
         let (lo, med, hi) = ratio(a, b, t);
