@@ -107,6 +107,233 @@ pub(crate) fn seqcst_rmw_load_order() {
     fence(Ordering::SeqCst);
 }
 
+/// Whether [`local_fetch_add`] and [`local_compare_exchange`] are CPU-local
+/// (no `lock` prefix, no full barrier) in this build, so that the control
+/// side's [`writers_barrier`] must do the writers' half of the Dekker pair.
+///
+/// Kernel on x86_64: always. Host on x86_64 Linux (not loom, not the nesting
+/// model, not Miri): once the process is registered for
+/// `membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)` ([`local_setup`], called by
+/// every `CpuBuffer::new`); if the registration fails, the writers keep the
+/// locked instructions. Everywhere else: never.
+#[cfg(all(not(ringbuf_host), target_arch = "x86_64"))]
+#[inline(always)]
+pub(crate) fn local_rmw() -> bool {
+    true
+}
+
+/// See the kernel's.
+#[cfg(host_local_rmw)]
+#[inline(always)]
+pub(crate) fn local_rmw() -> bool {
+    host::registered()
+}
+
+/// See the kernel's. (Unused in host builds without `host_local_rmw`, where
+/// the locked read-modify-writes are chosen at compile time.)
+#[cfg(not(any(all(not(ringbuf_host), target_arch = "x86_64"), host_local_rmw)))]
+#[cfg_attr(ringbuf_host, allow(dead_code))]
+#[inline(always)]
+pub(crate) fn local_rmw() -> bool {
+    false
+}
+
+/// Prepares the CPU-local read-modify-writes (host: the `membarrier`
+/// registration, once per process); a no-op elsewhere.
+#[inline(always)]
+pub(crate) fn local_setup() {
+    #[cfg(host_local_rmw)]
+    host::register();
+}
+
+/// Adds `v` to `a` and returns the previous value, atomically with respect
+/// to everything that runs on the calling CPU (interrupts and NMIs included),
+/// but NOT with respect to other CPUs: ftrace's `local_add_return`.
+///
+/// For the writers' own positions (`nest`, `head`), which only the writers
+/// of the buffer's CPU change (see "CPU-local read-modify-writes" in
+/// `Documentation/ring-buffer.md`). Where [`local_rmw`] is true this is one
+/// `xadd` without `lock`: a single instruction, so an interrupt lands before
+/// or after it, never inside; under x86's TSO its load is ordered after the
+/// CPU's earlier loads and its store after its earlier stores (acquire and
+/// release for other CPUs), but a later load may pass its store (no full
+/// barrier: [`writers_barrier`] makes up for that on the control side).
+/// Elsewhere a `SeqCst` `fetch_add` (followed, for loom, by the fence of
+/// [`seqcst_rmw_load_order`]): the writer's full barrier stays in the writer.
+///
+/// The caller must run on the CPU that owns `a` (or be serialised with every
+/// other caller by a lock or another happens-before edge): a concurrent
+/// caller on another CPU can lose an update. That stays memory safe (both
+/// halves are atomic accesses) but corrupts the ring's content.
+#[inline(always)]
+pub(crate) fn local_fetch_add(a: &AtomicU64, v: u64) -> u64 {
+    #[cfg(any(not(ringbuf_host), host_local_rmw))]
+    if local_rmw() {
+        #[cfg(target_arch = "x86_64")]
+        {
+            let mut r = v;
+            // SAFETY: `a.as_ptr()` is valid and 8-byte aligned for as long
+            // as `a` lives, and every access to that location is atomic
+            // (this instruction's load and store are single aligned 8-byte
+            // accesses, as all other accesses are atomics). The asm is
+            // a compiler barrier (no `nomem`/`readonly`), so the compiler
+            // keeps the memory accesses around it in program order, and it
+            // does not touch the stack. Atomic against other CPUs it is
+            // not: see the contract above, which the callers keep.
+            unsafe {
+                core::arch::asm!(
+                    "xadd qword ptr [{p}], {r}",
+                    p = in(reg) a.as_ptr(),
+                    r = inout(reg) r,
+                    options(nostack),
+                );
+            }
+            return r;
+        }
+    }
+    locked_fetch_add(a, v)
+}
+
+/// [`local_fetch_add`] where it is not CPU-local: out of line on the host,
+/// where it is the rare fallback (no `membarrier`), so that the writer's
+/// fast path stays small enough to be inlined.
+#[cfg_attr(host_local_rmw, cold, inline(never))]
+#[cfg_attr(not(host_local_rmw), inline(always))]
+fn locked_fetch_add(a: &AtomicU64, v: u64) -> u64 {
+    let r = a.fetch_add(v, Ordering::SeqCst);
+    seqcst_rmw_load_order();
+    r
+}
+
+/// Stores `new` in `a` if it holds `current`: `Ok(current)`, or
+/// `Err(value)` and nothing stored. CPU-local as [`local_fetch_add`] (one
+/// `cmpxchg` without `lock` where [`local_rmw`] is true; else `AcqRel` on
+/// success, `Acquire` on failure), with the same contract.
+#[inline(always)]
+pub(crate) fn local_compare_exchange(a: &AtomicU64, current: u64, new: u64) -> Result<u64, u64> {
+    #[cfg(any(not(ringbuf_host), host_local_rmw))]
+    if local_rmw() {
+        #[cfg(target_arch = "x86_64")]
+        {
+            let prev: u64;
+            // SAFETY: as in `local_fetch_add`: a valid, aligned location
+            // only accessed atomically; `cmpxchg` compares `rax` with it and
+            // stores `new` if equal, else loads it into `rax`, in one
+            // instruction (an interrupt cannot split it). Flags are
+            // clobbered (no `preserves_flags`); the asm is a compiler barrier.
+            unsafe {
+                core::arch::asm!(
+                    "cmpxchg qword ptr [{p}], {n}",
+                    p = in(reg) a.as_ptr(),
+                    n = in(reg) new,
+                    inout("rax") current => prev,
+                    options(nostack),
+                );
+            }
+            return if prev == current { Ok(prev) } else { Err(prev) };
+        }
+    }
+    locked_compare_exchange(a, current, new)
+}
+
+/// [`local_compare_exchange`] where it is not CPU-local (see
+/// [`locked_fetch_add`]).
+#[cfg_attr(host_local_rmw, cold, inline(never))]
+#[cfg_attr(not(host_local_rmw), inline(always))]
+fn locked_compare_exchange(a: &AtomicU64, current: u64, new: u64) -> Result<u64, u64> {
+    a.compare_exchange(current, new, Ordering::AcqRel, Ordering::Acquire)
+}
+
+/// The control side's half of the writers' Dekker pair (a writer's `nest`
+/// increment, then its switch loads), for when the writers' increment is
+/// CPU-local ([`local_rmw`]) and so no barrier: called after the control
+/// operation changed the switch, before it loads `nest`. On return, every
+/// writer either has its `nest` increment visible here, or loads the
+/// switches after the change. Returns `false` if it could not make sure of
+/// that (the caller must then assume writers are in flight).
+///
+/// * Kernel: `synchronize_rcu()`. Every writer runs in an RCU read-side
+///   critical section (with preemption or interrupts off, or in an NMI, on
+///   its buffer's CPU): one that began before the grace period has ended
+///   (and its stores are visible) when it returns; one that begins after the
+///   grace period began sees the switch change made before it. Process
+///   context only (it sleeps).
+/// * Host: `membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)`: every thread of the
+///   process that runs meanwhile executes a full barrier (an IPI), one that
+///   does not passes through the scheduler's: a writer's increment before
+///   that barrier is visible when the call returns, a switch load after it
+///   sees the change. A signal handler (the host tests' nested writers) runs
+///   on its thread, so it is covered too.
+/// * Elsewhere (the writers' increment is a `SeqCst` RMW, loom gets its
+///   fence): a `SeqCst` fence, as before.
+pub(crate) fn writers_barrier() -> bool {
+    fence(Ordering::SeqCst);
+    #[cfg(all(not(ringbuf_host), target_arch = "x86_64"))]
+    kernel::sync::rcu::synchronize_rcu();
+    #[cfg(host_local_rmw)]
+    if local_rmw() {
+        return host::membarrier();
+    }
+    true
+}
+
+/// The host's `membarrier(2)` (x86_64 Linux), by raw system call: the host
+/// crate is `no_std` and has no C library binding.
+#[cfg(host_local_rmw)]
+mod host {
+    use core::sync::atomic::{AtomicU8, Ordering};
+
+    const SYS_MEMBARRIER: isize = 324;
+    const MEMBARRIER_CMD_PRIVATE_EXPEDITED: isize = 1 << 3;
+    const MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED: isize = 1 << 4;
+
+    /// 0: not tried yet; 1: registered; 2: registration failed. Changes
+    /// once, from 0: a writer that sees 1 uses the CPU-local RMWs, and every
+    /// control operation after it sees 1 too and issues the membarrier.
+    static STATE: AtomicU8 = AtomicU8::new(0);
+
+    fn syscall(cmd: isize) -> isize {
+        let ret: isize;
+        // SAFETY: `membarrier(cmd, 0, 0)` takes no pointers and changes no
+        // memory of this process; the `syscall` instruction clobbers `rcx`
+        // and `r11`, declared here, and nothing else but `rax` (the result).
+        unsafe {
+            core::arch::asm!(
+                "syscall",
+                inlateout("rax") SYS_MEMBARRIER => ret,
+                in("rdi") cmd,
+                in("rsi") 0isize,
+                in("rdx") 0isize,
+                lateout("rcx") _,
+                lateout("r11") _,
+                options(nostack),
+            );
+        }
+        ret
+    }
+
+    pub(super) fn register() {
+        if STATE.load(Ordering::Acquire) != 0 {
+            return;
+        }
+        let v = if syscall(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0 {
+            1
+        } else {
+            2
+        };
+        let _ = STATE.compare_exchange(0, v, Ordering::AcqRel, Ordering::Acquire);
+    }
+
+    #[inline(always)]
+    pub(super) fn registered() -> bool {
+        STATE.load(Ordering::Relaxed) == 1
+    }
+
+    pub(super) fn membarrier() -> bool {
+        syscall(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0
+    }
+}
+
 /// Declares an adapter type `$name` around the atomic `$inner` with the
 /// `core::sync::atomic` methods listed (those the core uses of that type),
 /// each one passing its receiver's inner atomic and arguments to the
@@ -131,6 +358,13 @@ macro_rules! adapter {
             #[inline(always)]
             pub fn load(&self, o: Ordering) -> $t {
                 $flavour!(load, self.0, o)
+            }
+
+            /// The location (kernel only: the CPU-local read-modify-writes).
+            #[allow(dead_code)]
+            #[inline(always)]
+            pub const fn as_ptr(&self) -> *mut $t {
+                self.0.as_ptr()
             }
 
             $(adapter!(@$method $flavour, $t);)*

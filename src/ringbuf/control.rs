@@ -11,7 +11,7 @@
 
 use core::ops::Deref;
 
-use super::atomics::{bump, fence, AtomicU64, Ordering};
+use super::atomics::{bump, fence, writers_barrier, AtomicU64, Ordering};
 use super::header::parse_record;
 use super::reader::ReaderGuard;
 #[cfg(ringbuf_host)]
@@ -105,8 +105,14 @@ impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
     /// Whether a writer is between `reserve` and `commit`/`discard` (or inside
     /// a failing `reserve`). After turning recording off, wait until this is
     /// `false` before swapping or resizing.
+    ///
+    /// Reliable once the switch is off: it first does the control side's
+    /// barrier of the Dekker pair ([`writers_barrier`]: a grace period in the
+    /// kernel, so process context only there; `membarrier` on the host), so
+    /// that a writer that saw the switch on is counted here. `true` also if
+    /// that barrier failed.
     pub fn writers_active(&self) -> bool {
-        self.nest.load(Ordering::SeqCst) != 0
+        !writers_barrier() || self.nest.load(Ordering::SeqCst) != 0
     }
 
     fn exclusive(&self) -> Result<Exclusive<'_>, ControlError> {

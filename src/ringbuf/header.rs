@@ -173,6 +173,19 @@ impl Header {
     }
 }
 
+/// The common record's header, decoded without the general parser: a data
+/// record header word (so not a time prefix) with valid reserved bits gives
+/// `(delta_lo, len)`; anything else (padding, a prefix, garbage) `None`.
+#[inline(always)]
+pub(crate) fn plain_data(word: u64) -> Option<(u64, u64)> {
+    (word & (TYPE_MASK | RESERVED_MASK) == TYPE_DATA).then(|| {
+        (
+            word.wrapping_shr(TYPE_BITS) & DELTA_MAX,
+            word.wrapping_shr(LEN_SHIFT),
+        )
+    })
+}
+
 /// Number of payload words for a payload of `len` bytes (`len` < 2^32).
 #[inline(always)]
 pub(crate) fn payload_words(len: u64) -> u64 {

@@ -27,8 +27,14 @@
 //!
 //! All writers of one `CpuBuffer` must run on one CPU and nest strictly (an
 //! interrupting writer finishes before the interrupted one continues), or be
-//! serialised by the caller. Breaking this is memory safe but can corrupt
-//! time stamps and statistics.
+//! serialised by the caller (with a happens-before edge between them, e.g. a
+//! lock). Breaking this is memory safe but can corrupt time stamps,
+//! statistics and, since the writers' read-modify-writes of `head` and
+//! `nest` are CPU-local (no `lock` prefix on x86_64, as ftrace's `local_t`),
+//! records. The kernel keeps it: a CPU's writers are the overflow handlers
+//! of that CPU's events (NMI, hard IRQ, or task context with preemption off),
+//! and the KUnit stress writers are bound to their CPU. The host tests keep
+//! it: one writer thread per buffer, nested writers in its signal handlers.
 
 #![cfg_attr(ringbuf_host, no_std)]
 #![deny(
@@ -168,12 +174,19 @@ pub struct CpuBuffer<'s, S> {
     // every position in [tail, head) belongs to a record starting at or after
     // `tail` whose first word is at a record boundary.
     /// Reservation position (next free word).
+    // INVARIANT: read-modify-written only by the writers of this buffer's
+    // CPU (`atomics::local_compare_exchange`, CPU-local: no `lock` on
+    // x86_64) and stored only by exclusive control operations (no writer in
+    // flight): see "CPU-local read-modify-writes" in ring-buffer.md.
     head: AtomicU64,
     /// Everything before it is committed and visible to the reader.
     commit: Padded<AtomicU64>,
     /// Oldest unread word (advanced by the reader and, in overwrite mode, by writers).
     tail: Padded<AtomicU64>,
     /// Nesting depth: writers in flight on this CPU (see `end_commit`).
+    // INVARIANT: written only by the writers of this buffer's CPU
+    // (`atomics::local_fetch_add` in, a plain store out); other CPUs only
+    // load it (`writers_active`, after `atomics::writers_barrier`).
     nest: AtomicU64,
     /// A value `tail` had (it only moves forward outside control
     /// operations), kept by the writers so that they need not load `tail`,
@@ -212,6 +225,7 @@ impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
     /// Only the largest power-of-two prefix of `storage` is used.
     pub fn new(storage: S, mode: Mode, switches: Switches<'s>) -> Result<Self, InitError> {
         let size = usable_words(storage.len()).ok_or(InitError::TooSmall)?;
+        atomics::local_setup();
         Ok(CpuBuffer {
             storage: Padded(UnsafeCell::new(storage)),
             mask: Padded(AtomicU64::new(size.wrapping_sub(1))),

@@ -13,7 +13,7 @@
 use core::ops::Deref;
 
 use super::atomics::{bump, read_fence, AtomicBool, AtomicU64, Ordering};
-use super::header::{parse_record, Record};
+use super::header::{self, parse_record, Record};
 use super::{load_word, CpuBuffer};
 
 /// Give up after this many failed validations (writer lapping the reader).
@@ -61,6 +61,39 @@ impl Drop for ReaderGuard<'_> {
     }
 }
 
+/// Where a [`CpuBuffer::consume_batch`] is.
+struct Batch {
+    /// Next position to read.
+    pos: u64,
+    /// `commit` as loaded when the batch started (or restarted).
+    commit: u64,
+    /// Time of the record before `pos`, if known.
+    base: Option<u64>,
+    /// Position and time of the last record with a known time.
+    timed: Option<(u64, u64)>,
+    /// Last value stored to `tail` (producer/consumer mode).
+    published: u64,
+    /// Records and payload bytes delivered.
+    n: usize,
+    bytes: u64,
+    /// Restarts after a writer lapped the reader.
+    retries: u32,
+    /// Whether `lost` must be computed before the next delivered record.
+    lost_due: bool,
+    /// What to return if nothing is delivered.
+    err: ReadError,
+}
+
+/// What a [`CpuBuffer::batch_step`] gives.
+enum Step {
+    /// A record to deliver (time, length): its payload is in `scratch`.
+    Deliver(u64, usize),
+    /// Nothing to deliver yet: go on.
+    Next,
+    /// End the batch (`Batch::err` says why if nothing was delivered).
+    Stop,
+}
+
 /// Position and time base of a non-destructive read.
 #[cfg(ringbuf_host)]
 #[derive(Clone, Copy)]
@@ -84,7 +117,14 @@ fn copy_payload(words: &[AtomicU64], mask: u64, rec: &Record, out: &mut [u8]) ->
     let Some(dst) = out.get_mut(..n) else {
         return 0;
     };
-    let mut pos = rec.data_pos.wrapping_add(1);
+    copy_words(words, mask, rec.data_pos.wrapping_add(1), dst);
+    n
+}
+
+/// Fills `dst` with the bytes of the words from position `pos` on.
+#[inline(always)]
+fn copy_words(words: &[AtomicU64], mask: u64, pos: u64, dst: &mut [u8]) {
+    let mut pos = pos;
     // Word by word, each in memory order (see `Slot::write_bytes`).
     let mut chunks = dst.chunks_exact_mut(8);
     for chunk in &mut chunks {
@@ -98,7 +138,35 @@ fn copy_payload(words: &[AtomicU64], mask: u64, rec: &Record, out: &mut [u8]) ->
             *d = s;
         }
     }
-    n
+}
+
+/// The fast path of [`CpuBuffer::consume_batch`]: reads the common record
+/// at `pos` without the general parser, if it is one: a data record without
+/// a time prefix (so its time is `base` plus its inline delta), that fits
+/// in the `avail` committed words and in `out`. Returns its total words,
+/// time and length, its payload copied into `out`; `None` for anything else
+/// (nothing copied), which the general path then reads.
+///
+/// Only for producer/consumer mode, where nothing the reader has not
+/// consumed is overwritten, so the copy needs no validation; the words are
+/// below `commit`, whose acquire load made the writer's stores visible.
+#[inline(always)]
+fn read_plain(
+    words: &[AtomicU64],
+    mask: u64,
+    pos: u64,
+    avail: u64,
+    base: u64,
+    out: &mut [u8],
+) -> Option<(u64, u64, usize)> {
+    let (delta, len) = header::plain_data(load_word(words, mask, pos)?)?;
+    let total = header::payload_words(len).wrapping_add(1);
+    if total > avail {
+        return None;
+    }
+    let n = usize::try_from(len).ok()?;
+    copy_words(words, mask, pos.wrapping_add(1), out.get_mut(..n)?);
+    Some((total, base.wrapping_add(delta), n))
 }
 
 /// What reading the record at the reader's position gave (before validation).
@@ -248,115 +316,186 @@ impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
         F: FnMut(RecordInfo, &[u8]) -> bool,
     {
         let _guard = self.lock_reader().ok_or(ReadError::Busy)?;
-        let words = self.words();
         // Stable while we hold the reader lock (control operations take it).
         let mask = self.mask.load(Ordering::Relaxed);
         let size = mask.wrapping_add(1);
+        // The used prefix of the storage: every `pos & mask` indexes it, so
+        // the compiler can drop the per-word bounds checks.
+        let words = self.words();
+        let words = usize::try_from(mask)
+            .ok()
+            .and_then(|m| words.get(..=m))
+            .unwrap_or(words);
         let overwrite = self.overwrite.load(Ordering::Relaxed);
-        let mut pos = self.tail.load(Ordering::Acquire);
-        // Acquire: pairs with the release store of the outermost writer.
-        let mut commit = self.commit.load(Ordering::Acquire);
-        let mut base = self.base_for(pos);
-        // Position and time of the last record with a known time.
-        let mut timed: Option<(u64, u64)> = None;
-        let mut published = pos;
-        let (mut n, mut bytes, mut retries) = (0usize, 0u64, 0u32);
-        // Whether `lost` must be computed before the next delivered record.
-        let mut lost_due = true;
-        let mut err = ReadError::Empty;
+        let pos = self.tail.load(Ordering::Acquire);
+        let mut b = Batch {
+            pos,
+            // Acquire: pairs with the release store of the outermost writer.
+            commit: self.commit.load(Ordering::Acquire),
+            base: self.base_for(pos),
+            timed: None,
+            published: pos,
+            n: 0,
+            bytes: 0,
+            retries: 0,
+            lost_due: true,
+            err: ReadError::Empty,
+        };
+        // Producer/consumer mode: the published `tail` lags at most a
+        // quarter buffer behind, so that a long batch does not keep the
+        // writers full.
+        let quarter = size >> 2;
         loop {
-            let avail = commit.wrapping_sub(pos);
+            let avail = b.commit.wrapping_sub(b.pos);
             if avail == 0 {
                 break;
             }
-            // Producer/consumer mode: only the reader moves `tail`, so
-            // nothing we copy can be overwritten. Overwrite mode: writers
-            // move `tail` past our position (possibly past our `commit`:
-            // `avail > size`), so each record is claimed before it counts.
-            let read = (avail <= size)
-                .then(|| read_record(words, mask, pos, avail, base, scratch))
-                .filter(|read| !overwrite || self.claim(pos, *read));
-            let Some(read) = read else {
-                // Lapped: start again from the writers' `tail`.
-                retries = retries.wrapping_add(1);
-                if retries > MAX_RETRIES {
-                    err = ReadError::Contended;
-                    break;
-                }
-                pos = self.tail.load(Ordering::Acquire);
-                commit = self.commit.load(Ordering::Acquire);
-                base = self.batch_base(pos, timed);
-                lost_due = true;
-                continue;
+            // The common record (producer/consumer mode, no time prefix,
+            // time base known) takes the fast path: a few instructions per
+            // record, nothing kept in memory but the payload copy.
+            let plain = match b.base {
+                Some(base) if !overwrite => read_plain(words, mask, b.pos, avail, base, scratch),
+                _ => None,
             };
-            let (rec, deliver) = match read {
-                Read::Deliver(rec) => (rec, true),
-                Read::Skip(rec) => (rec, false),
-                Read::TooSmall(needed) => {
-                    err = ReadError::BufferTooSmall { needed };
-                    break;
+            let (ts, len) = match plain {
+                Some((total, ts, len)) => {
+                    b.pos = b.pos.wrapping_add(total);
+                    b.base = Some(ts);
+                    b.timed = Some((b.pos, ts));
+                    (ts, len)
                 }
-                Read::Invalid => {
-                    err = ReadError::Corrupt;
-                    break;
+                // Everything else: the general parser, out of line.
+                // `b` goes by value, so that it can stay in registers on the
+                // fast path (its address never escapes).
+                None => {
+                    let step;
+                    (b, step) = self.batch_step(b, words, mask, size, overwrite, scratch);
+                    match step {
+                        Step::Deliver(ts, len) => (ts, len),
+                        Step::Next => continue,
+                        Step::Stop => break,
+                    }
                 }
             };
-            pos = pos.wrapping_add(rec.total);
-            if let Some(ts) = rec.ts {
-                base = Some(ts);
-                timed = Some((pos, ts));
-            }
-            if !deliver {
-                // A record whose time is unknown: only before the first
-                // record with a known time (when the batch starts or
-                // restarts, `lost_due` is set then).
-                if rec.header.is_data {
-                    bump(&self.stats.reader.skipped, 1);
-                    bump(&self.stats.reader.skipped_bytes, rec.header.len);
-                }
-                continue;
-            }
-            let lost = if lost_due {
-                lost_due = false;
+            let lost = if b.lost_due {
+                b.lost_due = false;
                 self.take_lost(true)
             } else {
                 0
             };
-            let len = usize::try_from(rec.header.len).unwrap_or(usize::MAX);
-            n = n.wrapping_add(1);
-            bytes = bytes.wrapping_add(rec.header.len);
-            let more = f(
-                RecordInfo {
-                    ts: rec.ts.unwrap_or(0),
-                    len,
-                    lost,
-                },
+            b.n = b.n.wrapping_add(1);
+            b.bytes = b.bytes.wrapping_add(len as u64);
+            if !f(
+                RecordInfo { ts, len, lost },
                 scratch.get(..len).unwrap_or(&[]),
-            );
-            if !more {
+            ) {
                 break;
             }
-            if !overwrite && pos.wrapping_sub(published) >= size >> 2 {
+            if !overwrite && b.pos.wrapping_sub(b.published) >= quarter {
                 // Release: our copies are done before a writer reuses the space.
-                self.tail.store(pos, Ordering::Release);
-                published = pos;
+                self.tail.store(b.pos, Ordering::Release);
+                b.published = b.pos;
             }
         }
-        if !overwrite && pos != published {
+        if !overwrite && b.pos != b.published {
             // Release: as above.
-            self.tail.store(pos, Ordering::Release);
+            self.tail.store(b.pos, Ordering::Release);
         }
-        if let Some((p, ts)) = timed {
+        if let Some((p, ts)) = b.timed {
             self.read_pos.store(p, Ordering::Relaxed);
             self.read_ts.store(ts, Ordering::Relaxed);
         }
-        if n == 0 {
-            return Err(err);
+        if b.n == 0 {
+            return Err(b.err);
         }
-        bump(&self.stats.reader.read, n as u64);
-        bump(&self.stats.reader.read_bytes, bytes);
-        Ok(n)
+        bump(&self.stats.reader.read, b.n as u64);
+        bump(&self.stats.reader.read_bytes, b.bytes);
+        Ok(b.n)
     }
+
+    /// One step of [`Self::consume_batch`] through the general parser: a
+    /// record that is not the common one (time prefix, padding, unknown
+    /// time base, overwrite mode, too large for `scratch`, corrupt), or a
+    /// restart after a writer lapped the reader.
+    #[inline(never)]
+    fn batch_step(
+        &self,
+        b: Batch,
+        words: &[AtomicU64],
+        mask: u64,
+        size: u64,
+        overwrite: bool,
+        scratch: &mut [u8],
+    ) -> (Batch, Step) {
+        let mut b = b;
+        let step = self.batch_step_in(&mut b, words, mask, size, overwrite, scratch);
+        (b, step)
+    }
+
+    /// The body of [`Self::batch_step`].
+    #[inline(always)]
+    fn batch_step_in(
+        &self,
+        b: &mut Batch,
+        words: &[AtomicU64],
+        mask: u64,
+        size: u64,
+        overwrite: bool,
+        scratch: &mut [u8],
+    ) -> Step {
+        let pos = b.pos;
+        let avail = b.commit.wrapping_sub(pos);
+        // Producer/consumer mode: only the reader moves `tail`, so
+        // nothing we copy can be overwritten. Overwrite mode: writers
+        // move `tail` past our position (possibly past our `commit`:
+        // `avail > size`), so each record is claimed before it counts.
+        let read = (avail <= size)
+            .then(|| read_record(words, mask, pos, avail, b.base, scratch))
+            .filter(|read| !overwrite || self.claim(pos, *read));
+        let Some(read) = read else {
+            // Lapped: start again from the writers' `tail`.
+            b.retries = b.retries.wrapping_add(1);
+            if b.retries > MAX_RETRIES {
+                b.err = ReadError::Contended;
+                return Step::Stop;
+            }
+            b.pos = self.tail.load(Ordering::Acquire);
+            b.commit = self.commit.load(Ordering::Acquire);
+            b.base = self.batch_base(b.pos, b.timed);
+            b.lost_due = true;
+            return Step::Next;
+        };
+        let (rec, deliver) = match read {
+            Read::Deliver(rec) => (rec, true),
+            Read::Skip(rec) => (rec, false),
+            Read::TooSmall(needed) => {
+                b.err = ReadError::BufferTooSmall { needed };
+                return Step::Stop;
+            }
+            Read::Invalid => {
+                b.err = ReadError::Corrupt;
+                return Step::Stop;
+            }
+        };
+        b.pos = pos.wrapping_add(rec.total);
+        if let Some(ts) = rec.ts {
+            b.base = Some(ts);
+            b.timed = Some((b.pos, ts));
+        }
+        if !deliver {
+            // A record whose time is unknown: only before the first
+            // record with a known time (when the batch starts or
+            // restarts, `lost_due` is set then).
+            if rec.header.is_data {
+                bump(&self.stats.reader.skipped, 1);
+                bump(&self.stats.reader.skipped_bytes, rec.header.len);
+            }
+            return Step::Next;
+        }
+        let len = usize::try_from(rec.header.len).unwrap_or(usize::MAX);
+        Step::Deliver(rec.ts.unwrap_or(0), len)
+    }
+
     /// Reads the next deliverable record at or after `cur`, below `limit`,
     /// without consuming. Copies at most `out.len()` payload bytes.
     #[cfg(ringbuf_host)]

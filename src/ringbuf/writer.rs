@@ -11,7 +11,9 @@
 use core::marker::PhantomData;
 use core::ops::Deref;
 
-use super::atomics::{bump, seqcst_rmw_load_order, write_fence, AtomicU64, Ordering};
+use super::atomics::{
+    bump, local_compare_exchange, local_fetch_add, write_fence, AtomicU64, Ordering,
+};
 use super::header::{self, parse_record, Prefix, TYPE_DATA};
 use super::{
     load_word, store_word, sync_interval, CpuBuffer, MAX_NESTING, NO_STAMP, STATE_EXCLUSIVE,
@@ -77,13 +79,18 @@ impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
     ///
     /// Safe to call from any context on the buffer's CPU, including NMI,
     /// interrupting another `reserve`/`commit` at any point.
-    #[inline]
+    ///
+    /// Always inlined: the slot is then built in the caller's registers.
+    #[inline(always)]
     pub fn reserve(&self, len: usize, ts: u64) -> Result<Slot<'_, 's, S>, ReserveError> {
         // Being counted in `nest` before checking the switches is what makes
-        // `writers_active()` reliable (see switch.rs): this is the writer's
-        // one full barrier, between its `nest` store and its switch loads.
-        let depth = self.nest.fetch_add(1, Ordering::SeqCst).wrapping_add(1);
-        seqcst_rmw_load_order();
+        // `writers_active()` reliable (see switch.rs). CPU-local: only this
+        // CPU's writers change `nest` (INVARIANT on `CpuBuffer::nest`). Where
+        // it is an unlocked `xadd`, a later switch load may pass its store,
+        // and the control side's `writers_barrier` (in `writers_active`)
+        // is the full barrier of the Dekker pair; elsewhere it is a `SeqCst`
+        // RMW, the writer's own full barrier.
+        let depth = local_fetch_add(&self.nest, 1).wrapping_add(1);
         self.try_reserve(len, ts, depth)
     }
 
@@ -142,11 +149,13 @@ impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
             if let Err(fail) = self.make_room(words, mask, size, end, overwrite, depth) {
                 return Err(self.reserve_failed(fail));
             }
-            if self
-                .head
-                .compare_exchange(head, end, Ordering::AcqRel, Ordering::Acquire)
-                .is_err()
-            {
+            // CPU-local: only this CPU's writers move `head` (INVARIANT on
+            // `CpuBuffer::head`); a writer interrupting us between the load
+            // and here moved it, and the compare fails. Other CPUs never
+            // read `head` while a writer may be in flight (the reader reads
+            // `commit`; control operations read `head` once no writer is in
+            // flight), so this needs no ordering for them.
+            if local_compare_exchange(&self.head, head, end).is_err() {
                 continue;
             }
             // Overwrite mode: our tail advance must be visible to a reader
@@ -296,8 +305,7 @@ impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
             // Publish again, as a writer: counted in `nest` first, as in
             // `reserve`, and not if a control operation took the buffer
             // after we left (it published `head` itself, see `exclusive`).
-            self.nest.fetch_add(1, Ordering::SeqCst);
-            seqcst_rmw_load_order();
+            local_fetch_add(&self.nest, 1);
             if self.state.load(Ordering::SeqCst) == STATE_EXCLUSIVE {
                 self.nest.store(0, Ordering::Release);
                 return;
@@ -402,8 +410,10 @@ impl<S: Deref<Target = [AtomicU64]>> Slot<'_, '_, S> {
     /// Publishes the record. It becomes visible to the reader once every
     /// writer interrupted on this CPU has finished too (reservation order).
     #[inline]
-    pub fn commit(mut self) {
-        self.finish(true);
+    pub fn commit(self) {
+        // Not dropped: `finish` is all its drop would do, and without a drop
+        // left the slot can live in registers.
+        core::mem::ManuallyDrop::new(self).finish(true);
     }
 
     /// Withdraws the record: the reader never sees it.
@@ -411,8 +421,8 @@ impl<S: Deref<Target = [AtomicU64]>> Slot<'_, '_, S> {
     /// If it is the last reservation, the space is given back; otherwise it
     /// becomes padding.
     #[cfg(ringbuf_host)]
-    pub fn discard(mut self) {
-        self.finish(false);
+    pub fn discard(self) {
+        core::mem::ManuallyDrop::new(self).finish(false);
     }
 
     #[inline(always)]
@@ -436,11 +446,8 @@ impl<S: Deref<Target = [AtomicU64]>> Slot<'_, '_, S> {
             if let Some(st) = buf.stamps.get(level_index(self.depth)) {
                 st.end.store(NO_STAMP, Ordering::Release);
             }
-            if buf
-                .head
-                .compare_exchange(self.end, self.start, Ordering::AcqRel, Ordering::Relaxed)
-                .is_err()
-            {
+            // CPU-local, as the reserving one.
+            if local_compare_exchange(&buf.head, self.end, self.start).is_err() {
                 let words = buf.words();
                 if let Some(h) = load_word(words, self.mask, self.data) {
                     store_word(words, self.mask, self.data, header::to_padding(h));
