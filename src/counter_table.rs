@@ -41,10 +41,9 @@ pub(crate) struct CounterTable<C> {
     /// down, waiting for the work to release them.
     dead: KVVec<Option<C>>,
     /// Per CPU: bumped by each of its `online` and `offline` callbacks, so
-    /// that the work can tell a counter made for an earlier stay up.
+    /// that the work can tell a counter made for an earlier stay up; odd
+    /// between `online` and `offline` (the CPU is up), even otherwise.
     epoch: KVVec<u32>,
-    /// Per CPU: between its `online` and `offline` callbacks.
-    up: KVVec<bool>,
 }
 
 impl<C: HotplugCounter> CounterTable<C> {
@@ -60,7 +59,6 @@ impl<C: HotplugCounter> CounterTable<C> {
             live,
             dead,
             epoch: KVVec::from_elem(0, n, GFP_KERNEL)?,
-            up: KVVec::from_elem(false, n, GFP_KERNEL)?,
         })
     }
 
@@ -71,10 +69,9 @@ impl<C: HotplugCounter> CounterTable<C> {
 
     /// `cpu` came up (its `online` callback): a new epoch.
     pub(crate) fn came_up(&mut self, cpu: u32) {
-        let cpu = cpu as usize;
-        if let (Some(e), Some(u)) = (self.epoch.get_mut(cpu), self.up.get_mut(cpu)) {
-            *e = e.wrapping_add(1);
-            *u = true;
+        // The next odd epoch (a new one even if `cpu` was up already).
+        if let Some(e) = self.epoch.get_mut(cpu as usize) {
+            *e = e.wrapping_add(1) | 1;
         }
     }
 
@@ -99,9 +96,9 @@ impl<C: HotplugCounter> CounterTable<C> {
     /// are moved to `dead` for the work.
     pub(crate) fn went_down(&mut self, cpu: u32) -> [Option<C>; MAX_EVENTS] {
         let c = cpu as usize;
-        if let (Some(e), Some(u)) = (self.epoch.get_mut(c), self.up.get_mut(c)) {
-            *e = e.wrapping_add(1);
-            *u = false;
+        // The next even epoch.
+        if let Some(e) = self.epoch.get_mut(c) {
+            *e = (*e | 1).wrapping_add(1);
         }
         let mut taken: [Option<C>; MAX_EVENTS] = Default::default();
         for (i, t) in taken.iter_mut().enumerate() {
@@ -133,10 +130,7 @@ impl<C: HotplugCounter> CounterTable<C> {
 
     /// The epoch of `cpu`, if it is up.
     pub(crate) fn epoch_of(&self, cpu: u32) -> Option<u32> {
-        match (self.epoch.get(cpu as usize), self.up.get(cpu as usize)) {
-            (Some(e), Some(true)) => Some(*e),
-            _ => None,
-        }
+        self.epoch.get(cpu as usize).copied().filter(|e| e & 1 == 1)
     }
 
     /// The epoch of `cpu` if it is up and lacks the counter of index `i`,

@@ -50,8 +50,7 @@ struct PosRing {
 impl PosRing {
     /// An empty ring of `cap` entries.
     fn new(cap: usize) -> Result<Self> {
-        let mut buf = KVVec::with_capacity(cap, GFP_KERNEL)?;
-        buf.resize(cap, 0, GFP_KERNEL)?;
+        let buf = KVVec::from_elem(0, cap, GFP_KERNEL)?;
         // INVARIANT: empty.
         Ok(Self {
             buf,

@@ -73,8 +73,7 @@ pub(crate) struct Stage {
 impl Stage {
     /// An empty staging area of [`STAGE_BYTES`] bytes.
     pub(crate) fn new() -> Result<Self> {
-        let mut buf = KVVec::with_capacity(STAGE_BYTES, GFP_KERNEL)?;
-        buf.resize(STAGE_BYTES, 0, GFP_KERNEL)?;
+        let buf = KVVec::from_elem(0, STAGE_BYTES, GFP_KERNEL)?;
         // INVARIANT: nothing staged.
         Ok(Self {
             buf,
