@@ -91,7 +91,85 @@ impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
         // is the full barrier of the Dekker pair; elsewhere it is a `SeqCst`
         // RMW, the writer's own full barrier.
         let depth = local_fetch_add(&self.nest, 1).wrapping_add(1);
+        if let Some(slot) = self.reserve_fast(len, ts, depth) {
+            return Ok(slot);
+        }
         self.try_reserve(len, ts, depth)
+    }
+
+    /// The common reservation, on a path of its own: recording on, the
+    /// record fits, the time of the record before it known and its delta
+    /// inline (no time prefix, no sync record due), room (known from
+    /// `tail_seen`, or made as `make_room` makes it: overwrite mode laps),
+    /// and `head` unchanged since it was loaded. Anything else returns
+    /// `None` (still counted in `nest`; at most `tail` moved, as a lap of
+    /// the general path's loop moves it) and the general
+    /// [`Self::try_reserve`] starts over.
+    ///
+    /// It does what `try_reserve` does on that path, in the same order
+    /// (`head` first, then the loads it validates by the compare-and-swap),
+    /// with fewer values alive: no retry loop, no prefix, no lapping. Kept
+    /// apart, the common path keeps its values in registers (the general
+    /// one spilled a dozen to the stack per record) and runs fewer
+    /// instructions; what that is worth, above all with a reader on another
+    /// CPU taking the writer's cache lines, is in Documentation/benchmarks.md
+    /// ("The writer's fast path").
+    #[inline(always)]
+    fn reserve_fast(&self, len: usize, ts: u64, depth: u64) -> Option<Slot<'_, 's, S>> {
+        if depth > MAX_NESTING as u64
+            || self.state.load(Ordering::SeqCst) != STATE_ON
+            || !self.switches.is_on()
+        {
+            return None;
+        }
+        let len32 = u32::try_from(len).ok()?;
+        let mask = self.mask.load(Ordering::Relaxed);
+        let size = mask.wrapping_add(1);
+        let total = header::payload_words(u64::from(len32)).wrapping_add(1);
+        let head = self.head.load(Ordering::Acquire);
+        let end = head.wrapping_add(total);
+        if total.saturating_add(1) > size
+            || head.wrapping_sub(self.last_sync.load(Ordering::Relaxed)) >= sync_interval(size)
+        {
+            return None;
+        }
+        let delta = ts.checked_sub(self.time_at(head)?)?;
+        if delta > header::DELTA_MAX {
+            return None;
+        }
+        if end.wrapping_sub(self.tail_seen.load(Ordering::Relaxed)) > size {
+            // No room known: what the general path's `make_room` does
+            // (overwrite mode: lap), out of line. A failure (full, blocked)
+            // is left to the general path, which finds it again and counts
+            // it.
+            let overwrite = self.overwrite.load(Ordering::Relaxed);
+            self.make_room_slow(self.words(), mask, size, end, overwrite, depth)
+                .ok()?;
+        }
+        local_compare_exchange(&self.head, head, end).ok()?;
+        // As in `try_reserve`.
+        write_fence();
+        store_word(
+            self.words(),
+            mask,
+            head,
+            header::encode_header(TYPE_DATA, delta, len32),
+        );
+        if let Some(st) = self.stamps.get(level_index(depth)) {
+            st.ts.store(ts, Ordering::Release);
+            st.end.store(end, Ordering::Release);
+        }
+        Some(Slot {
+            buf: self,
+            start: head,
+            data: head,
+            end,
+            mask,
+            len: len32,
+            depth,
+            done: false,
+            _not_send: PhantomData,
+        })
     }
 
     /// Counts a failed reserve and leaves it.
@@ -110,10 +188,13 @@ impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
         err
     }
 
-    /// The rest of `reserve`, counted in `nest` at `depth`. Failures go
-    /// through the cold [`Self::reserve_failed`], so that the slot is built
-    /// in place in the caller's result.
-    #[inline(always)]
+    /// The rest of `reserve`, counted in `nest` at `depth`, when
+    /// [`Self::reserve_fast`] declined: every case (time prefixes, sync
+    /// records, an interrupting writer moving `head`, no room known,
+    /// lapping, failures). Out of line, so that it does not weigh on the
+    /// fast path's registers. Failures go through the cold
+    /// [`Self::reserve_failed`].
+    #[inline(never)]
     fn try_reserve(
         &self,
         len: usize,
@@ -232,6 +313,23 @@ impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
         if end.wrapping_sub(self.tail_seen.load(Ordering::Relaxed)) <= size {
             return Ok(());
         }
+        self.make_room_slow(words, mask, size, end, overwrite, depth)
+    }
+
+    /// The rest of [`Self::make_room`] (no room known from `tail_seen`):
+    /// load `tail`, and in overwrite mode move it past the oldest records.
+    /// Out of line: a flight recorder that laps runs it at every record,
+    /// from the fast path too.
+    #[inline(never)]
+    fn make_room_slow(
+        &self,
+        words: &[AtomicU64],
+        mask: u64,
+        size: u64,
+        end: u64,
+        overwrite: bool,
+        depth: u64,
+    ) -> Result<(), Fail> {
         loop {
             // Acquire: the reader's copies of what we overwrite are done.
             let tail = self.tail.load(Ordering::Acquire);
