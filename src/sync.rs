@@ -281,7 +281,10 @@ pub(crate) struct Buffers {
     /// Per possible CPU (kvmalloc: large `nr_cpu_ids` need no high-order
     /// allocation).
     pub(crate) cpus: KVVec<CpuSampler>,
-    /// Per possible CPU: its sync state, behind its own mutex.
+    /// Per possible CPU: its sync state, behind its own mutex. Empty in
+    /// overwrite mode, where nothing syncs (the records stay in the CPU
+    /// buffers for a snapshot, which has staging areas of its own): every
+    /// sync then finds no target.
     cpu_sync: KVVec<Pin<KBox<Mutex<CpuSync>>>>,
     /// What the sync keeps free in the event buffer for `tracing_on=0`.
     reserve: Reserve,
@@ -338,9 +341,12 @@ impl Buffers {
             pr_err!("buffer_size={buffer_size} is too small for {n} CPUs: at least {min} bytes\n");
             return Err(EINVAL);
         }
-        let mut cpu_sync = KVVec::with_capacity(n, GFP_KERNEL)?;
-        for _ in 0..n {
-            cpu_sync.push(KBox::pin_init(CpuSync::new()?, GFP_KERNEL)?, GFP_KERNEL)?;
+        let mut cpu_sync = KVVec::new();
+        if !overwrite {
+            cpu_sync.reserve(n, GFP_KERNEL)?;
+            for _ in 0..n {
+                cpu_sync.push(KBox::pin_init(CpuSync::new()?, GFP_KERNEL)?, GFP_KERNEL)?;
+            }
         }
         Ok(try_pin_init!(Self {
             cpus,
