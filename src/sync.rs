@@ -341,12 +341,11 @@ impl Buffers {
             pr_err!("buffer_size={buffer_size} is too small for {n} CPUs: at least {min} bytes\n");
             return Err(EINVAL);
         }
-        let mut cpu_sync = KVVec::new();
-        if !overwrite {
-            cpu_sync.reserve(n, GFP_KERNEL)?;
-            for _ in 0..n {
-                cpu_sync.push(KBox::pin_init(CpuSync::new()?, GFP_KERNEL)?, GFP_KERNEL)?;
-            }
+        // Overwrite mode: none (see `cpu_sync`).
+        let n_sync = if overwrite { 0 } else { n };
+        let mut cpu_sync = KVVec::with_capacity(n_sync, GFP_KERNEL)?;
+        for _ in 0..n_sync {
+            cpu_sync.push(KBox::pin_init(CpuSync::new()?, GFP_KERNEL)?, GFP_KERNEL)?;
         }
         Ok(try_pin_init!(Self {
             cpus,

@@ -99,8 +99,9 @@ impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
 
     /// The common reservation, on a path of its own: recording on, the
     /// record fits, the time of the record before it known and its delta
-    /// inline (no time prefix, no sync record due), room (known from
-    /// `tail_seen`, or made as `make_room` makes it: overwrite mode laps),
+    /// inline (no time prefix, no sync record due), room (`make_room`, as
+    /// in the general path: known from `tail_seen`, or made, lapping in
+    /// overwrite mode),
     /// and `head` unchanged since it was loaded. Anything else returns
     /// `None` (still counted in `nest`; at most `tail` moved, as a lap of
     /// the general path's loop moves it) and the general
@@ -133,43 +134,54 @@ impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
         {
             return None;
         }
-        let delta = ts.checked_sub(self.time_at(head)?)?;
-        if delta > header::DELTA_MAX {
+        // The time planned as the general path plans it, inline only.
+        let (Prefix::None, delta) = header::plan_time(Some(self.time_at(head)?), ts) else {
             return None;
-        }
-        if end.wrapping_sub(self.tail_seen.load(Ordering::Relaxed)) > size {
-            // No room known: what the general path's `make_room` does
-            // (overwrite mode: lap), out of line. A failure (full, blocked)
-            // is left to the general path, which finds it again and counts
-            // it.
-            let overwrite = self.overwrite.load(Ordering::Relaxed);
-            self.make_room_slow(self.words(), mask, size, end, overwrite, depth)
-                .ok()?;
-        }
+        };
+        // A failure (full, blocked) is left to the general path, which
+        // finds it again and counts it.
+        self.make_room(mask, size, end, depth).ok()?;
         local_compare_exchange(&self.head, head, end).ok()?;
         // As in `try_reserve`.
         write_fence();
-        store_word(
-            self.words(),
-            mask,
-            head,
-            header::encode_header(TYPE_DATA, delta, len32),
-        );
+        Some(self.open_slot(self.words(), mask, head, head, end, delta, len32, ts, depth))
+    }
+
+    /// The stores that make `[start, end)` a reservation once `head` is
+    /// ours (and the time prefix, if any, is written): the data header at
+    /// `data` (time delta `lo`, `len` bytes), then our level's pair (see
+    /// `Stamp`): time first, then the end that makes it valid. Returns the
+    /// slot that holds it.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn open_slot(
+        &self,
+        words: &[AtomicU64],
+        mask: u64,
+        start: u64,
+        data: u64,
+        end: u64,
+        lo: u64,
+        len: u32,
+        ts: u64,
+        depth: u64,
+    ) -> Slot<'_, 's, S> {
+        store_word(words, mask, data, header::encode_header(TYPE_DATA, lo, len));
         if let Some(st) = self.stamps.get(level_index(depth)) {
             st.ts.store(ts, Ordering::Release);
             st.end.store(end, Ordering::Release);
         }
-        Some(Slot {
+        Slot {
             buf: self,
-            start: head,
-            data: head,
+            start,
+            data,
             end,
             mask,
-            len: len32,
+            len,
             depth,
             done: false,
             _not_send: PhantomData,
-        })
+        }
     }
 
     /// Counts a failed reserve and leaves it.
@@ -216,7 +228,6 @@ impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
         if pw.saturating_add(2) > size {
             return Err(self.reserve_failed(Fail::TooLarge));
         }
-        let overwrite = self.overwrite.load(Ordering::Relaxed);
         let interval = sync_interval(size);
         let words = self.words();
         loop {
@@ -227,7 +238,7 @@ impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
             let (prefix, lo) = header::plan_time(prev_ts.filter(|_| known), ts);
             let data = head.wrapping_add(prefix.words());
             let end = data.wrapping_add(1).wrapping_add(pw);
-            if let Err(fail) = self.make_room(words, mask, size, end, overwrite, depth) {
+            if let Err(fail) = self.make_room(mask, size, end, depth) {
                 return Err(self.reserve_failed(fail));
             }
             // CPU-local: only this CPU's writers move `head` (INVARIANT on
@@ -248,29 +259,7 @@ impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
                     self.last_sync.store(head, Ordering::Relaxed);
                 }
             }
-            store_word(
-                words,
-                mask,
-                data,
-                header::encode_header(TYPE_DATA, lo, len32),
-            );
-            // Our level's pair (see `Stamp`): time first, then the end
-            // that makes it valid.
-            if let Some(st) = self.stamps.get(level_index(depth)) {
-                st.ts.store(ts, Ordering::Release);
-                st.end.store(end, Ordering::Release);
-            }
-            return Ok(Slot {
-                buf: self,
-                start: head,
-                data,
-                end,
-                mask,
-                len: len32,
-                depth,
-                done: false,
-                _not_send: PhantomData,
-            });
+            return Ok(self.open_slot(words, mask, head, data, end, lo, len32, ts, depth));
         }
     }
 
@@ -296,15 +285,7 @@ impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
 
     /// Makes sure the words up to `end` can be written.
     #[inline(always)]
-    fn make_room(
-        &self,
-        words: &[AtomicU64],
-        mask: u64,
-        size: u64,
-        end: u64,
-        overwrite: bool,
-        depth: u64,
-    ) -> Result<(), Fail> {
+    fn make_room(&self, mask: u64, size: u64, end: u64, depth: u64) -> Result<(), Fail> {
         // A `tail` that a writer of this CPU loaded before: `tail` has moved
         // at most forward since, so if there was room then there is now. The
         // reader's copies of what we overwrite happened before the load
@@ -313,23 +294,18 @@ impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
         if end.wrapping_sub(self.tail_seen.load(Ordering::Relaxed)) <= size {
             return Ok(());
         }
-        self.make_room_slow(words, mask, size, end, overwrite, depth)
+        self.make_room_slow(mask, size, end, depth)
     }
 
     /// The rest of [`Self::make_room`] (no room known from `tail_seen`):
     /// load `tail`, and in overwrite mode move it past the oldest records.
-    /// Out of line: a flight recorder that laps runs it at every record,
-    /// from the fast path too.
+    /// Out of line, and loading what only it needs (the mode, the storage):
+    /// the writers' fast path keeps fewer values alive, and a flight
+    /// recorder that laps runs it at every record.
     #[inline(never)]
-    fn make_room_slow(
-        &self,
-        words: &[AtomicU64],
-        mask: u64,
-        size: u64,
-        end: u64,
-        overwrite: bool,
-        depth: u64,
-    ) -> Result<(), Fail> {
+    fn make_room_slow(&self, mask: u64, size: u64, end: u64, depth: u64) -> Result<(), Fail> {
+        let overwrite = self.overwrite.load(Ordering::Relaxed);
+        let words = self.words();
         loop {
             // Acquire: the reader's copies of what we overwrite are done.
             let tail = self.tail.load(Ordering::Acquire);
