@@ -26,7 +26,7 @@
 
 mod common;
 
-use common::{buffer, Buf, WORDS};
+use common::{buffer, write, PAYLOAD, WORDS};
 use oprofile_ringbuf::{Mode, ReadError};
 use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -81,8 +81,6 @@ impl Stamp {
     }
 }
 
-const PAYLOAD: usize = 16;
-
 /// The concurrent rows' stop flag, on cache lines of its own (the reader
 /// loads it at every empty poll; it lives on the writer thread's stack).
 #[repr(align(128))]
@@ -93,18 +91,6 @@ impl std::ops::Deref for Flag {
 
     fn deref(&self) -> &AtomicBool {
         &self.0
-    }
-}
-
-#[inline(always)]
-fn write(b: &Buf, i: u64) -> bool {
-    match b.reserve(PAYLOAD, i.wrapping_mul(10)) {
-        Ok(mut s) => {
-            s.write_words(0, &[i, !i]);
-            s.commit();
-            true
-        }
-        Err(_) => false,
     }
 }
 

@@ -7,7 +7,7 @@
 //! The benchmark's concurrent row (b) (`bench.rs`) mixes two costs: the
 //! reader's own work and what its loads of the writer's cache lines cost the
 //! writer. This separates the second. One writer thread writes 16-byte
-//! records as in `bench.rs`; when the buffer is full it drains it itself
+//! records as in `bench.rs` (`common::write`); when the buffer is full it drains it itself
 //! (`consume_batch`, inside the timed loop in every mode alike). A second
 //! thread does one of:
 //!
@@ -27,7 +27,7 @@
 
 mod common;
 
-use common::{buffer, Buf};
+use common::{buffer, write};
 use oprofile_ringbuf::Mode;
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -38,18 +38,6 @@ const RECORDS: u64 = 4_000_000;
 /// A value on cache lines of its own.
 #[repr(align(128))]
 struct Line(AtomicU64);
-
-#[inline(always)]
-fn write(b: &Buf, i: u64) -> bool {
-    match b.reserve(16, i.wrapping_mul(10)) {
-        Ok(mut s) => {
-            s.write_words(0, &[i, !i]);
-            s.commit();
-            true
-        }
-        Err(_) => false,
-    }
-}
 
 #[derive(Clone, Copy, PartialEq)]
 enum Poll {

@@ -1,5 +1,5 @@
-//! What the ring-buffer examples (`bench`, `cost`) share: a buffer of the
-//! size they measure, recording on.
+//! What the ring-buffer examples (`bench`, `coherence`, `cost`) share: a
+//! buffer of the size they measure, recording on, and the record they write.
 
 use oprofile_ringbuf::atomics::AtomicU64;
 use oprofile_ringbuf::{CpuBuffer, Mode, RecordSwitch, Switches};
@@ -24,4 +24,23 @@ pub fn buffer(mode: Mode) -> Buf {
         },
     )
     .unwrap()
+}
+
+/// Payload bytes of the records `bench` and `coherence` write.
+#[allow(dead_code)] // `cost` writes its own way
+pub const PAYLOAD: usize = 16;
+
+/// Writes record `i` (payload `[i, !i]`, time `10 * i`); false if the
+/// reserve failed.
+#[allow(dead_code)] // `cost` writes its own way
+#[inline(always)]
+pub fn write(b: &Buf, i: u64) -> bool {
+    match b.reserve(PAYLOAD, i.wrapping_mul(10)) {
+        Ok(mut s) => {
+            s.write_words(0, &[i, !i]);
+            s.commit();
+            true
+        }
+        Err(_) => false,
+    }
 }
