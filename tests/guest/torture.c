@@ -125,6 +125,7 @@ struct stream {
 	int off; /* a TRACING off record was the last TRACING record */
 	int tracing_seen;
 	int last_tracing;
+	int overwrite; /* the latest CONFIG says mode=overwrite */
 };
 
 /* Checks and counts the records of one successful read of n bytes. */
@@ -176,7 +177,10 @@ static void parse(struct stream *s, const unsigned char *buf, long n, long asked
 				violation("a SAMPLE without the extended flag");
 			if (size < 48 + 8 * (depth + user))
 				violation("SAMPLE of %u bytes with depths %u and %u", size, depth, user);
-			if (s->off)
+			/* Consume mode only: in overwrite mode a snapshot taken after
+			 * tracing_on=0 holds the samples taken before it
+			 * (Documentation/stream-format.md, SNAPSHOT). */
+			if (s->off && !s->overwrite)
 				violation("a SAMPLE of cpu %u between a TRACING off and on", cpu);
 			ADD(samples[cpu], 1);
 		} else if (type == T_LOST) {
@@ -190,7 +194,9 @@ static void parse(struct stream *s, const unsigned char *buf, long n, long asked
 			s->tracing_seen = 1;
 			s->last_tracing = on;
 			s->off = !on;
-		} else if (type != T_COMM && type != T_CONFIG && type != T_SNAPSHOT) {
+		} else if (type == T_CONFIG) {
+			s->overwrite = buf[at + 7] == 1;
+		} else if (type != T_COMM && type != T_SNAPSHOT) {
 			violation("unknown record type %u", type);
 		}
 		at += size;

@@ -1,0 +1,40 @@
+#!/bin/sh
+# vm-run: --smp 2 --no-kunit --timeout 420
+# The torture in flight-recorder mode (mode=overwrite): the same hostile,
+# concurrent use of every file as tests/guest/torture.sh (readers, control
+# writers, rmmod attempts, CPU 1 going offline and online; TORTURE_ROLES
+# default `rrcmh`) while a loop takes snapshots, for TORTURE_SECS (default
+# 15) seconds. In this mode nothing syncs (no per-CPU sync state, sync.rs)
+# and only snapshots drain the CPU buffers; a snapshot after tracing_on=0
+# holds samples taken before it, which the stream checks allow in this mode
+# only. Afterwards: every CPU online, cpu_buffer_size still refused, a
+# snapshot still delivers samples, unload is clean, kmemleak (debug kernel)
+# finds nothing. Seeded as torture.sh: SEED=N replays the random choices.
+. /tmp/lib.sh
+seed=${SEED:-$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}
+secs=${TORTURE_SECS:-15}
+echo "torture-overwrite: seed $seed, $secs s (replay: SEED=$seed tests/run-guest [--debug] torture-overwrite)"
+opts="mode=overwrite cpu_buffer_size=4096 buffer_size=65536 event=cpu-clock,context-switches sample_freq=20000,0 backtrace_depth=16"
+check "insmod ($opts)" insmod /oprofile_rs.ko $opts
+/tmp/workload $((secs + 5)) >/dev/null & /tmp/workload $((secs + 5)) >/dev/null &
+rm -f /tmp/snap.stop
+( while [ ! -e /tmp/snap.stop ]; do echo 1 >$DBG/snapshot 2>/dev/null; sleep 0.1; done ) & snapper=$!
+/tmp/torture "$seed" "$secs" ${TORTURE_ROLES:-rrcmh} >/tmp/t.txt; rc=$?
+touch /tmp/snap.stop; wait $snapper
+cat /tmp/t.txt
+expect_eq "torture: only documented answers, no hang, every stream well formed" "$rc" 0
+count() { sed -n "s/.*[ (]$1 \([0-9]*\).*/\1/p" /tmp/t.txt | head -1; }
+check "the torture read streams ($(count streams))" [ "$(count streams)" -gt 0 ]
+case ${TORTURE_ROLES:-rrcmh} in *h*) check "CPU 1 went offline and online ($(count cycles))" [ "$(count cycles)" -gt 0 ] ;; esac
+wait
+expect_eq "every CPU is online again" "$(cat /sys/devices/system/cpu/online)" "0-$((NCPU - 1))"
+echo 1 >$DBG/tracing_on
+check "cpu_buffer_size cannot change in overwrite mode" sh -c "! echo 8192 >$DBG/cpu_buffer_size"
+/tmp/workload 1 >/dev/null
+echo 1 >$DBG/snapshot
+/tmp/torture drain >/tmp/d.txt
+samples=$(awk '$2 == "samples" { n += $3 } END { print n + 0 }' /tmp/d.txt)
+check "a snapshot after the torture delivers samples ($samples)" [ "$samples" -gt 0 ]
+check "rmmod after the torture" rmmod oprofile_rs
+check_kmemleak
+finish
