@@ -18,6 +18,14 @@
 //! `[u64; 2]` items) for reference, and the writer's former floor: the two
 //! locked read-modify-writes every reserve+commit did until 2026-11-26 (and
 //! the plain store that leaves), alone.
+//! rtrb+ rows: rtrb again, its writer given our writer's cost per item
+//! (dependent arithmetic, no memory access; `calibrate` picks the amount
+//! so that its writer alone costs what ours does, before the rounds). A
+//! reader that keeps up polls the lines the writer is storing to, and
+//! then the writer's own cost per record decides how many records it gets
+//! through per round trip of those lines: rows (b) and (b') compare the
+//! two pipelines with writers of equal cost, i.e. the readers and the
+//! publication protocols.
 //!
 //! `--rounds N` (default 5) runs every row N times with 1/N of the records,
 //! round after round, and prints min/median/max ns per record and the
@@ -349,7 +357,59 @@ fn locked_floor(total: u64) -> Row {
     }
 }
 
-fn rtrb_batches(total: u64) -> Row {
+/// rtrb's second word of item `i`: `!i`, as our records carry. The rows
+/// "rtrb with our writer's cost" compute it with [`work`] instead.
+#[inline(always)]
+fn plain(i: u64) -> u64 {
+    !i
+}
+
+/// `k` rounds of dependent arithmetic on `i` (a few cycles each, no memory
+/// access): what the rows "rtrb with our writer's cost" add to rtrb's
+/// writer per item, `k` chosen by [`calibrate`] so that rtrb's writer alone
+/// costs what ours does.
+#[inline(always)]
+fn work(i: u64, k: u32) -> u64 {
+    let mut x = i;
+    for _ in 0..k {
+        x = (x ^ (x >> 7)).wrapping_add(i);
+    }
+    x
+}
+
+/// The `k` for [`work`] that makes rtrb's writer alone (CPU ns per item)
+/// cost closest to `target` ns per record: doubling then bisection to the
+/// two `k` around it, then the closer of the two, each probe the median of
+/// 3 short runs.
+fn calibrate(target: f64) -> u32 {
+    let probe = |k: u32| {
+        let mut v: Vec<f64> = (0..3)
+            .map(|_| cpu_ns(&rtrb_batches(200_000, "", |i| work(i, k))))
+            .collect();
+        median(&mut v)
+    };
+    let mut hi = 1u32;
+    while probe(hi) < target && hi < 1 << 16 {
+        hi *= 2;
+    }
+    let mut lo = hi / 2;
+    while hi - lo > 1 {
+        let mid = (lo + hi) / 2;
+        if probe(mid) < target {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    if target - probe(lo) < probe(hi) - target {
+        lo
+    } else {
+        hi
+    }
+}
+
+/// (a) rtrb: fill, drain untimed, repeat; items `[i, second(i)]`.
+fn rtrb_batches(total: u64, name: &'static str, second: impl Fn(u64) -> u64) -> Row {
     let cap = WORDS / 4;
     let (mut p, mut c) = rtrb::RingBuffer::<[u64; 2]>::new(cap);
     let mut elapsed = Times::default();
@@ -358,21 +418,27 @@ fn rtrb_batches(total: u64) -> Row {
         let n = (cap as u64).min(total - done);
         let t = stamp();
         for i in done..done + n {
-            black_box(p.push([i, !i]).is_ok());
+            black_box(p.push([i, second(i)]).is_ok());
         }
         elapsed += t.elapsed();
         while c.pop().is_ok() {}
         done += n;
     }
     Row {
-        name: "rtrb     (a) no reader",
+        name,
         records: total,
         elapsed,
         note: String::new(),
     }
 }
 
-fn rtrb_concurrent(total: u64, pause: bool) -> Row {
+/// (b)/(b') rtrb with a concurrent reader; items `[i, second(i)]`.
+fn rtrb_concurrent(
+    total: u64,
+    pause: bool,
+    name: &'static str,
+    second: impl Fn(u64) -> u64,
+) -> Row {
     let (mut p, c) = rtrb::RingBuffer::<[u64; 2]>::new(WORDS / 4);
     let stop = Flag(AtomicBool::new(false));
     let (elapsed, read) = std::thread::scope(|s| {
@@ -401,7 +467,7 @@ fn rtrb_concurrent(total: u64, pause: bool) -> Row {
         });
         let t = stamp();
         for i in 0..total {
-            while p.push([i, !i]).is_err() {
+            while p.push([i, second(i)]).is_err() {
                 std::hint::spin_loop();
             }
         }
@@ -411,11 +477,7 @@ fn rtrb_concurrent(total: u64, pause: bool) -> Row {
     });
     assert_eq!(read, total);
     Row {
-        name: if pause {
-            "rtrb     (b') pausing reader"
-        } else {
-            "rtrb     (b) concurrent reader"
-        },
+        name,
         records: total,
         elapsed,
         note: String::new(),
@@ -463,20 +525,45 @@ fn main() {
     // Every round runs every row, so that the rows compared in a ratio ran
     // close in time (on a loaded host the absolute figures move with the
     // load from round to round; the ratios much less).
+    // rtrb's writer given our writer's cost (see `work`): calibrated
+    // against our writer alone, before the rounds.
+    let ours_alone = {
+        let mut v: Vec<f64> = (0..3).map(|_| cpu_ns(&ours_batches(200_000))).collect();
+        median(&mut v)
+    };
+    let k = calibrate(ours_alone);
+    let costly = move |i| work(i, k);
+    println!(
+        "rtrb's writer with our writer's cost: {k} rounds of `work` per item \
+         (our writer alone {ours_alone:.2} cpu ns/record when calibrated)"
+    );
     let mut all: Vec<Vec<Row>> = Vec::new();
     for _ in 0..rounds {
         all.push(vec![
             ours_batches(per),
-            rtrb_batches(per),
+            rtrb_batches(per, "rtrb     (a) no reader", plain),
             ours_overwrite(per),
             locked_floor(per),
             ours_concurrent(per, Reader::PerRecord, false),
             ours_concurrent(per, Reader::Batched, false),
-            rtrb_concurrent(per, false),
+            rtrb_concurrent(per, false, "rtrb     (b) concurrent reader", plain),
             ours_drain(per),
             rtrb_drain(per),
             ours_concurrent(per, Reader::Batched, true),
-            rtrb_concurrent(per, true),
+            rtrb_concurrent(per, true, "rtrb     (b') pausing reader", plain),
+            rtrb_batches(per, "rtrb+    (a) no reader, our writer's cost", costly),
+            rtrb_concurrent(
+                per,
+                false,
+                "rtrb+    (b) concurrent, our writer's cost",
+                costly,
+            ),
+            rtrb_concurrent(
+                per,
+                true,
+                "rtrb+    (b') pausing, our writer's cost",
+                costly,
+            ),
         ]);
     }
     if rounds == 1 {
@@ -508,7 +595,8 @@ fn main() {
     // Ratios to rtrb, round by round (rows: 0 ours alone, 1 rtrb alone,
     // 5 ours with a batched concurrent reader, 6 rtrb concurrent, 7 and 8
     // the readers alone, 9 and 10 the concurrent rows with a pausing
-    // reader): the
+    // reader, 11 to 13 rtrb alone, concurrent and with a pausing reader,
+    // with our writer's cost): the
     // writer alone in CPU time (what it costs, whatever the scheduler did),
     // the concurrent rows in wall time (the pipeline's throughput).
     let ratio = |a: usize, b: usize, t: fn(&Row) -> f64| {
@@ -542,6 +630,24 @@ fn main() {
             "concurrent pausing consume_batch / rtrb (wall)",
             9,
             10,
+            ns as fn(&Row) -> f64,
+        ),
+        (
+            "writer alone / rtrb+ alone (cpu)",
+            0,
+            11,
+            cpu_ns as fn(&Row) -> f64,
+        ),
+        (
+            "concurrent consume_batch / rtrb+ (wall)",
+            5,
+            12,
+            ns as fn(&Row) -> f64,
+        ),
+        (
+            "concurrent pausing consume_batch / rtrb+ (wall)",
+            9,
+            13,
             ns as fn(&Row) -> f64,
         ),
     ] {
