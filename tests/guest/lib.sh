@@ -55,6 +55,17 @@ samples_while_off() {
     awk '/TRACING off/ { off = 1; next } /TRACING on/ { off = 0; next }
          off && !/ LOST / && !/ CONFIG / { n++ } END { print n + 0 }' "$1"
 }
+# The torture scenarios (torture.sh, torture-overwrite.sh): torture_args NAME
+# DEFAULT_SECS sets `seed` (SEED, to replay a run, or a fresh one) and `secs`
+# (TORTURE_SECS or DEFAULT_SECS) and prints them with the replay command;
+# torture_count WHAT is a count /tmp/torture printed to /tmp/t.txt.
+torture_args() {
+    seed=${SEED:-$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}
+    secs=${TORTURE_SECS:-$2}
+    echo "$1: seed $seed, $secs s (replay: SEED=$seed tests/run-guest [--debug] $1)"
+}
+torture_count() { sed -n "s/.*[ (]$1 \([0-9]*\).*/\1/p" /tmp/t.txt | head -1; }
+
 # check_kmemleak [WHEN]: on a kernel with kmemleak (the debug one), scans
 # and checks that nothing leaked; elsewhere says the check runs on --debug.
 check_kmemleak() {

@@ -11,9 +11,7 @@
 # snapshot still delivers samples, unload is clean, kmemleak (debug kernel)
 # finds nothing. Seeded as torture.sh: SEED=N replays the random choices.
 . /tmp/lib.sh
-seed=${SEED:-$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}
-secs=${TORTURE_SECS:-15}
-echo "torture-overwrite: seed $seed, $secs s (replay: SEED=$seed tests/run-guest [--debug] torture-overwrite)"
+torture_args torture-overwrite 15
 opts="mode=overwrite cpu_buffer_size=4096 buffer_size=65536 event=cpu-clock,context-switches sample_freq=20000,0 backtrace_depth=16"
 check "insmod ($opts)" insmod /oprofile_rs.ko $opts
 /tmp/workload $((secs + 5)) >/dev/null & /tmp/workload $((secs + 5)) >/dev/null &
@@ -23,9 +21,8 @@ rm -f /tmp/snap.stop
 touch /tmp/snap.stop; wait $snapper
 cat /tmp/t.txt
 expect_eq "torture: only documented answers, no hang, every stream well formed" "$rc" 0
-count() { sed -n "s/.*[ (]$1 \([0-9]*\).*/\1/p" /tmp/t.txt | head -1; }
-check "the torture read streams ($(count streams))" [ "$(count streams)" -gt 0 ]
-case ${TORTURE_ROLES:-rrcmh} in *h*) check "CPU 1 went offline and online ($(count cycles))" [ "$(count cycles)" -gt 0 ] ;; esac
+check "the torture read streams ($(torture_count streams))" [ "$(torture_count streams)" -gt 0 ]
+case ${TORTURE_ROLES:-rrcmh} in *h*) check "CPU 1 went offline and online ($(torture_count cycles))" [ "$(torture_count cycles)" -gt 0 ] ;; esac
 wait
 expect_eq "every CPU is online again" "$(cat /sys/devices/system/cpu/online)" "0-$((NCPU - 1))"
 echo 1 >$DBG/tracing_on

@@ -195,7 +195,7 @@ static void parse(struct stream *s, const unsigned char *buf, long n, long asked
 			s->last_tracing = on;
 			s->off = !on;
 		} else if (type == T_CONFIG) {
-			s->overwrite = buf[at + 7] == 1;
+			s->overwrite = buf[at + 7] == 1; /* offset 7: mode, 1 = overwrite */
 		} else if (type != T_COMM && type != T_SNAPSHOT) {
 			violation("unknown record type %u", type);
 		}

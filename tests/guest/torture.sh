@@ -9,9 +9,7 @@
 # module still records, unload is clean; then insmod/rmmod race with opens,
 # and kmemleak (debug kernel) finds nothing.
 . /tmp/lib.sh
-seed=${SEED:-$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}
-secs=${TORTURE_SECS:-20}
-echo "torture: seed $seed, $secs s (replay: SEED=$seed tests/run-guest [--debug] torture)"
+torture_args torture 20
 # cpu-clock (hard IRQ) and context-switches (task context, in the scheduler:
 # its counters are made and released outside the CPU hotplug lock, by a work
 # item, profiler.rs) at once.
@@ -22,12 +20,11 @@ check "insmod ($tiny)" insmod /oprofile_rs.ko $tiny
 cat /tmp/t.txt
 expect_eq "torture: only documented answers, no hang, every stream well formed" "$rc" 0
 # It tested what it says: each path was taken (counts printed above).
-count() { sed -n "s/.*[ (]$1 \([0-9]*\).*/\1/p" /tmp/t.txt | head -1; }
 for what in streams eagain eintr einval polls busy; do
-    check "the torture took the '$what' path ($(count $what))" [ "$(count $what)" -gt 0 ]
+    check "the torture took the '$what' path ($(torture_count $what))" [ "$(torture_count $what)" -gt 0 ]
 done
-case ${TORTURE_ROLES:-rrrcmh} in *m*) check "rmmod was refused while files were open ($(count refused))" [ "$(count refused)" -gt 0 ] ;; esac
-case ${TORTURE_ROLES:-rrrcmh} in *h*) check "CPU 1 went offline and online ($(count cycles))" [ "$(count cycles)" -gt 0 ] ;; esac
+case ${TORTURE_ROLES:-rrrcmh} in *m*) check "rmmod was refused while files were open ($(torture_count refused))" [ "$(torture_count refused)" -gt 0 ] ;; esac
+case ${TORTURE_ROLES:-rrrcmh} in *h*) check "CPU 1 went offline and online ($(torture_count cycles))" [ "$(torture_count cycles)" -gt 0 ] ;; esac
 cat $DBG/stats >/tmp/stats.txt
 wait
 # The accounting, exact for what every stream held: per CPU, samples + lost
