@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 //! Ring buffer benchmark (prints figures; not a timed test).
 //!
-//! cargo run --release -p oprofile-ringbuf --example bench [-- --quick]
+//! cargo run --release -p oprofile-ringbuf --example bench [-- --quick] [--rounds N] [--rtrb-work K]
 //!
 //! Workload: 16-byte payload records (two u64 words) from one writer thread.
 //! (a) no concurrent reader: the buffer is filled in batches and drained,
@@ -20,7 +20,8 @@
 //! the plain store that leaves), alone.
 //! rtrb+ rows: rtrb again, its writer given our writer's cost per item
 //! (dependent arithmetic, no memory access; `calibrate` picks the amount
-//! so that its writer alone costs what ours does, before the rounds). A
+//! so that its writer alone costs what ours does, before the rounds;
+//! `--rtrb-work K` gives it K rounds instead). A
 //! reader that keeps up polls the lines the writer is storing to, and
 //! then the writer's own cost per record decides how many records it gets
 //! through per round trip of those lines: rows (b) and (b') compare the
@@ -531,7 +532,13 @@ fn main() {
         let mut v: Vec<f64> = (0..3).map(|_| cpu_ns(&ours_batches(200_000))).collect();
         median(&mut v)
     };
-    let k = calibrate(ours_alone);
+    // `--rtrb-work K`: that amount instead of the calibrated one.
+    let k = args
+        .iter()
+        .position(|a| a == "--rtrb-work")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| calibrate(ours_alone));
     let costly = move |i| work(i, k);
     println!(
         "rtrb's writer with our writer's cost: {k} rounds of `work` per item \
