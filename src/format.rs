@@ -458,6 +458,12 @@ pub const SAMPLE_FLAG_KERNEL: u8 = 1;
 /// SAMPLE flags (byte 6) bit: the extended form (version 2): a
 /// [`SAMPLE_EXT_LEN`]-byte fixed part with period, event and user chain depth.
 pub const SAMPLE_FLAG_EXT: u8 = 2;
+/// SAMPLE flags (byte 6) bit: perf throttled the sampled event's counter
+/// on this CPU right after this overflow (more overflows in one tick than
+/// `kernel.perf_event_max_sample_rate` allows): no further sample of that
+/// event comes from this CPU until perf's next tick unthrottles it. Readers
+/// that do not know a flag bit ignore it.
+pub const SAMPLE_FLAG_THROTTLED: u8 = 4;
 /// The deepest kernel callchain the module records (the `backtrace_depth`
 /// parameter's maximum; the depth byte could say 255).
 pub const MAX_DEPTH: usize = 64;
@@ -581,6 +587,9 @@ pub struct SampleHead {
     /// writes when set, and what [`SampleHead::read`] found. Version-1
     /// records have no period, event and user chain.
     pub ext: bool,
+    /// perf throttled the event's counter after this overflow
+    /// ([`SAMPLE_FLAG_THROTTLED`]).
+    pub throttled: bool,
 }
 
 impl SampleHead {
@@ -614,6 +623,9 @@ impl SampleHead {
         let mut flags = if self.kernel { SAMPLE_FLAG_KERNEL } else { 0 };
         if self.ext {
             flags |= SAMPLE_FLAG_EXT;
+        }
+        if self.throttled {
+            flags |= SAMPLE_FLAG_THROTTLED;
         }
         let size = u16::try_from(self.size()).unwrap_or(u16::MAX);
         out.fill(0);
@@ -665,6 +677,7 @@ impl SampleHead {
             event,
             user_depth,
             ext,
+            throttled: p.b6 & SAMPLE_FLAG_THROTTLED != 0,
         })
     }
 }

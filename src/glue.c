@@ -32,12 +32,23 @@
  * this CPU cannot change under it (a migration mid-record). It never
  * reschedules: the count is raised on entry, so the enable never brings it
  * to zero here.
+ *
+ * Throttling: perf counts the overflows of each event per tick and, past
+ * kernel.perf_event_max_sample_rate / HZ, stops the event until its next
+ * tick (perf_event_throttle(), which sets hw.interrupts to MAX_INTERRUPTS
+ * before this handler runs for the overflow that crossed the limit;
+ * perf_event_unthrottle() resets it). MAX_INTERRUPTS is private to
+ * kernel/events/core.c, hence its copy below; perf's own ring buffer gets a
+ * PERF_RECORD_THROTTLE at this point, a kernel counter has none, so the
+ * sample carries the news (stream-format.md, SAMPLE flag 0x04).
  */
+#define OPROFILE_RS_MAX_INTERRUPTS (~0ULL)
 static void overflow_handler(struct perf_event *event, struct perf_sample_data *data,
 			     struct pt_regs *regs)
 {
 	preempt_disable_notrace();
-	oprofile_rs_perf_overflow(event->overflow_handler_context, regs, data->period);
+	oprofile_rs_perf_overflow(event->overflow_handler_context, regs, data->period,
+				  event->hw.interrupts == OPROFILE_RS_MAX_INTERRUPTS);
 	preempt_enable_notrace();
 }
 

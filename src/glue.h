@@ -16,7 +16,7 @@ struct perf_event *oprofile_rs_perf_create(int cpu, u32 type, u64 config, u64 pe
 					   void *context);
 void oprofile_rs_perf_release(struct perf_event *event);
 /* Implemented in Rust (src/perf.rs); runs in NMI, hard-IRQ or task context, preemption off. */
-void oprofile_rs_perf_overflow(void *context, struct pt_regs *regs, u64 period);
+void oprofile_rs_perf_overflow(void *context, struct pt_regs *regs, u64 period, bool throttled);
 bool oprofile_rs_unwind_kernel(struct pt_regs *regs, bool (*frame)(void *ctx, unsigned long addr),
 			       void *ctx);
 unsigned long oprofile_rs_regs_ip(struct pt_regs *regs);

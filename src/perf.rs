@@ -279,6 +279,9 @@ pub(crate) struct Overflow {
     /// The events this sample stands for (`perf_sample_data.period`; in
     /// frequency mode perf changes it from sample to sample).
     pub(crate) period: u64,
+    /// perf throttled the counter after this overflow: it delivers none
+    /// until its next tick (see glue.c).
+    pub(crate) throttled: bool,
 }
 
 /// Receives the overflows of a [`Counter`].
@@ -318,6 +321,7 @@ unsafe extern "C" fn oprofile_rs_perf_overflow(
     context: *mut c_void,
     regs: *mut bindings::pt_regs,
     period: u64,
+    throttled: bool,
 ) {
     // SAFETY: `Counter::new` stores a pointer to a `Trampoline`, valid until
     // the counter is released (the caller of `new` guarantees it).
@@ -325,7 +329,15 @@ unsafe extern "C" fn oprofile_rs_perf_overflow(
     // SAFETY: the perf core passes the overflow's live registers, used only
     // during this call.
     let regs = unsafe { Regs::from_raw(regs) };
-    (t.call)(t.handler, &regs, Overflow { tag: t.tag, period });
+    (t.call)(
+        t.handler,
+        &regs,
+        Overflow {
+            tag: t.tag,
+            period,
+            throttled,
+        },
+    );
 }
 
 /// Type-erased handler: a data pointer, the monomorphised function for it

@@ -130,6 +130,11 @@ pub(crate) struct Counters {
     pub(crate) sample_lost_overflow: Atomic<u64>,
     /// Samples with no usable PC.
     pub(crate) sample_invalid_eip: Atomic<u64>,
+    /// Of `sample_received`: overflows after which perf throttled the
+    /// counter (more in one tick than `kernel.perf_event_max_sample_rate`
+    /// allows; it delivers nothing more until its next tick). Each such
+    /// SAMPLE that reaches the stream carries the THROTTLED flag.
+    pub(crate) sample_throttled: Atomic<u64>,
     /// Kernel callchains cut short: the unwinder failed before the outermost
     /// frame, or (an overflow nested in another on this CPU) no scratch space
     /// was free. Chains deeper than `backtrace_depth` are cut there silently.
@@ -169,6 +174,7 @@ impl Counters {
             sample_received: Atomic::new(0),
             sample_lost_overflow: Atomic::new(0),
             sample_invalid_eip: Atomic::new(0),
+            sample_throttled: Atomic::new(0),
             backtrace_aborted: Atomic::new(0),
             user_backtrace_aborted: Atomic::new(0),
             user_backtrace_truncated: Atomic::new(0),
@@ -284,14 +290,24 @@ impl CpuSampler {
         Ok(())
     }
 
+    /// Counts a sample as received (and as throttled if perf throttled the
+    /// counter after it).
+    fn received(&self, throttled: bool) {
+        let c = &self.counters;
+        c.sample_received.add(1, Relaxed);
+        if throttled {
+            c.sample_throttled.add(1, Relaxed);
+        }
+    }
+
     /// A reserve refused as `Disabled` with [`PAUSE_GEN`] at `gen` before it:
     /// if a snapshot's pause refused it, counts the sample as received and
     /// lost.
-    fn refused(&self, gen: u64) {
+    fn refused(&self, gen: u64, throttled: bool) {
         let now_gen = PAUSE_GEN.load(Acquire);
         if now_gen != gen || now_gen & 1 == 1 {
             let c = &self.counters;
-            c.sample_received.add(1, Relaxed);
+            self.received(throttled);
             c.sample_lost_overflow.add(1, Relaxed);
             c.sample_lost_snapshot.add(1, Relaxed);
         }
@@ -299,8 +315,8 @@ impl CpuSampler {
 
     /// Records one sample of the current task, interrupted with `regs`, of
     /// the event at `event` in the configuration, standing for `period`
-    /// events.
-    pub(crate) fn log_sample(&self, regs: &Regs, event: u16, period: u64) {
+    /// events; `throttled`: perf throttled the counter after it.
+    pub(crate) fn log_sample(&self, regs: &Regs, event: u16, period: u64, throttled: bool) {
         let gen = PAUSE_GEN.load(Acquire);
         // Recording off when the handler starts: refused, even if recording
         // is back on by the time it would reserve. What follows reads
@@ -313,7 +329,7 @@ impl CpuSampler {
         // (whose grace period waits for this handler) or is on after it
         // (and the reset, stored before, is visible: `is_recording`).
         if !self.buffer.is_recording() {
-            return self.refused(gen);
+            return self.refused(gen, throttled);
         }
         // Read once: a runtime change (recording off) cannot tear a sample.
         let depth = (self.depth.load(Relaxed) as usize).min(MAX_DEPTH);
@@ -345,9 +361,9 @@ impl CpuSampler {
                     self.since_comm.store(0, Relaxed);
                     c.comm_records.add(1, Relaxed);
                 }
-                Err(ReserveError::Disabled) => return self.refused(gen),
+                Err(ReserveError::Disabled) => return self.refused(gen, throttled),
                 Err(_) => {
-                    c.sample_received.add(1, Relaxed);
+                    self.received(throttled);
                     c.sample_lost_overflow.add(1, Relaxed);
                     return;
                 }
@@ -357,7 +373,7 @@ impl CpuSampler {
         #[cfg(oprofile_rs_kunit)]
         crate::kunit::sampler_nmi::before_sample(self);
         if pc == 0 {
-            c.sample_received.add(1, Relaxed);
+            self.received(throttled);
             c.sample_invalid_eip.add(1, Relaxed);
             return;
         }
@@ -376,6 +392,7 @@ impl CpuSampler {
                 event,
                 user_depth: chain.len().saturating_sub(kernel) as u8,
                 ext: true,
+                throttled,
             };
             let head = head.encoded(Endian::native());
             let r = self.write(&head, chain, ts);
@@ -445,14 +462,14 @@ impl CpuSampler {
         }
         match result {
             Ok(()) => {
-                c.sample_received.add(1, Relaxed);
+                self.received(throttled);
                 if let Some(n) = c.event_samples.get(usize::from(event)) {
                     n.add(1, Relaxed);
                 }
             }
-            Err(ReserveError::Disabled) => self.refused(gen),
+            Err(ReserveError::Disabled) => self.refused(gen, throttled),
             Err(_) => {
-                c.sample_received.add(1, Relaxed);
+                self.received(throttled);
                 c.sample_lost_overflow.add(1, Relaxed);
             }
         }
@@ -483,7 +500,7 @@ impl OverflowHandler for CpuSampler {
             return;
         }
         let start = now();
-        self.log_sample(regs, o.tag, o.period);
+        self.log_sample(regs, o.tag, o.period, o.throttled);
         let cost = now().wrapping_sub(start);
         self.counters.handler_ns_sum.add(cost, Relaxed);
         store_max(&self.counters.handler_ns_max, cost);

@@ -273,6 +273,7 @@ mod tests {
             event: 0,
             user_depth: 0,
             ext: true,
+            throttled: false,
         };
         let mut v = KVec::new();
         let _ = v.extend_from_slice(&head.encoded(Endian::native()), GFP_KERNEL);

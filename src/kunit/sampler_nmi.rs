@@ -13,7 +13,10 @@
 //! interrupted task, then kernel-mode SAMPLEs of it with the interrupted PC,
 //! the event index and period given, and a kernel callchain from the NMI's
 //! registers no deeper than the depth; with a buffer too small
-//! on purpose, SAMPLE records + lost == received exactly. And a handler that
+//! on purpose, SAMPLE records + lost == received exactly. Every third NMI
+//! says perf throttled the counter after it: exactly those SAMPLEs carry
+//! the THROTTLED flag, and `sample_throttled` counts them (lost ones too).
+//! And a handler that
 //! starts while a snapshot pauses recording, the pause ending before it
 //! reserves its SAMPLE (it may: the pause waits only for the handlers that
 //! started before it), writes nothing: the records after the snapshot's cut
@@ -46,6 +49,14 @@ const EVENT: u16 = 3;
 const PERIOD: u64 = 777_777;
 /// NMIs the handler took outside NMI context (must stay 0).
 static WRONG_CONTEXT: Atomic<u64> = Atomic::new(0);
+/// NMIs handled in this run: the handler says the counter was throttled
+/// after every third ([`throttled_nmi`]).
+static SEQ: Atomic<u64> = Atomic::new(0);
+
+/// Whether the `seq`-th NMI of a run (from 0) is a throttling overflow.
+fn throttled_nmi(seq: u64) -> bool {
+    seq % 3 == 0
+}
 
 struct SampleNmi;
 
@@ -64,7 +75,9 @@ impl nmi::NmiHandler for SampleNmi {
         if !nmi::in_nmi() {
             WRONG_CONTEXT.fetch_add(1, Relaxed);
         }
-        s.log_sample(regs, EVENT, PERIOD);
+        let seq = SEQ.load(Relaxed);
+        SEQ.store(seq + 1, Relaxed);
+        s.log_sample(regs, EVENT, PERIOD, throttled_nmi(seq));
         PENDING.store(0, Release);
         true
     }
@@ -91,6 +104,12 @@ struct Outcome {
     with_chain: u64,
     /// Records read before the first COMM naming the test task.
     before_comm: u64,
+    /// SAMPLEs with the THROTTLED flag, and the counter.
+    throttled_flags: u64,
+    throttled_count: u64,
+    /// SAMPLEs whose flag is not what their NMI said (meaningful only when
+    /// none was lost: the i-th SAMPLE is then the i-th NMI's).
+    throttled_mismatch: u64,
 }
 
 /// A sampler of `bytes` (overwrite mode or not) with callchains up to
@@ -129,6 +148,7 @@ fn run(bytes: usize, depth: u32, n: u32) -> Result<Outcome> {
     let sampler = new_sampler(bytes, depth, false)?;
     let reg = KBox::pin_init(nmi::Registration::<SampleNmi>::new(), GFP_KERNEL)?;
     WRONG_CONTEXT.store(0, Relaxed);
+    SEQ.store(0, Relaxed);
     ACTIVE.store(core::ptr::from_ref(&*sampler).cast_mut(), Release);
     let mut out = Outcome::default();
     for _ in 0..n {
@@ -152,6 +172,7 @@ fn read_back(sampler: &CpuSampler, depth: u32, out: &mut Outcome) -> Result {
     out.lost = c.sample_lost_overflow.load(kernel::sync::atomic::Relaxed);
     out.invalid = c.sample_invalid_eip.load(kernel::sync::atomic::Relaxed);
     out.aborted = c.backtrace_aborted.load(kernel::sync::atomic::Relaxed);
+    out.throttled_count = c.sample_throttled.load(Relaxed);
     let (me, _, _) = sampler::current_task();
     let mut named = false;
     let mut buf = KVec::from_elem(0u8, format::MAX_RECORD, GFP_KERNEL)?;
@@ -170,6 +191,10 @@ fn read_back(sampler: &CpuSampler, depth: u32, out: &mut Outcome) -> Result {
                             named |= c.pid == me;
                         }
                         Some(Fields::Sample(s)) => {
+                            if s.throttled != throttled_nmi(out.samples) {
+                                out.throttled_mismatch += 1;
+                            }
+                            out.throttled_flags += u64::from(s.throttled);
                             out.samples += 1;
                             if !named {
                                 out.before_comm += 1;
@@ -293,6 +318,9 @@ mod tests {
             // The interrupted task is in the kernel (this test): every
             // sample has a callchain.
             assert_eq!(r.with_chain, 100);
+            // NMIs 0, 3, ..., 99 throttled: 34, each flagged in its SAMPLE.
+            assert_eq!((r.throttled_flags, r.throttled_count), (34, 34));
+            assert_eq!(r.throttled_mismatch, 0);
         }
     }
 
@@ -309,6 +337,12 @@ mod tests {
             assert_eq!(r.samples + r.lost, r.received);
             assert_eq!(r.bad_samples, 0);
             assert_eq!(r.bad_chains, 0);
+            // 100 of the 300 throttled, counted whether recorded or lost;
+            // the flags only on recorded ones.
+            assert_eq!(r.throttled_count, 100);
+            assert!(r.throttled_flags <= r.throttled_count && r.throttled_flags <= r.samples);
+            // With no reader, the SAMPLEs that fit are the first NMIs'.
+            assert_eq!(r.throttled_mismatch, 0);
         }
     }
 

@@ -247,6 +247,7 @@ mod tests {
             event: 1,
             user_depth: 3,
             ext: true,
+            throttled: true,
         };
         let mut rec = KVec::new();
         assert!(rec.extend_from_slice(&head.encoded(e), GFP_KERNEL).is_ok());

@@ -32,10 +32,12 @@ fi
 /tmp/workload $((secs + 5)) >/dev/null & /tmp/workload $((secs + 5)) >/dev/null &
 if [ -n "$storm" ]; then /tmp/ipi-storm "$secs" >/tmp/storm.txt & storm_pid=$!; fi
 if [ -n "$perf" ]; then
-    # Unthrottled, as the module's kernel counters at load: perf would
-    # otherwise lower the rate of samples whose handlers take long (TCG).
-    echo 0 >/proc/sys/kernel/perf_cpu_time_max_percent
+    # perf's per-tick limit at 100000 samples/s (far above the load), then
+    # its handler-time limit off, which would otherwise lower that limit
+    # when handlers take long (TCG). In this order: perf refuses rate
+    # writes while the handler-time limit is off.
     echo 100000 >/proc/sys/kernel/perf_event_max_sample_rate
+    echo 0 >/proc/sys/kernel/perf_cpu_time_max_percent
     /tmp/perf-load "$secs" "$perf" >/tmp/perf-load.txt & perf_pid=$!
 fi
 end=$(( $(cut -d. -f1 /proc/uptime) + secs )) n=0

@@ -20,6 +20,7 @@ fn sample_layout_version_1() {
         event: 0,
         user_depth: 0,
         ext: false,
+        throttled: false,
     };
     assert_eq!(head.size(), SAMPLE_LEN + 16);
     let mut rec = vec![0u8; head.size()];
@@ -67,6 +68,7 @@ fn sample_layout_version_2() {
         event: 5,
         user_depth: 3,
         ext: true,
+        throttled: false,
     };
     assert_eq!(head.size(), SAMPLE_EXT_LEN + 40);
     let mut rec = vec![0u8; head.size()];
@@ -98,6 +100,20 @@ fn sample_layout_version_2() {
         user_callchain(e, &rec).collect::<Vec<_>>(),
         [0x10, 0x20, 0x30]
     );
+    // The THROTTLED flag is bit 2 of byte 6 and reads back; nothing else
+    // of the record changes.
+    let throttled = SampleHead {
+        throttled: true,
+        ..head
+    };
+    let mut t = rec.clone();
+    t[..SAMPLE_EXT_LEN].copy_from_slice(&throttled.encoded(Endian::Little));
+    assert_eq!(t[6], 1 | 2 | 4);
+    assert_eq!(SAMPLE_FLAG_THROTTLED, 4);
+    t[6] = rec[6];
+    assert_eq!(t, rec);
+    t[6] |= SAMPLE_FLAG_THROTTLED;
+    assert_eq!(SampleHead::read(Endian::Little, &t), Some(throttled));
     let p = parse(e, &rec).unwrap();
     assert_eq!(p.fields, Some(Fields::Sample(head)));
     assert_eq!(p.user_callchain().count(), 3);
@@ -456,6 +472,7 @@ fn parse_checks_sizes() {
         event: 0,
         user_depth: 0,
         ext: false,
+        throttled: false,
     };
     let mut s = [0u8; SAMPLE_LEN];
     head.encode(e, &mut s);

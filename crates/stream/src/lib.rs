@@ -193,6 +193,10 @@ pub struct Sample {
     /// Index of the sampled event in the latest CONFIG record (0 in
     /// version 1).
     pub event: u16,
+    /// flags bit 2: perf throttled the event's counter on this CPU right
+    /// after this sample (no sample of it from this CPU until perf's next
+    /// tick).
+    pub throttled: bool,
 }
 
 /// COMM record: a task's name.
@@ -481,6 +485,7 @@ pub fn decode_record(buf: &[u8], endian: Endian, offset: u64) -> Result<Decoded1
             user_callchain: p.user_callchain().collect(),
             period: s.period,
             event: s.event,
+            throttled: s.throttled,
         }),
         Some(format::Fields::Comm(c)) => Record::Comm(Comm {
             cpu: c.cpu,
@@ -754,6 +759,7 @@ pub fn encode_record_version(r: &Record, e: Endian, version: u16) -> Vec<u8> {
                 event: s.event,
                 user_depth: s.user_callchain.len() as u8,
                 ext,
+                throttled: s.throttled,
             };
             let mut out = vec![0u8; head.size()];
             head.encode(e, &mut out);

@@ -135,6 +135,7 @@ fn exact_byte_layout_version_2() {
         user_callchain: vec![0x40_1000, 0x40_2000],
         period: 250_000,
         event: 1,
+        throttled: false,
     }));
     let b = e.finish();
     assert_eq!(&b[8..14], &[2, 0, HEADER_SIZE as u8, 0, 8, 1]);
@@ -155,6 +156,48 @@ fn exact_byte_layout_version_2() {
         }
         other => panic!("{other:?}"),
     }
+}
+
+#[test]
+fn throttled_flag_round_trips_and_unknown_flags_are_ignored() {
+    let sample = Sample {
+        cpu: 1,
+        kernel: false,
+        time: 9,
+        pc: 0x40_1000,
+        pid: 7,
+        tgid: 7,
+        period: 100,
+        throttled: true,
+        ..Sample::default()
+    };
+    let mut e = Encoder::new(&header());
+    e.record(&Record::Sample(sample.clone()));
+    e.record(&Record::Sample(Sample {
+        throttled: false,
+        time: 10,
+        ..sample.clone()
+    }));
+    let mut b = e.finish();
+    let r = HEADER_SIZE;
+    // Flags: extended | throttled (user mode); the second: extended only.
+    assert_eq!(b[r + 6], 2 | 4);
+    assert_eq!(b[r + 48 + 6], 2);
+    let d = decode(&b).unwrap();
+    let flags: Vec<bool> = d
+        .records
+        .iter()
+        .map(|r| match r {
+            Record::Sample(s) => s.throttled,
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(flags, [true, false]);
+    // A flag bit this reader does not know is ignored, as the format says.
+    b[r + 48 + 6] |= 0x80;
+    let d = decode(&b).unwrap();
+    assert!(d.error.is_none());
+    assert_eq!(d.records.len(), 2);
 }
 
 #[test]

@@ -34,12 +34,12 @@ fn arb_written() -> impl Strategy<Value = Written> {
     prop_oneof![
         (
             any::<(u16, bool, u64, u64, u32, u32)>(),
-            any::<(u64, u16)>(),
+            any::<(u64, u16, bool)>(),
             prop::collection::vec(any::<u64>(), 0..=format::MAX_DEPTH),
             prop::collection::vec(any::<u64>(), 0..=format::MAX_USER_DEPTH)
         )
             .prop_map(
-                |((cpu, kernel, time, pc, pid, tgid), (period, event), chain, user)| {
+                |((cpu, kernel, time, pc, pid, tgid), (period, event, throttled), chain, user)| {
                     let head = format::SampleHead {
                         cpu,
                         kernel,
@@ -52,6 +52,7 @@ fn arb_written() -> impl Strategy<Value = Written> {
                         event,
                         user_depth: user.len() as u8,
                         ext: true,
+                        throttled,
                     };
                     Written::Sample(head, chain, user)
                 }
@@ -173,6 +174,7 @@ fn expected(r: &Written) -> Record {
             user_callchain: user.clone(),
             period: h.period,
             event: h.event,
+            throttled: h.throttled,
         }),
         Written::Config(c) => Record::Config(Box::new(*c)),
         Written::Snapshot(s) => Record::Snapshot(*s),
@@ -282,6 +284,7 @@ fn a_full_depth_sample_is_the_largest_record() {
         event: 1,
         user_depth: format::MAX_USER_DEPTH as u8,
         ext: true,
+        throttled: true,
     };
     let chain: Vec<u64> = (0..format::MAX_DEPTH as u64).collect();
     let user: Vec<u64> = (100..100 + format::MAX_USER_DEPTH as u64).collect();

@@ -97,6 +97,9 @@ pub struct EventInfo {
     pub weighted: bool,
     /// Samples of the event in the recording (whatever the filter).
     pub samples: u64,
+    /// Of them: samples after which perf throttled the event's counter
+    /// (SAMPLE flag THROTTLED).
+    pub throttled: u64,
 }
 
 impl EventInfo {
@@ -112,6 +115,7 @@ impl EventInfo {
             settings: Vec::new(),
             weighted: false,
             samples: 0,
+            throttled: 0,
         }
     }
 
@@ -187,12 +191,23 @@ pub enum Event {
         records: u64,
         segment: u32,
     },
+    /// perf throttled the counter of `event` (an index into
+    /// [`Profile::event_list`]) on `cpu` right after its sample at `time`:
+    /// no sample of it from that CPU until perf's next tick.
+    Throttle {
+        time: u64,
+        cpu: u16,
+        event: u16,
+        segment: u32,
+    },
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CpuStats {
     pub samples: u64,
     pub lost: u64,
+    /// Of `samples`: those after which perf throttled their counter.
+    pub throttled: u64,
 }
 
 /// `lost` as a share of all samples taken (`kept` + `lost`), e.g. `6.99%`.
@@ -409,6 +424,10 @@ impl Profile {
     }
     pub fn total_lost(&self) -> u64 {
         self.per_cpu.values().map(|c| c.lost).sum()
+    }
+    /// Samples of the recording after which perf throttled their counter.
+    pub fn total_throttled(&self) -> u64 {
+        self.per_cpu.values().map(|c| c.throttled).sum()
     }
 
     /// How long recording was on, in ns: from [`Profile::first_time`] to the
@@ -738,6 +757,16 @@ impl Profile {
                         fixed.unwrap_or(0)
                     };
                     event_list[usize::from(event)].samples += 1;
+                    if s.throttled {
+                        event_list[usize::from(event)].throttled += 1;
+                        per_cpu.entry(s.cpu).or_default().throttled += 1;
+                        events.push(Event::Throttle {
+                            time: s.time,
+                            cpu: s.cpu,
+                            event,
+                            segment,
+                        });
+                    }
                     let comm = comms
                         .get(&s.pid)
                         .or_else(|| comms.get(&s.tgid))
@@ -828,6 +857,22 @@ impl Profile {
                 "{lost} samples were lost ({}): a per-CPU buffer or the event buffer was full; \
                  raise the module's cpu_buffer_size or buffer_size, or read the device sooner",
                 lost_share(samples.len() as u64, lost)
+            ));
+        }
+        let throttled: u64 = per_cpu.values().map(|c| c.throttled).sum();
+        if throttled > 0 {
+            let by_event: Vec<String> = event_list
+                .iter()
+                .filter(|e| e.throttled > 0)
+                .map(|e| format!("{} {}", e.name, e.throttled))
+                .collect();
+            warnings.push(format!(
+                "perf throttled the sampling {throttled} times ({}): each time it took more \
+                 samples in one tick than kernel.perf_event_max_sample_rate allows, and sampled \
+                 nothing more on that CPU until the next tick (the kernel lowers that limit when \
+                 overflow handlers take long: \"perf: interrupt took too long\" in its log); \
+                 sample less often, or raise the sysctl",
+                by_event.join(", ")
             ));
         }
         Ok(Profile {

@@ -363,6 +363,7 @@ fn write_header(p: &Profile, out: &mut dyn Write) -> std::io::Result<()> {
         )?;
     }
     let recorded = p.recorded_samples();
+    let throttled = p.total_throttled();
     write!(out, "# samples: {}, lost: {}", recorded, p.total_lost())?;
     if p.total_lost() > 0 {
         write!(
@@ -370,6 +371,9 @@ fn write_header(p: &Profile, out: &mut dyn Write) -> std::io::Result<()> {
             " ({} of the samples taken)",
             lost_share(recorded, p.total_lost())
         )?;
+    }
+    if throttled > 0 {
+        write!(out, ", throttled by perf: {throttled}")?;
     }
     writeln!(out)?;
     if !p.filter.is_empty() {
@@ -387,10 +391,27 @@ fn write_header(p: &Profile, out: &mut dyn Write) -> std::io::Result<()> {
         write!(out, ", {rate:.0} samples/s per CPU asked for")?;
     }
     writeln!(out)?;
+    // The throttled column only where perf throttled (the header stays
+    // as it was otherwise).
+    let column = |n: u64| {
+        if throttled > 0 {
+            format!(" {n:>10}")
+        } else {
+            String::new()
+        }
+    };
     writeln!(
         out,
-        "# {:>4} {:>10} {:>10} {:>10}",
-        "cpu", "samples", "lost", "taken/s"
+        "# {:>4} {:>10} {:>10} {:>10}{}",
+        "cpu",
+        "samples",
+        "lost",
+        "taken/s",
+        if throttled > 0 {
+            format!(" {:>10}", "throttled")
+        } else {
+            String::new()
+        }
     )?;
     for (cpu, st) in &p.per_cpu {
         let rate = if secs > 0.0 {
@@ -400,8 +421,12 @@ fn write_header(p: &Profile, out: &mut dyn Write) -> std::io::Result<()> {
         };
         writeln!(
             out,
-            "# {:>4} {:>10} {:>10} {:>10}",
-            cpu, st.samples, st.lost, rate
+            "# {:>4} {:>10} {:>10} {:>10}{}",
+            cpu,
+            st.samples,
+            st.lost,
+            rate,
+            column(st.throttled)
         )?;
     }
     writeln!(out, "#")
@@ -569,6 +594,9 @@ struct JsonReport<'a> {
     /// Samples in the recording, whatever the filter.
     samples: u64,
     lost: u64,
+    /// Samples after which perf throttled their counter (whatever the
+    /// filter).
+    throttled: u64,
     /// Samples and weight the filter kept (the base of every percentage).
     kept_samples: u64,
     kept_weight: u64,
@@ -613,6 +641,7 @@ fn json_report<'a>(p: &'a Profile, o: &ReportOptions) -> JsonReport<'a> {
         nr_cpus: h.nr_cpus,
         samples: p.recorded_samples(),
         lost: p.total_lost(),
+        throttled: p.total_throttled(),
         kept_samples: p.total_samples(),
         kept_weight: p.total_weight(),
         weight_unit: ev.map_or("samples", |e| e.weight_unit()),

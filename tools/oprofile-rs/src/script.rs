@@ -59,6 +59,8 @@ pub fn write(p: &Profile, o: &ScriptOptions, out: &mut dyn Write) -> std::io::Re
         items.extend(p.events.iter().map(|e| {
             let key = match e {
                 Event::Lost { time, segment, .. } => (*segment, 1, *time),
+                // After its sample (same key; samples come first, stable sort).
+                Event::Throttle { time, segment, .. } => (*segment, 1, *time),
                 Event::Tracing { time, segment, .. } => (*segment, 0, *time),
                 Event::Snapshot { time, segment, .. } => (*segment, 0, *time),
                 Event::Config { time, segment, .. } => (*segment, 0, *time),
@@ -154,6 +156,19 @@ pub fn write(p: &Profile, o: &ScriptOptions, out: &mut dyn Write) -> std::io::Re
                 format_time(*time),
                 cpu,
                 if *end { "end" } else { "begin" }
+            )?,
+            Item::E(Event::Throttle {
+                time, cpu, event, ..
+            }) => writeln!(
+                out,
+                "{:>16} [{:03}] THROTTLE {}: perf stopped the counter until its next tick",
+                format_time(*time),
+                cpu,
+                perf_word(
+                    &p.event_list
+                        .get(usize::from(*event))
+                        .map_or_else(|| p.header.event_name(), |e| e.name.clone())
+                )
             )?,
         }
     }
