@@ -7,6 +7,7 @@
 # the THROTTLED flag, `sample_throttled` counts them all, and the report
 # says so and names the sysctl. Then, with the limit back above the rate
 # asked for, a new stream holds no throttled sample and the counter stays.
+# Last, `oprofile-rs record` under the low limit counts the throttles too.
 . /tmp/lib.sh
 RATE=/proc/sys/kernel/perf_event_max_sample_rate
 PCT=/proc/sys/kernel/perf_cpu_time_max_percent
@@ -62,6 +63,14 @@ oprofile-rs report -i /tmp/u.bin -n 1 >/tmp/rep2.txt 2>/tmp/rep2.err
 grep '^# samples' /tmp/rep2.txt
 check "the new stream has samples and none throttled" \
     grep -q '^# samples: [1-9][0-9]*, lost: 0$' /tmp/rep2.txt
+
+# oprofile-rs record says so at its end (throttled again).
+echo 1 >$RATE
+echo 1 >$DBG/tracing_on
+oprofile-rs record -o /tmp/r.bin -- /tmp/workload 1 >/dev/null 2>/tmp/r.err
+grep 'recorded' /tmp/r.err
+grep -q 'recorded .* perf throttled the sampling [1-9][0-9]* times' /tmp/r.err &&
+    pass "record: its summary counts the throttles" || fail "record: $(cat /tmp/r.err)"
 echo "$old_rate" >$RATE
 check "rmmod" rmmod oprofile_rs
 finish

@@ -158,6 +158,8 @@ pub struct RecordSummary {
     pub bytes: u64,
     pub samples: u64,
     pub lost: u64,
+    /// Samples after which perf throttled their counter.
+    pub throttled: u64,
     pub processes: usize,
     pub maps_captured: usize,
     /// tgid → why its maps could not be captured (only processes with
@@ -191,6 +193,12 @@ impl RecordSummary {
             s += &format!(", {} missing", self.maps_missing.len());
         }
         s += ")";
+        if self.throttled > 0 {
+            s += &format!(
+                ", perf throttled the sampling {} times (see report)",
+                self.throttled
+            );
+        }
         if self.snapshots > 0 {
             s += &format!(", {} snapshots", self.snapshots);
         }
@@ -210,6 +218,8 @@ pub struct Scanner {
     offset: u64,
     pub samples: u64,
     pub lost: u64,
+    /// SAMPLEs with the THROTTLED flag.
+    pub throttled: u64,
     pub seen: HashSet<u32>,
     /// tgids with at least one user-mode sample: the only ones that need maps.
     pub user: HashSet<u32>,
@@ -273,6 +283,7 @@ impl Scanner {
                     match p.fields {
                         Some(Fields::Sample(s)) => {
                             self.samples += 1;
+                            self.throttled += u64::from(s.throttled);
                             // A kernel-mode sample with a user part needs the
                             // process's maps as a user-mode one does.
                             let no_user_part = s.kernel && s.user_depth == 0;
@@ -1253,6 +1264,7 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
     }
     info.push(format!("samples: {}", scanner.samples));
     info.push(format!("lost: {}", scanner.lost));
+    info.push(format!("throttled: {}", scanner.throttled));
     info.push(String::new());
     if tracker.keep_maps {
         sc.maps = std::mem::take(&mut tracker.maps);
@@ -1288,6 +1300,7 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
         bytes,
         samples: scanner.samples,
         lost: scanner.lost,
+        throttled: scanner.throttled,
         processes: scanner.processes(),
         maps_captured,
         maps_missing: missing,
