@@ -20,9 +20,9 @@
 //! new `buffer_size` while the device's reader has the event buffer mapped
 //! or is copying from it, or too small for what waits in it; in the flight
 //! recorder (`mode=overwrite`) any `cpu_buffer_size` change (the snapshot
-//! staging is sized at load) and event, period or frequency changes while
-//! the CPU buffers hold records not yet snapshotted (take a snapshot
-//! first); and when the event buffer has no room for the CONFIG record
+//! staging is sized at load) and event, period, frequency or excluded-mode
+//! changes while the CPU buffers hold records not yet snapshotted (take a
+//! snapshot first); and when the event buffer has no room for the CONFIG record
 //! (read the stream first). `ENOMEM` when the new buffers cannot be
 //! allocated; `EOPNOTSUPP` when an event cannot be counted on this machine
 //! (the previous events are restored).
@@ -166,6 +166,13 @@ pub(crate) fn changed(cur: &Config, ch: &Changes<'_>) -> Result<Config> {
     if let Some(v) = ch.get("buffer_size") {
         c.buffer_size = params::check_buffer_size(number("buffer_size", v)?)?;
     }
+    if let Some(v) = ch.get("exclude_user") {
+        c.exclude_user = params::parse_bool("exclude_user", v)?;
+    }
+    if let Some(v) = ch.get("exclude_kernel") {
+        c.exclude_kernel = params::parse_bool("exclude_kernel", v)?;
+    }
+    params::check_exclusions(c.exclude_user, c.exclude_kernel)?;
     match ch.get("buffer_watershed") {
         Some(v) => {
             let w = number("buffer_watershed", v)?;
@@ -210,6 +217,11 @@ impl Profiler {
             return Ok(());
         }
         let events_changed = new.events != cur.config.events;
+        // The counters are made anew for new events and for new modes
+        // excluded (perf's attributes).
+        let counters_changed = events_changed
+            || (new.exclude_user, new.exclude_kernel)
+                != (cur.config.exclude_user, cur.config.exclude_kernel);
         let overwrite = self.buffers.overwrite;
         if overwrite && new.cpu_buffer_size != cur.config.cpu_buffer_size {
             pr_ratelimited!(
@@ -218,10 +230,10 @@ impl Profiler {
             );
             return Err(EBUSY);
         }
-        if overwrite && events_changed && self.buffers.cpus_hold_records() {
+        if overwrite && counters_changed && self.buffers.cpus_hold_records() {
             pr_ratelimited!(
                 pr_info,
-                "config: the CPU buffers hold records of the current events (EBUSY): take a snapshot first\n"
+                "config: the CPU buffers hold records of the current events and modes (EBUSY): take a snapshot first\n"
             );
             return Err(EBUSY);
         }
@@ -282,10 +294,10 @@ impl Profiler {
             applied.config.cpu_buffer_size = cur.config.cpu_buffer_size;
         }
 
-        if events_changed && result.is_ok() {
+        if counters_changed && result.is_ok() {
             // Every counter goes (the registration's drop brings every CPU
             // down), the settings change, every CPU comes up with the new
-            // events.
+            // events or modes.
             drop(hotplug.take());
             *self.settings.lock() = applied;
             match self.register() {
@@ -293,11 +305,13 @@ impl Profiler {
                 Err(e) => {
                     pr_ratelimited!(
                         pr_warn,
-                        "config: the new events cannot be sampled (error {}): the previous ones are restored\n",
+                        "config: the new events or modes cannot be sampled (error {}): the previous ones are restored\n",
                         e.to_errno()
                     );
                     result = Err(e);
                     applied.config.events = cur.config.events;
+                    applied.config.exclude_user = cur.config.exclude_user;
+                    applied.config.exclude_kernel = cur.config.exclude_kernel;
                     applied.resolved = cur.resolved;
                     *self.settings.lock() = applied;
                     match self.register() {
@@ -310,7 +324,9 @@ impl Profiler {
                     }
                 }
             }
-            self.buffers.reset_event_counts();
+            if events_changed {
+                self.buffers.reset_event_counts();
+            }
         }
         if applied != next {
             // What was kept differs from the record written: a new
@@ -419,6 +435,39 @@ mod tests {
                 .map(|c| c.buffer_watershed),
             Ok(16384)
         );
+    }
+
+    #[test]
+    fn excluded_modes() {
+        let modes = |text: &[u8]| apply(text).map(|c| (c.exclude_user, c.exclude_kernel));
+        assert_eq!(modes(b"exclude_kernel=1"), Ok((false, true)));
+        assert_eq!(modes(b"exclude_user=y\n"), Ok((true, false)));
+        assert_eq!(
+            modes(b"exclude_user=N exclude_kernel=0"),
+            Ok((false, false))
+        );
+        for bad in [
+            &b"exclude_user=1 exclude_kernel=1"[..],
+            b"exclude_user=2",
+            b"exclude_user=yes",
+            b"exclude_kernel=true",
+            b"exclude_kernel=-1",
+            b"exclude_kernel=01",
+        ] {
+            assert_eq!(modes(bad), Err(EINVAL));
+        }
+        // From user mode only: excluding user mode too is refused, swapping
+        // the two in one change is not.
+        let Ok(user_only) = apply(b"exclude_kernel=1") else {
+            return;
+        };
+        let from = |text: &[u8]| {
+            Changes::parse(text)
+                .and_then(|ch| changed(&user_only, &ch))
+                .map(|c| (c.exclude_user, c.exclude_kernel))
+        };
+        assert_eq!(from(b"exclude_user=1"), Err(EINVAL));
+        assert_eq!(from(b"exclude_user=1 exclude_kernel=0"), Ok((true, false)));
     }
 
     #[test]

@@ -302,6 +302,16 @@ impl ControlFiles {
                 store: Some(store_key::<7>),
             },
             FileSpec {
+                name: c"exclude_user",
+                show: Some(show_key::<8>),
+                store: Some(store_key::<8>),
+            },
+            FileSpec {
+                name: c"exclude_kernel",
+                show: Some(show_key::<9>),
+                store: Some(store_key::<9>),
+            },
+            FileSpec {
                 name: c"event_info",
                 show: Some(show_event_info),
                 store: None,

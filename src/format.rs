@@ -900,8 +900,9 @@ impl Tracing {
 /// which the tool's `record` options write. In the order the module's
 /// `config` text lists them and the tool applies them: `event` first
 /// (writing it resets every period and frequency), then the periods and
-/// frequencies, then the rest.
-pub const CONFIG_KEYS: [&str; 8] = [
+/// frequencies, then the rest. (`exclude_user` and `exclude_kernel` are
+/// per event in the record's event flags, the same for every event.)
+pub const CONFIG_KEYS: [&str; 10] = [
     "event",
     "sample_period",
     "sample_freq",
@@ -910,6 +911,8 @@ pub const CONFIG_KEYS: [&str; 8] = [
     "cpu_buffer_size",
     "buffer_size",
     "buffer_watershed",
+    "exclude_user",
+    "exclude_kernel",
 ];
 
 /// Bytes of a CONFIG record's fixed part (each event adds

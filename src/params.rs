@@ -505,6 +505,35 @@ pub(crate) fn watershed(given: u64, buffer_size: usize) -> Result<usize> {
     }
 }
 
+/// Checks `exclude_user` and `exclude_kernel` together: not both.
+pub(crate) fn check_exclusions(exclude_user: bool, exclude_kernel: bool) -> Result {
+    if exclude_user && exclude_kernel {
+        pr_ratelimited!(
+            pr_err,
+            "invalid exclude_user=1 with exclude_kernel=1: nothing would be sampled\n"
+        );
+        return Err(EINVAL);
+    }
+    Ok(())
+}
+
+/// A boolean value (`exclude_user`, `exclude_kernel` at run time): `0`,
+/// `n`, `N` or `1`, `y`, `Y`, as the kernel's bool parameters take them.
+pub(crate) fn parse_bool(name: &str, v: &[u8]) -> Result<bool> {
+    match v {
+        b"0" | b"n" | b"N" => Ok(false),
+        b"1" | b"y" | b"Y" => Ok(true),
+        _ => {
+            pr_ratelimited!(
+                pr_err,
+                "invalid {name}={:?}: 0 or 1\n",
+                kernel::str::BStr::from_bytes(v)
+            );
+            Err(EINVAL)
+        }
+    }
+}
+
 /// Checks a callchain depth.
 pub(crate) fn check_depth(name: &str, v: u64, range: (u64, u64)) -> Result<u32> {
     u32::try_from(in_range(name, v, range)?).map_err(|_| EINVAL)
@@ -522,13 +551,7 @@ impl Config {
         let freqs = parse_values("sample_freq", raw.sample_freq)?;
         let events = event_list(&names, periods.as_ref(), freqs.as_ref(), None)?;
         let mode = parse_mode(raw.mode)?;
-        if raw.exclude_user && raw.exclude_kernel {
-            pr_ratelimited!(
-                pr_err,
-                "invalid exclude_user=1 with exclude_kernel=1: nothing would be sampled\n"
-            );
-            return Err(EINVAL);
-        }
+        check_exclusions(raw.exclude_user, raw.exclude_kernel)?;
         Ok(Config {
             cpu_buffer_size,
             buffer_size,

@@ -126,6 +126,8 @@ impl Settings {
             b"cpu_buffer_size" => write!(f, "{}", c.cpu_buffer_size),
             b"buffer_size" => write!(f, "{}", c.buffer_size),
             b"buffer_watershed" => write!(f, "{}", c.buffer_watershed),
+            b"exclude_user" => write!(f, "{}", u8::from(c.exclude_user)),
+            b"exclude_kernel" => write!(f, "{}", u8::from(c.exclude_kernel)),
             b"mode" => f.write_str(c.mode.name()),
             _ => Err(core::fmt::Error),
         }

@@ -19,7 +19,7 @@ drain() { cat $DEV >/dev/null & dp=$!; sleep 0.3; echo 1 >$DBG/flush; sleep 0.5;
 
 check "insmod" insmod /oprofile_rs.ko event=cpu-clock sample_period=1000000
 cat $DBG/config
-for f in event sample_period sample_freq backtrace_depth user_backtrace_depth cpu_buffer_size buffer_size buffer_watershed; do
+for f in event sample_period sample_freq backtrace_depth user_backtrace_depth cpu_buffer_size buffer_size buffer_watershed exclude_user exclude_kernel; do
     expect_eq "$f reads as config says" "$(cat $DBG/$f)" "$(cfg $f)"
 done
 

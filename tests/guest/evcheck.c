@@ -10,12 +10,16 @@
  *    of the latest CONFIG before it;
  *  - a SAMPLE of an event in period mode carries that period (in frequency
  *    mode perf varies it: it must be non-zero);
+ *  - a SAMPLE is of a mode its event samples: not kernel mode where the
+ *    CONFIG's event flags exclude it (0x04), not user mode where they
+ *    exclude that (0x02);
  *  - CONFIG generations never decrease.
  * Prints "FAIL: ..." for each violation (exit 1), then
- *   config GEN EVENTS (NAME:VALUE[:freq],...) at record N
- *   samples GEN NAME TOTAL TGID_SAMPLES TGID_PERIOD_SUM
+ *   config GEN EVENTS (NAME:VALUE[:freq][:u|:k],...) at record N
+ *   samples GEN NAME TOTAL TGID_SAMPLES TGID_PERIOD_SUM KERNEL USER
  * one samples line per event of every CONFIG seen (TGID_* for the tgid
- * given, else 0).
+ * given, else 0; `:u` user mode only, `:k` kernel mode only; KERNEL and
+ * USER: its samples of each mode).
  *
  * evcheck faults PAGES: maps PAGES fresh anonymous pages without huge pages
  * or fault-around (MADV_NOHUGEPAGE; anonymous memory has no fault-around,
@@ -49,7 +53,8 @@ struct gen {
 	char name[MAXEV][24];
 	uint64_t value[MAXEV];
 	int freq[MAXEV];
-	uint64_t samples[MAXEV], mine[MAXEV], mine_period[MAXEV];
+	int exclude[MAXEV]; /* CONFIG flags 0x02 (user) | 0x04 (kernel) */
+	uint64_t samples[MAXEV], mine[MAXEV], mine_period[MAXEV], kernel[MAXEV], user[MAXEV];
 };
 static struct gen gens[MAXGEN];
 
@@ -84,8 +89,10 @@ static int stream(const char *path, long tgid)
 				memcpy(c->name[i], d + 24, 23);
 				c->value[i] = u64(d + 16);
 				c->freq[i] = d[4] & 1;
-				printf("%s%s:%llu%s", i ? "," : "", c->name[i],
-				       (unsigned long long)c->value[i], c->freq[i] ? ":freq" : "");
+				c->exclude[i] = d[4] & 6;
+				printf("%s%s:%llu%s%s", i ? "," : "", c->name[i],
+				       (unsigned long long)c->value[i], c->freq[i] ? ":freq" : "",
+				       c->exclude[i] == 4 ? ":u" : c->exclude[i] == 2 ? ":k" : "");
 			}
 			printf(" at record %d\n", records);
 			/* A restated CONFIG (a new stream) of the same generation: one entry. */
@@ -112,6 +119,15 @@ static int stream(const char *path, long tgid)
 						     (unsigned long long)g->value[ev]);
 					if (g->freq[ev] && period == 0)
 						FAIL("SAMPLE at %zu: %s period 0", pos, g->name[ev]);
+					int kernel = r[6] & 1;
+					if (kernel && (g->exclude[ev] & 4))
+						FAIL("SAMPLE at %zu: kernel mode, but %s excludes it", pos, g->name[ev]);
+					if (!kernel && (g->exclude[ev] & 2))
+						FAIL("SAMPLE at %zu: user mode, but %s excludes it", pos, g->name[ev]);
+					if (kernel)
+						g->kernel[ev]++;
+					else
+						g->user[ev]++;
 					g->samples[ev]++;
 					if (tgid >= 0 && stgid == (uint32_t)tgid) {
 						g->mine[ev]++;
@@ -125,9 +141,11 @@ static int stream(const char *path, long tgid)
 	}
 	for (int i = 0; i < ngen; i++)
 		for (int e = 0; e < gens[i].nr && e < MAXEV; e++)
-			printf("samples %u %s %llu %llu %llu\n", gens[i].generation, gens[i].name[e],
-			       (unsigned long long)gens[i].samples[e], (unsigned long long)gens[i].mine[e],
-			       (unsigned long long)gens[i].mine_period[e]);
+			printf("samples %u %s %llu %llu %llu %llu %llu\n", gens[i].generation,
+			       gens[i].name[e], (unsigned long long)gens[i].samples[e],
+			       (unsigned long long)gens[i].mine[e],
+			       (unsigned long long)gens[i].mine_period[e],
+			       (unsigned long long)gens[i].kernel[e], (unsigned long long)gens[i].user[e]);
 	return failures ? 1 : 0;
 }
 

@@ -13,16 +13,25 @@ try_rmmod_while_open() {   # DESCRIPTION: fd 3 is open on the file
                  *) fail "rmmod with $1 open said: '$out'" ;; esac
     check "the module is still loaded" grep -q '^oprofile_rs ' /proc/modules
 }
-for f in tracing_on stats event buffer_sizes; do
+# Every file of the directory (a file added later is covered as well), open
+# for reading, and the writable ones for writing too.
+files=$(ls $DBG)
+echo "debugfs files: $(echo $files)"
+check "at least the 17 files of 2026-11-26" [ "$(echo "$files" | wc -w)" -ge 17 ]
+for f in $files; do
     exec 3<$DBG/$f
     try_rmmod_while_open "$DBG/$f (read)"
+    exec 3<&-
+    if [ -n "$(find $DBG/$f -perm -u=w)" ]; then
+        exec 3>>$DBG/$f
+        try_rmmod_while_open "$DBG/$f (write)"
+        exec 3>&-
+    fi
+done
+for f in tracing_on stats event buffer_sizes; do
+    exec 3<$DBG/$f
     check "$f still reads while held open" [ -n "$(cat $DBG/$f)" ]
     exec 3<&-
-done
-for f in tracing_on flush; do
-    exec 3>>$DBG/$f
-    try_rmmod_while_open "$DBG/$f (write)"
-    exec 3>&-
 done
 exec 3<$DEV
 try_rmmod_while_open "$DEV (reader)"

@@ -454,9 +454,13 @@ static void control(void)
 			if (e != EPERM && e != EACCES && e != EINVAL)
 				violation("write to %s: %s", path, e ? strerrorname_np(e) : "accepted");
 			/* A configuration file: a bad value is EINVAL, or EBUSY while recording. */
-			e = write_file(DBG "event", "x", 1);
+			static const char *const config_files[] = { "event", "backtrace_depth",
+								    "exclude_user", "exclude_kernel" };
+			const char *cf = config_files[below(4)];
+			snprintf(path, sizeof(path), DBG "%s", cf);
+			e = write_file(path, "x", 1);
 			if (e != EINVAL && e != EBUSY)
-				violation("write x to event: %s", e ? strerrorname_np(e) : "accepted");
+				violation("write x to %s: %s", cf, e ? strerrorname_np(e) : "accepted");
 		} else { /* the ioctls on a control file */
 			int fd = open(DEV, O_WRONLY);
 			if (fd < 0) {

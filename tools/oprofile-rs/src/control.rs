@@ -81,6 +81,9 @@ pub struct ModuleSettings {
     pub cpu_buffer_size: Option<u64>,
     pub buffer_size: Option<u64>,
     pub watershed: Option<u64>,
+    /// `--all-user` / `--all-kernel`: the module's `exclude_user` and
+    /// `exclude_kernel`.
+    pub exclude: Option<(bool, bool)>,
 }
 
 /// A comma list of numbers (`-c`, `-F`).
@@ -295,6 +298,10 @@ impl ModuleSettings {
         }
         if let Some(v) = self.watershed {
             out.push(("buffer_watershed", v.to_string()));
+        }
+        if let Some((user, kernel)) = self.exclude {
+            out.push(("exclude_user", u8::from(user).to_string()));
+            out.push(("exclude_kernel", u8::from(kernel).to_string()));
         }
         out.sort_by_key(|(k, _)| KEYS.iter().position(|x| x == k));
         Ok(out)
@@ -645,8 +652,14 @@ impl Control for ModuleControl {
         // change, so that neither write meets the other's old value.
         let freq_at = changes.iter().position(|(k, _)| *k == "sample_freq");
         let both = freq_at.is_some() && changes.iter().any(|(k, _)| *k == "sample_period");
+        // Likewise both modes may not be excluded (see `debugfs_order`); a
+        // failure in either of a swapped pair counts both as changed.
+        let n = changes.len();
+        let order = debugfs_order(changes);
+        let swap = order.last().is_some_and(|&i| i + 2 == n);
         let mut cleared = false;
-        for (i, (k, v)) in changes.iter().enumerate() {
+        for &i in &order {
+            let (k, v) = &changes[i];
             // A cleared frequency counts as changed.
             let applied = if cleared {
                 i.max(freq_at.unwrap_or(0) + 1)
@@ -663,6 +676,7 @@ impl Control for ModuleControl {
             } else {
                 i
             };
+            let applied = if swap && i + 2 >= n { n } else { applied };
             self.write_file(k, v)
                 .map_err(|error| SetError { applied, error })?;
         }
@@ -674,6 +688,21 @@ impl Control for ModuleControl {
             Some(false) => format!("debugfs {}", self.debugfs.display()),
             _ => "the device's ioctls".into(),
         }
+    }
+}
+
+/// The order in which the debugfs files take `changes` (in [`KEYS`] order),
+/// one at a time: as given, except that where user mode is to be excluded
+/// and kernel mode let in (the last two keys), kernel mode goes first, so
+/// that no write finds both modes excluded (refused).
+fn debugfs_order(changes: &[(&'static str, String)]) -> Vec<usize> {
+    let n = changes.len();
+    let swap = matches!(changes, [.., (a, av), (b, bv)]
+        if *a == "exclude_user" && *b == "exclude_kernel" && av == "1" && bv == "0");
+    if swap {
+        (0..n - 2).chain([n - 1, n - 2]).collect()
+    } else {
+        (0..n).collect()
     }
 }
 
@@ -823,6 +852,61 @@ mod tests {
             assert!(a.restore().is_empty());
             drop(a);
             assert_eq!(fake.log().len(), 8);
+        }
+    }
+
+    #[test]
+    fn excluded_modes_are_set_and_put_back() {
+        let fake = Fake::new(true);
+        for (k, v) in [("exclude_user", "0"), ("exclude_kernel", "1")] {
+            fake.0.borrow_mut().config.insert(k.into(), v.into());
+        }
+        let before = fake.config();
+        // --all-kernel from user mode only: both keys, last, in one change.
+        let want = ModuleSettings {
+            exclude: Some((true, false)),
+            call_graph: Some((4, 4)),
+            ..ModuleSettings::default()
+        };
+        let mut a = apply(fake.clone(), &want, &mut || false).unwrap();
+        assert_eq!(
+            fake.log()[3],
+            "set backtrace_depth=4 user_backtrace_depth=4 exclude_user=1 exclude_kernel=0"
+        );
+        assert_eq!(
+            (
+                &fake.config()["exclude_user"][..],
+                &fake.config()["exclude_kernel"][..]
+            ),
+            ("1", "0")
+        );
+        assert!(a.restore().is_empty());
+        assert_eq!(fake.config(), before);
+        // A module without the keys (older): refused before any change.
+        let old = Fake::new(true);
+        let e = apply(old.clone(), &want, &mut || false).err().unwrap();
+        assert!(e.to_string().contains("has no exclude_user"), "{e}");
+        assert_eq!(old.log(), ["config?"]);
+    }
+
+    #[test]
+    fn debugfs_order_lets_a_mode_in_before_excluding_the_other() {
+        let ch = |kv: &[(&'static str, &str)]| -> Vec<(&'static str, String)> {
+            kv.iter().map(|(k, v)| (*k, v.to_string())).collect()
+        };
+        let swapped = ch(&[
+            ("backtrace_depth", "4"),
+            ("exclude_user", "1"),
+            ("exclude_kernel", "0"),
+        ]);
+        assert_eq!(debugfs_order(&swapped), [0, 2, 1]);
+        for kept in [
+            ch(&[("exclude_user", "0"), ("exclude_kernel", "1")]),
+            ch(&[("exclude_user", "0"), ("exclude_kernel", "0")]),
+            ch(&[("backtrace_depth", "4")]),
+            ch(&[]),
+        ] {
+            assert_eq!(debugfs_order(&kept), (0..kept.len()).collect::<Vec<_>>());
         }
     }
 

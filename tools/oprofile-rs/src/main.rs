@@ -138,6 +138,14 @@ struct RecordArgs {
     /// K, M, G suffixes).
     #[arg(long, value_name = "BYTES", value_parser = control::parse_size)]
     watershed: Option<u64>,
+    /// Sample user mode only (the module's exclude_kernel=1), as perf
+    /// record's option of that name.
+    #[arg(long, conflicts_with = "all_kernel")]
+    all_user: bool,
+    /// Sample kernel mode only (the module's exclude_user=1), as perf
+    /// record's option of that name.
+    #[arg(long)]
+    all_kernel: bool,
     /// Never show the progress line.
     #[arg(short, long)]
     quiet: bool,
@@ -552,6 +560,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 cpu_buffer_size: a.cpu_buffer_size,
                 buffer_size: a.buffer_size,
                 watershed: a.watershed,
+                exclude: match (a.all_user, a.all_kernel) {
+                    (true, _) => Some((false, true)),
+                    (_, true) => Some((true, false)),
+                    _ => None,
+                },
             };
             o.snapshot = a.snapshot;
             o.mode_param = a.mode_param;

@@ -120,10 +120,16 @@ impl EventInfo {
     }
 
     fn note_setting(&mut self, freq: bool, value: u64) {
+        self.note_setting_in(freq, value, "");
+    }
+
+    /// As [`EventInfo::note_setting`], with the modes sampled in words
+    /// (`modes_sampled`) after it.
+    fn note_setting_in(&mut self, freq: bool, value: u64, modes: &str) {
         let s = if freq {
-            format!("{value} Hz")
+            format!("{value} Hz{modes}")
         } else {
-            format!("period {value}")
+            format!("period {value}{modes}")
         };
         if !self.settings.contains(&s) {
             self.settings.push(s);
@@ -678,7 +684,11 @@ impl Profile {
                         .iter()
                         .map(|d| {
                             let i = index_of(&mut event_list, d.name());
-                            event_list[usize::from(i)].note_setting(d.is_freq(), d.value);
+                            event_list[usize::from(i)].note_setting_in(
+                                d.is_freq(),
+                                d.value,
+                                modes_sampled(d.flags),
+                            );
                             i
                         })
                         .collect();
@@ -893,15 +903,30 @@ impl Profile {
 
 /// A CONFIG record in words, for `script --events`: `generation 2: cycles
 /// period 1000000, page-faults 4000 Hz; backtrace 8/16; ...`.
+/// ` (user mode only)` or ` (kernel mode only)` for an event whose CONFIG
+/// flags exclude the other mode; nothing when both are sampled.
+fn modes_sampled(flags: u8) -> &'static str {
+    use oprofile_stream::oprofile_format::{EVENT_FLAG_EXCLUDE_KERNEL, EVENT_FLAG_EXCLUDE_USER};
+    match (
+        flags & EVENT_FLAG_EXCLUDE_USER != 0,
+        flags & EVENT_FLAG_EXCLUDE_KERNEL != 0,
+    ) {
+        (true, false) => " (kernel mode only)",
+        (false, true) => " (user mode only)",
+        (true, true) => " (no mode)",
+        (false, false) => "",
+    }
+}
+
 fn config_summary(c: &Config) -> String {
     let events: Vec<String> = c
         .events()
         .iter()
         .map(|d| {
             if d.is_freq() {
-                format!("{} {} Hz", d.name(), d.value)
+                format!("{} {} Hz{}", d.name(), d.value, modes_sampled(d.flags))
             } else {
-                format!("{} period {}", d.name(), d.value)
+                format!("{} period {}{}", d.name(), d.value, modes_sampled(d.flags))
             }
         })
         .collect();

@@ -445,3 +445,57 @@ fn annotate_sums_the_weights_of_the_event_shown_in_their_unit() {
         "{out}"
     );
 }
+
+/// The modes a CONFIG's event flags exclude show in words: a phase sampled in
+/// user mode only, then one in both modes.
+#[test]
+fn excluded_modes_show_in_the_event_line_and_the_configs() {
+    use oprofile_stream::oprofile_format::{EVENT_FLAG_EXCLUDE_KERNEL, EVENT_FLAG_EXCLUDE_USER};
+    let v = victim();
+    let alpha = sym_addr(v, "alpha", 4);
+    let mut e = Encoder::new(&Header {
+        start_time: 1_000_000_000,
+        ..Header::default()
+    });
+    let phase = |e: &mut Encoder, generation: u32, t: u64, flags: u8| {
+        e.record(&config(
+            generation,
+            t,
+            &[EventDesc::new("cpu-clock", 1, 0, 1_000_000, flags)],
+        ));
+        e.record(&Record::Comm(Comm::new(0, t, PID, PID, "victim")));
+        e.record(&Record::Sample(Sample {
+            time: t + 1,
+            pc: alpha,
+            pid: PID,
+            tgid: PID,
+            ..Default::default()
+        }));
+    };
+    phase(&mut e, 1, 1_000_000_000, EVENT_FLAG_EXCLUDE_KERNEL);
+    phase(&mut e, 2, 1_100_000_000, 0);
+    phase(&mut e, 3, 1_200_000_000, EVENT_FLAG_EXCLUDE_USER);
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_recording(dir.path(), &e.finish(), &fake_maps(v, &v.path));
+    let f = file.to_str().unwrap();
+    let out = run_tool(&["report", "-i", f]);
+    assert!(
+        out.contains(
+            "# event: cpu-clock, period 1000000 (user mode only), then period 1000000, \
+             then period 1000000 (kernel mode only), 1 CPUs"
+        ),
+        "{out}"
+    );
+    let out = run_tool(&["script", "-i", f, "--events"]);
+    let configs: Vec<&str> = out.lines().filter(|l| l.contains(" CONFIG ")).collect();
+    assert_eq!(configs.len(), 3, "{out}");
+    assert!(
+        configs[0].contains("cpu-clock period 1000000 (user mode only);"),
+        "{out}"
+    );
+    assert!(configs[1].contains("cpu-clock period 1000000;"), "{out}");
+    assert!(
+        configs[2].contains("cpu-clock period 1000000 (kernel mode only);"),
+        "{out}"
+    );
+}
