@@ -160,11 +160,13 @@ expect_eq "nothing applied" "$(cat $DBG/backtrace_depth)" 4
 # --- concurrency: two writers, a tracing_on toggler and CPU hotplug
 dmesg -c >/dev/null
 /tmp/cfgctl hammer 8 "event=cpu-clock,page-faults" "event=cpu-clock sample_period=100000" "backtrace_depth=3" \
-    "cpu_buffer_size=16384" "cpu_buffer_size=8192" "buffer_size=131072" "buffer_size=196608" >/tmp/h1.out &
+    "cpu_buffer_size=16384" "cpu_buffer_size=8192" "buffer_size=131072" "buffer_size=196608" \
+    "exclude_user=1 exclude_kernel=0" "exclude_user=0 exclude_kernel=1" "exclude_user=0" >/tmp/h1.out &
 h1=$!
 (end=$(($(date +%s) + 8)); while [ "$(date +%s)" -lt $end ]; do
     echo 2 >$DBG/user_backtrace_depth; echo 0,0 >$DBG/sample_freq; echo cpu-clock,task-clock >$DBG/event
-    echo 4 >$DBG/user_backtrace_depth; done) 2>/dev/null &
+    echo 4 >$DBG/user_backtrace_depth; echo 1 >$DBG/exclude_kernel; echo 0 >$DBG/exclude_kernel
+    done) 2>/dev/null &
 h2=$!
 (end=$(($(date +%s) + 8)); while [ "$(date +%s)" -lt $end ]; do
     echo 1 >$DBG/tracing_on; echo 0 >$DBG/tracing_on; done) &
@@ -181,6 +183,7 @@ kill $catpid; wait $catpid
 echo 0 >$DBG/tracing_on
 cat $DBG/config
 echo cpu-clock >$DBG/event
+expect_eq "both modes again" "$(/tmp/cfgctl set "exclude_user=0 exclude_kernel=0")" ok
 echo 1 >$DBG/tracing_on
 r0=$(stat_total sample_received); /tmp/workload 0.5; r1=$(stat_total sample_received)
 check "still sampling after the storm ($r0 -> $r1)" [ "$r1" -gt "$r0" ]
@@ -193,11 +196,13 @@ check "insmod mode=overwrite" insmod /oprofile_rs.ko mode=overwrite sample_perio
 echo 0 >$DBG/tracing_on
 expect_eq "overwrite: cpu_buffer_size EBUSY" "$(try cpu_buffer_size 8192)" "err EBUSY"
 expect_eq "overwrite: event EBUSY while the CPU buffers hold records" "$(try event page-faults)" "err EBUSY"
+expect_eq "overwrite: excluded modes EBUSY too" "$(try exclude_kernel 1)" "err EBUSY"
 expect_eq "overwrite: depth changes are fine" "$(try backtrace_depth 2)" ok
 cat $DEV >/dev/null & catpid=$!
 echo 1 >$DBG/snapshot
 sleep 0.5; kill $catpid; wait $catpid
 expect_eq "overwrite: event changes after a snapshot" "$(try event page-faults)" ok
+expect_eq "overwrite: and excluded modes" "$(try exclude_kernel 1)" ok
 check "rmmod" rmmod oprofile_rs
 check_kmemleak
 finish
