@@ -1,5 +1,6 @@
 //! `annotate SYMBOL`: samples per instruction over the disassembly of a user
-//! function (x86 and x86-64 binaries, disassembled with iced-x86).
+//! function (x86 and x86-64 binaries, disassembled with iced-x86), or of a
+//! kernel function given the kernel's image (`--vmlinux`).
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
@@ -8,7 +9,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 
 use crate::profile::Profile;
-use crate::symbols::ElfSymbols;
+use crate::symbols::{ElfSymbols, Kallsyms};
 use crate::text::esc;
 
 /// One annotated function of one binary.
@@ -59,18 +60,41 @@ pub fn disassemble(
     (lines, total - placed)
 }
 
-/// The samples of user function `name` (the sampled pc's function, as
-/// `report` names it), per binary, annotated.
-pub fn annotate(p: &Profile, name: &str, symfs: Option<&Path>) -> Result<Vec<Annotated>> {
+/// The kernel the recording was made on: its symbols as recorded (the
+/// side-car's kallsyms, with the addresses it ran at) and an ELF image of it
+/// (`vmlinux`, with symbols: a distribution's debug package, or the build
+/// tree's).
+pub struct KernelImage<'a> {
+    pub kallsyms: &'a Kallsyms,
+    pub vmlinux: &'a Path,
+}
+
+/// The samples of function `name` (the sampled pc's function, as `report`
+/// names it), per binary, annotated: user functions from their mapped
+/// files, a kernel function from `kernel`'s image.
+pub fn annotate(
+    p: &Profile,
+    name: &str,
+    symfs: Option<&Path>,
+    kernel_image: Option<&KernelImage<'_>>,
+) -> Result<Vec<Annotated>> {
     // (mapped path) → file offset → weight
     let mut per_path: BTreeMap<String, BTreeMap<u64, u64>> = BTreeMap::new();
     let mut kernel = 0u64;
+    // Core kernel samples: address → weight; and those in modules.
+    let mut kernel_hits: BTreeMap<u64, u64> = BTreeMap::new();
+    let mut module: Option<String> = None;
     for s in &p.samples {
         if s.pc.symbol.as_deref() != Some(name) {
             continue;
         }
         if s.pc.kernel {
             kernel += s.weight;
+            if s.pc.dso == crate::symbols::KERNEL_DSO {
+                *kernel_hits.entry(s.pc.addr).or_default() += s.weight;
+            } else {
+                module = Some(s.pc.dso.clone());
+            }
             continue;
         }
         if let (Some(path), Some(off)) = (&s.pc.path, s.pc.file_offset) {
@@ -81,12 +105,25 @@ pub fn annotate(p: &Profile, name: &str, symfs: Option<&Path>) -> Result<Vec<Ann
                 .or_default() += s.weight;
         }
     }
-    if per_path.is_empty() {
-        if kernel > 0 {
-            bail!(
-                "{name} is a kernel function: annotate needs the code, and the recording has only kallsyms (no kernel image)"
-            );
+    let mut out = Vec::new();
+    if kernel > 0 {
+        match kernel_image {
+            Some(k) if !kernel_hits.is_empty() => {
+                out.push(annotate_kernel(p, name, &kernel_hits, k)?);
+            }
+            Some(_) => bail!(
+                "{name} is a function of the module {}: annotate reads the core kernel's image only",
+                module.as_deref().unwrap_or("?")
+            ),
+            None if per_path.is_empty() => bail!(
+                "{name} is a kernel function: annotate needs the kernel's code, and the recording has only \
+                 its symbols; give the image it ran with --vmlinux PATH (with symbols: a distribution's \
+                 debug package, e.g. /usr/lib/debug/boot/vmlinux-RELEASE, or the build tree's vmlinux)"
+            ),
+            None => {}
         }
+    }
+    if per_path.is_empty() && out.is_empty() {
         let mut similar: Vec<String> = p
             .samples
             .iter()
@@ -104,7 +141,6 @@ pub fn annotate(p: &Profile, name: &str, symfs: Option<&Path>) -> Result<Vec<Ann
             similar.join(", ")
         );
     }
-    let mut out = Vec::new();
     for (path, offsets) in per_path {
         let real: PathBuf = match symfs {
             Some(root) => root.join(path.trim_start_matches('/')),
@@ -158,6 +194,98 @@ pub fn annotate(p: &Profile, name: &str, symfs: Option<&Path>) -> Result<Vec<Ann
         });
     }
     Ok(out)
+}
+
+/// The addresses of the symbols named `name` in the ELF file `f` (any kind:
+/// `_stext` is a plain label), in address order.
+fn elf_addresses(f: &object::File<'_>, name: &str) -> Vec<(u64, u64)> {
+    use object::{Object, ObjectSymbol};
+    let mut v: Vec<(u64, u64)> = f
+        .symbols()
+        .filter(|s| !s.is_undefined() && s.name() == Ok(name))
+        .map(|s| (s.address(), s.size()))
+        .collect();
+    v.sort_unstable();
+    v.dedup_by_key(|s| s.0);
+    v
+}
+
+/// Kernel function `name`, sampled at `hits` (addresses as it ran → weight),
+/// disassembled from `k.vmlinux` at the addresses it ran at: the image's
+/// link addresses moved by the offset KASLR gave the kernel (kallsyms' address
+/// of the function less the image's), which `_stext` must confirm.
+fn annotate_kernel(
+    p: &Profile,
+    name: &str,
+    hits: &BTreeMap<u64, u64>,
+    k: &KernelImage<'_>,
+) -> Result<Annotated> {
+    let shown = k.vmlinux.display();
+    let data = std::fs::read(k.vmlinux).with_context(|| format!("cannot read {shown}"))?;
+    let bitness = elf_bitness(&data).with_context(|| format!("{shown}: cannot disassemble"))?;
+    let file = object::File::parse(&*data)
+        .map_err(|e| anyhow::anyhow!("{shown}: not an ELF file: {e}"))?;
+    let elf = ElfSymbols::parse(&data)
+        .map_err(|e| anyhow::anyhow!(e))
+        .with_context(|| shown.to_string())?;
+    // The function as it ran: the kallsyms entry of that name holding most
+    // of the samples (static functions may share a name), and the image's
+    // symbol of the same rank among those of the name.
+    let ran = k.kallsyms.core_text_addresses(name);
+    let mut weight_at = vec![0u64; ran.len()];
+    for (addr, w) in hits {
+        if let Some(i) = ran.iter().rposition(|a| a <= addr) {
+            weight_at[i] += w;
+        }
+    }
+    let Some(rank) = (0..ran.len()).max_by_key(|&i| (weight_at[i], std::cmp::Reverse(i))) else {
+        bail!("the recording's kallsyms has no kernel function {name}");
+    };
+    let linked = elf_addresses(&file, name);
+    let Some(&(link, size)) = linked.get(rank).or(linked.first()) else {
+        bail!(
+            "{shown} has no symbol {name}: is it the image of the kernel recorded (with symbols)?"
+        );
+    };
+    let slide = ran[rank].wrapping_sub(link);
+    // The same offset for the kernel's start, or the image is another
+    // kernel's.
+    if let (Some(&text_ran), Some(&(text_link, _))) = (
+        k.kallsyms.core_text_addresses("_stext").first(),
+        elf_addresses(&file, "_stext").first(),
+    ) {
+        let text_slide = text_ran.wrapping_sub(text_link);
+        if text_slide != slide {
+            bail!(
+                "{shown} is not the image of the kernel recorded: {name} ran {:#x} from its \
+                 address in the image, _stext {:#x}",
+                slide,
+                text_slide
+            );
+        }
+    }
+    let extent = if size > 0 {
+        size
+    } else {
+        elf.containing(link).map_or(0, |(_, e, _)| e)
+    }
+    .min(1 << 20);
+    let code = elf
+        .vaddr_to_offset(link)
+        .and_then(|o| data.get(o as usize..(o + extent) as usize))
+        .with_context(|| format!("{shown}: the code of {name} is not in the file"))?;
+    let start = ran[rank];
+    let total: u64 = hits.values().sum();
+    let (lines, outside) = disassemble(code, start, bitness, hits);
+    Ok(Annotated {
+        path: shown.to_string(),
+        symbol: name.to_string(),
+        start,
+        lines,
+        total,
+        unplaced: outside,
+        unit: crate::report::shown_event(p).map_or("samples", |e| e.weight_unit()),
+    })
 }
 
 fn elf_bitness(data: &[u8]) -> Result<u32> {

@@ -409,6 +409,11 @@ struct AnnotateArgs {
     /// The function, exactly as `report` names it.
     #[arg(value_name = "SYMBOL")]
     symbol: String,
+    /// The image of the kernel recorded, with symbols (for a kernel
+    /// function): a distribution's debug package's vmlinux, or the build
+    /// tree's.
+    #[arg(short = 'k', long, value_name = "PATH")]
+    vmlinux: Option<PathBuf>,
     #[command(flatten)]
     input: Input,
 }
@@ -661,8 +666,36 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Cmd::Annotate(a) => {
             let p = a.input.load_one_event("annotate")?;
-            let ann =
-                oprofile_tool::annotate::annotate(&p, &a.symbol, a.input.common.symfs.as_deref())?;
+            let kallsyms = match &a.vmlinux {
+                Some(_) => {
+                    let dir = a
+                        .input
+                        .sidecar
+                        .clone()
+                        .unwrap_or_else(|| oprofile_tool::sidecar::sidecar_dir(&a.input.input));
+                    let sc = oprofile_tool::sidecar::Sidecar::load(&dir)
+                        .with_context(|| format!("cannot read side-car {}", dir.display()))?;
+                    Some(sc.kallsyms().with_context(|| {
+                        format!(
+                            "the side-car {} has no kallsyms: kernel addresses cannot be matched with --vmlinux",
+                            dir.display()
+                        )
+                    })?)
+                }
+                None => None,
+            };
+            let image = match (&kallsyms, &a.vmlinux) {
+                (Some(kallsyms), Some(vmlinux)) => {
+                    Some(oprofile_tool::annotate::KernelImage { kallsyms, vmlinux })
+                }
+                _ => None,
+            };
+            let ann = oprofile_tool::annotate::annotate(
+                &p,
+                &a.symbol,
+                a.input.common.symfs.as_deref(),
+                image.as_ref(),
+            )?;
             let mut out = BufWriter::new(std::io::stdout().lock());
             oprofile_tool::annotate::write(&ann, &mut out)?;
             out.flush()?;

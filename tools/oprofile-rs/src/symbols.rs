@@ -184,6 +184,16 @@ impl Kallsyms {
         k
     }
 
+    /// The addresses of the core kernel's (not a module's) text symbols
+    /// named `name`, in address order (static functions may share a name).
+    pub fn core_text_addresses(&self, name: &str) -> Vec<u64> {
+        self.syms
+            .iter()
+            .filter(|s| s.text && s.module.is_none() && s.addr != 0 && s.name == name)
+            .map(|s| s.addr)
+            .collect()
+    }
+
     /// Number of usable symbols (0 if kallsyms was restricted: all addresses 0).
     pub fn len(&self) -> usize {
         self.text_count

@@ -1,0 +1,42 @@
+#!/bin/sh
+# kernels: normal debug
+# vm-run: --add-vmlinux
+# `oprofile-rs annotate SYMBOL --vmlinux` on the kernel that ran: a
+# recording of a kernel-heavy load (reads of /dev/zero: the kernel clears
+# the reader's buffer), its hottest kernel function annotated from the
+# booted kernel's image (/tmp/vmlinux). Every sample the report gives the
+# function lands on an instruction start of its code (an interrupted pc
+# always does: so the code and the addresses match), and the disassembly
+# starts where kallsyms puts the function. Without --vmlinux the tool says
+# which option it needs. (The stock kernel's build tree has no vmlinux with
+# symbols; the host tests cover a kernel moved by KASLR.)
+. /tmp/lib.sh
+check "insmod" insmod /oprofile_rs.ko sample_period=100000
+oprofile-rs record -q -o /tmp/k.bin -- sh -c 'head -c 150000000 /dev/zero >/dev/null'
+oprofile-rs report -q -i /tmp/k.bin --comm head -n 40 >/tmp/k.rep
+cat /tmp/k.rep
+# The first row in the core kernel: SAMPLES PERCENT SYMBOL [kernel.kallsyms] PID/COMM.
+row=$(grep -v '^#' /tmp/k.rep | grep -m1 ' \[kernel\.kallsyms\] ')
+sym=$(echo "$row" | awk '{ print $3 }')
+n=$(echo "$row" | awk '{ print $1 }')
+check "a kernel function is hot ($sym, $n samples)" [ -n "$sym" ] && [ "${n:-0}" -gt 10 ]
+
+oprofile-rs annotate -q "$sym" -i /tmp/k.bin --comm head --vmlinux /tmp/vmlinux >/tmp/k.ann 2>/tmp/k.err; rc=$?
+head -30 /tmp/k.ann; cat /tmp/k.err
+expect_eq "annotate --vmlinux succeeds" "$rc" 0
+expect_eq "its header: the report's samples, all on instruction starts" "$(head -1 /tmp/k.ann)" \
+    "# $sym (/tmp/vmlinux), $n samples"
+placed=$(awk 'NR > 2 && NF >= 4 && $1 ~ /^[0-9]+\.[0-9]+$/ { n += $2 } END { print n + 0 }' /tmp/k.ann)
+expect_eq "the per-instruction samples add up" "$placed" "$n"
+first=$(awk 'NR > 2 && NF { print ($1 ~ /\./) ? $3 : $1; exit }' /tmp/k.ann)
+want=$(awk -v s="$sym" '$3 == s && ($2 == "t" || $2 == "T") { print $1; exit }' /proc/kallsyms | sed 's/^0*//')
+expect_eq "the code starts where kallsyms puts $sym" "$first" "$want"
+
+oprofile-rs annotate -q "$sym" -i /tmp/k.bin >/dev/null 2>/tmp/k.err; rc=$?
+check "without --vmlinux: refused (status $rc)" [ "$rc" -ne 0 ]
+grep -q -- '--vmlinux PATH' /tmp/k.err && pass "and the error names --vmlinux" || fail "error: $(cat /tmp/k.err)"
+oprofile-rs annotate -q "$sym" -i /tmp/k.bin --vmlinux /oprofile_rs.ko >/dev/null 2>/tmp/k.err; rc=$?
+check "another image (the module): refused (status $rc)" [ "$rc" -ne 0 ]
+cat /tmp/k.err
+check "rmmod" rmmod oprofile_rs
+finish

@@ -1,0 +1,211 @@
+//! `annotate SYMBOL --vmlinux PATH` for a kernel function: the samples (at
+//! the addresses the kernel ran at, KASLR included) placed on the
+//! instructions of the function's code from the kernel's image; refused,
+//! saying why, without the image, with another kernel's image, or for a
+//! function the image lacks.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::*;
+use oprofile_stream::{Comm, Encoder, Header, Record, Sample};
+
+/// A stand-in for vmlinux: `_stext`, then `kfunc` (push rbp; mov rbp,rsp;
+/// nop; pop rbp; ret), then `knext`, linked at the kernel's usual address.
+const IMAGE_ASM: &str = r#"
+    .text
+    .globl _stext
+_stext:
+    nop
+    .globl kfunc
+    .type kfunc,@function
+kfunc:
+    push %rbp
+    mov %rsp,%rbp
+    nop
+    pop %rbp
+    ret
+    .size kfunc, .-kfunc
+    .globl knext
+    .type knext,@function
+knext:
+    ret
+    .size knext, .-knext
+"#;
+
+const LINKED_AT: u64 = 0xffff_ffff_8100_0000;
+/// Where the kernel ran (KASLR moved it by 0x900_0000).
+const RAN_AT: u64 = 0xffff_ffff_8a00_0000;
+
+fn image(dir: &Path) -> PathBuf {
+    let src = dir.join("image.S");
+    std::fs::write(&src, IMAGE_ASM).unwrap();
+    let out = dir.join("vmlinux");
+    sh(Command::new("cc")
+        .args(["-nostdlib", "-static", "-no-pie"])
+        .arg(format!("-Wl,-Ttext={LINKED_AT:#x}"))
+        .args(["-Wl,-e,_stext", "-Wl,--build-id=none", "-o"])
+        .arg(&out)
+        .arg(&src));
+    out
+}
+
+/// The kallsyms of the run: `_stext` and `kfunc` at `stext` and `kfunc`.
+fn kallsyms(stext: u64, kfunc: u64) -> String {
+    format!(
+        "{stext:016x} T _stext\n{kfunc:016x} T kfunc\n{:016x} T knext\n{:016x} T _etext\n",
+        kfunc + 6,
+        kfunc + 7
+    )
+}
+
+/// A recording of kernel samples at `pcs` (kfunc's start + offset), with
+/// the given kallsyms.
+fn recording(dir: &Path, kfunc: u64, offsets: &[u64], kallsyms: &str) -> PathBuf {
+    let mut e = Encoder::new(&Header {
+        start_time: 1_000_000_000,
+        ..Header::default()
+    });
+    e.record(&Record::Comm(Comm::new(
+        0,
+        1_000_000_000,
+        PID,
+        PID,
+        "victim",
+    )));
+    for (i, off) in offsets.iter().enumerate() {
+        e.record(&Record::Sample(Sample {
+            kernel: true,
+            time: 1_000_000_001 + i as u64,
+            pc: kfunc + off,
+            pid: PID,
+            tgid: PID,
+            ..Default::default()
+        }));
+    }
+    let v = victim();
+    let file = write_recording(dir, &e.finish(), &fake_maps(v, &v.path));
+    std::fs::write(dir.join("oprofile.data.meta/kallsyms"), kallsyms).unwrap();
+    file
+}
+
+fn annotate(args: &[&str]) -> (bool, String, String) {
+    let o = assert_cmd::Command::cargo_bin("oprofile-rs")
+        .unwrap()
+        .arg("annotate")
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        o.status.success(),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn samples_land_on_the_kernel_functions_instructions_where_it_ran() {
+    let dir = tempfile::tempdir().unwrap();
+    let vmlinux = image(dir.path());
+    let kfunc = RAN_AT + 1;
+    // mov ×3, nop ×1, and one in the middle of the mov.
+    let file = recording(
+        dir.path(),
+        kfunc,
+        &[1, 1, 1, 4, 2],
+        &kallsyms(RAN_AT, kfunc),
+    );
+    let f = file.to_str().unwrap();
+    let (ok, out, err) = annotate(&["kfunc", "-i", f, "--vmlinux", vmlinux.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    let lines: Vec<Vec<&str>> = out
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert!(
+        out.starts_with(&format!(
+            "# kfunc ({}), 5 samples, 1 not on an instruction start",
+            vmlinux.display()
+        )),
+        "{out}"
+    );
+    let row = |addr: u64| -> Vec<&str> {
+        let a = format!("{addr:x}");
+        lines
+            .iter()
+            .find(|l| l.contains(&a.as_str()))
+            .unwrap_or_else(|| panic!("no line at {a}: {out}"))
+            .clone()
+    };
+    // Addresses as the kernel ran; weights on their instructions.
+    assert_eq!(row(kfunc), [&format!("{kfunc:x}")[..], "push", "rbp"]);
+    assert_eq!(
+        row(kfunc + 1),
+        [
+            "60.00",
+            "3",
+            &format!("{:x}", kfunc + 1)[..],
+            "mov",
+            "rbp,rsp"
+        ]
+    );
+    assert_eq!(
+        row(kfunc + 4),
+        ["20.00", "1", &format!("{:x}", kfunc + 4)[..], "nop"]
+    );
+    assert_eq!(row(kfunc + 6), [&format!("{:x}", kfunc + 6)[..], "ret"]);
+    assert!(!out.contains(&format!("{:x}", kfunc + 7)), "knext: {out}");
+}
+
+#[test]
+fn without_the_image_or_with_another_kernels_it_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let vmlinux = image(dir.path());
+    let kfunc = RAN_AT + 1;
+    let file = recording(dir.path(), kfunc, &[1, 4], &kallsyms(RAN_AT, kfunc));
+    let f = file.to_str().unwrap();
+    let (ok, _, err) = annotate(&["kfunc", "-i", f]);
+    assert!(!ok);
+    assert!(
+        err.contains("kfunc is a kernel function") && err.contains("--vmlinux PATH"),
+        "{err}"
+    );
+    // kfunc moved by another offset than _stext: not this kernel's image.
+    let dir2 = tempfile::tempdir().unwrap();
+    let moved = RAN_AT + 0x10_0001;
+    let file = recording(dir2.path(), moved, &[1], &kallsyms(RAN_AT, moved));
+    let (ok, _, err) = annotate(&[
+        "kfunc",
+        "-i",
+        file.to_str().unwrap(),
+        "-k",
+        vmlinux.to_str().unwrap(),
+    ]);
+    assert!(!ok);
+    assert!(
+        err.contains("is not the image of the kernel recorded"),
+        "{err}"
+    );
+    // A function the image lacks.
+    let dir3 = tempfile::tempdir().unwrap();
+    let ks = kallsyms(RAN_AT, kfunc).replace(" kfunc\n", " other_func\n");
+    let file = recording(dir3.path(), kfunc, &[1], &ks);
+    let (ok, _, err) = annotate(&[
+        "other_func",
+        "-i",
+        file.to_str().unwrap(),
+        "-k",
+        vmlinux.to_str().unwrap(),
+    ]);
+    assert!(!ok);
+    assert!(err.contains("has no symbol other_func"), "{err}");
+    // Not an ELF file.
+    let (ok, _, err) = annotate(&["kfunc", "-i", f, "-k", f]);
+    assert!(!ok);
+    assert!(
+        err.contains("cannot disassemble") || err.contains("not an ELF"),
+        "{err}"
+    );
+}
