@@ -11,8 +11,8 @@
 # which option it needs. (The stock kernel's build tree has no vmlinux with
 # symbols; the host tests cover a kernel moved by KASLR.)
 . /tmp/lib.sh
-check "insmod" insmod /oprofile_rs.ko sample_period=100000
-oprofile-rs record -q -o /tmp/k.bin -- sh -c 'head -c 150000000 /dev/zero >/dev/null'
+check "insmod" insmod /oprofile_rs.ko sample_period=250000
+oprofile-rs record -q -o /tmp/k.bin -- sh -c 'head -c 100000000 /dev/zero >/dev/null'
 oprofile-rs report -q -i /tmp/k.bin --comm head -n 40 >/tmp/k.rep
 cat /tmp/k.rep
 # The first row in the core kernel: SAMPLES PERCENT SYMBOL [kernel.kallsyms] PID/COMM.
