@@ -22,8 +22,8 @@
 //! recorder (`mode=overwrite`) any `cpu_buffer_size` change (the snapshot
 //! staging is sized at load) and event, period, frequency or excluded-mode
 //! changes while the CPU buffers hold records not yet snapshotted (take a
-//! snapshot first); and when the event buffer has no room for the CONFIG record
-//! (read the stream first). `ENOMEM` when the new buffers cannot be
+//! snapshot first); and when the event buffer has no room for the CONFIG
+//! record (read the stream first). `ENOMEM` when the new buffers cannot be
 //! allocated; `EOPNOTSUPP` when an event cannot be counted on this machine
 //! (the previous events are restored).
 

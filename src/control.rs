@@ -132,8 +132,9 @@ fn show_stats(p: &Arc<Profiler>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let rb = s.buffer.stats();
         write!(
             f,
-            "cpu{} sample_received={} sample_lost_overflow={} sample_invalid_eip={} sample_throttled={} \
-             backtrace_aborted={} user_backtrace_aborted={} user_backtrace_truncated={} handler_avg_ns={} handler_max_ns={} \
+            "cpu{} sample_received={} sample_lost_overflow={} sample_invalid_eip={} \
+             sample_throttled={} backtrace_aborted={} user_backtrace_aborted={} \
+             user_backtrace_truncated={} handler_avg_ns={} handler_max_ns={} \
              buffer_entries={} buffer_dropped_full={} buffer_read={} \
              sample_lost_snapshot={} comm_records={} buffer_committed={} buffer_overrun={} \
              sync_records={} sync_ns={} sample_wrong_cpu={} event_samples=",
@@ -145,7 +146,10 @@ fn show_stats(p: &Arc<Profiler>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
             c.backtrace_aborted.load(Relaxed),
             c.user_backtrace_aborted.load(Relaxed),
             c.user_backtrace_truncated.load(Relaxed),
-            c.handler_ns_sum.load(Relaxed).checked_div(received).unwrap_or(0),
+            c.handler_ns_sum
+                .load(Relaxed)
+                .checked_div(received)
+                .unwrap_or(0),
             c.handler_ns_max.load(Relaxed),
             rb.entries,
             rb.dropped_full,
