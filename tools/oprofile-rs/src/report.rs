@@ -393,9 +393,9 @@ fn write_header(p: &Profile, out: &mut dyn Write) -> std::io::Result<()> {
     writeln!(out)?;
     // The throttled column only where perf throttled (the header stays
     // as it was otherwise).
-    let column = |n: u64| {
+    let column = |v: &dyn std::fmt::Display| {
         if throttled > 0 {
-            format!(" {n:>10}")
+            format!(" {:>10}", v.to_string())
         } else {
             String::new()
         }
@@ -407,11 +407,7 @@ fn write_header(p: &Profile, out: &mut dyn Write) -> std::io::Result<()> {
         "samples",
         "lost",
         "taken/s",
-        if throttled > 0 {
-            format!(" {:>10}", "throttled")
-        } else {
-            String::new()
-        }
+        column(&"throttled")
     )?;
     for (cpu, st) in &p.per_cpu {
         let rate = if secs > 0.0 {
@@ -426,7 +422,7 @@ fn write_header(p: &Profile, out: &mut dyn Write) -> std::io::Result<()> {
             st.samples,
             st.lost,
             rate,
-            column(st.throttled)
+            column(&st.throttled)
         )?;
     }
     writeln!(out, "#")
