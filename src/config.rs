@@ -19,10 +19,10 @@
 //! for a change the module cannot make now without losing recorded data: a
 //! new `buffer_size` while the device's reader has the event buffer mapped
 //! or is copying from it, or too small for what waits in it; in the flight
-//! recorder (`mode=overwrite`) any `cpu_buffer_size` change (the snapshot
-//! staging is sized at load) and event, period, frequency or excluded-mode
+//! recorder (`mode=overwrite`) event, period, frequency or excluded-mode
 //! changes while the CPU buffers hold records not yet snapshotted (take a
-//! snapshot first); and when the event buffer has no room for the CONFIG
+//! snapshot first; a `cpu_buffer_size` change keeps them, as many of the
+//! newest as fit, the others counted overwritten); and when the event buffer has no room for the CONFIG
 //! record (read the stream first). `ENOMEM` when the new buffers cannot be
 //! allocated; `EOPNOTSUPP` when an event cannot be counted on this machine
 //! (the previous events are restored).
@@ -223,13 +223,6 @@ impl Profiler {
             || (new.exclude_user, new.exclude_kernel)
                 != (cur.config.exclude_user, cur.config.exclude_kernel);
         let overwrite = self.buffers.overwrite;
-        if overwrite && new.cpu_buffer_size != cur.config.cpu_buffer_size {
-            pr_ratelimited!(
-                pr_info,
-                "config: cpu_buffer_size cannot change in mode=overwrite (EBUSY): the snapshot staging is sized at load\n"
-            );
-            return Err(EBUSY);
-        }
         if overwrite && counters_changed && self.buffers.cpus_hold_records() {
             pr_ratelimited!(
                 pr_info,
@@ -252,8 +245,13 @@ impl Profiler {
         } else {
             None
         };
+        // New CPU buffers, and in overwrite mode the snapshots' staging
+        // areas for them.
         let storages = if new.cpu_buffer_size != cur.config.cpu_buffer_size {
-            Some(self.buffers.cpu_storages(new.cpu_buffer_size)?)
+            Some((
+                self.buffers.cpu_storages(new.cpu_buffer_size)?,
+                self.buffers.snapshot_staging(new.cpu_buffer_size)?,
+            ))
         } else {
             None
         };
@@ -284,9 +282,10 @@ impl Profiler {
         // second record restates the configuration kept.
         drop(old_events);
         let mut result = Ok(());
-        if let Some(storages) = storages {
-            if let Err(e) = self.buffers.resize_cpus(storages) {
-                result = Err(e);
+        if let Some((storages, staging)) = storages {
+            match self.buffers.resize_cpus(storages) {
+                Ok(()) => self.buffers.cpus_resized(new.cpu_buffer_size, staging),
+                Err(e) => result = Err(e),
             }
         }
         let mut applied = next;

@@ -220,8 +220,9 @@ pub(crate) struct CpuSampler {
     scratch: Scratch,
     /// Overwrite mode: bytes of SAMPLE records after which the running task
     /// is named again (a new COMM record), so that a COMM overwritten in the
-    /// ring leaves at most this much nameless (0: never, consume mode).
-    rename_bytes: u64,
+    /// ring leaves at most this much nameless (0: never, consume mode). An
+    /// eighth of the buffer: it follows a resize ([`Self::resized`]).
+    rename_bytes: Atomic<u64>,
     /// SAMPLE bytes written since the last COMM record.
     since_comm: Atomic<u64>,
     /// Whether the CPU is between the profiler's hotplug callbacks `online`
@@ -258,7 +259,7 @@ impl CpuSampler {
             depth: Atomic::new(depth.min(MAX_DEPTH as u32)),
             user_depth: Atomic::new(user_depth.min(MAX_USER_DEPTH as u32)),
             scratch: Scratch::new(),
-            rename_bytes: if overwrite { bytes as u64 / 8 } else { 0 },
+            rename_bytes: Atomic::new(if overwrite { bytes as u64 / 8 } else { 0 }),
             since_comm: Atomic::new(0),
             up: Atomic::new(false),
         })
@@ -271,6 +272,14 @@ impl CpuSampler {
         self.depth.store(depth.min(MAX_DEPTH as u32), Relaxed);
         self.user_depth
             .store(user_depth.min(MAX_USER_DEPTH as u32), Relaxed);
+    }
+
+    /// The buffer now has `bytes` bytes (a resize, while recording is off):
+    /// in overwrite mode the task is named again after an eighth of it.
+    pub(crate) fn resized(&self, bytes: usize) {
+        if self.rename_bytes.load(Relaxed) != 0 {
+            self.rename_bytes.store((bytes as u64 / 8).max(1), Relaxed);
+        }
     }
 
     /// Forgets which task the last COMM record named, so that the next sample
@@ -341,10 +350,11 @@ impl CpuSampler {
         let cpu = self.cpu as u16;
         let c = &self.counters;
         let words = comm_words(&comm);
+        let rename_bytes = self.rename_bytes.load(Relaxed);
         let named = self.last_pid.load(Relaxed) == u64::from(pid)
             && self.last_comm[0].load(Relaxed) == words[0]
             && self.last_comm[1].load(Relaxed) == words[1]
-            && (self.rename_bytes == 0 || self.since_comm.load(Relaxed) < self.rename_bytes);
+            && (rename_bytes == 0 || self.since_comm.load(Relaxed) < rename_bytes);
         if !named {
             let rec = format::Comm {
                 cpu,
@@ -396,7 +406,7 @@ impl CpuSampler {
             };
             let head = head.encoded(Endian::native());
             let r = self.write(&head, chain, ts);
-            if r.is_ok() && self.rename_bytes != 0 {
+            if r.is_ok() && rename_bytes != 0 {
                 let bytes = head.len() + 8 * chain.len();
                 self.since_comm.add(bytes as u64, Relaxed);
             }

@@ -62,7 +62,7 @@ struct Entry {
 }
 
 /// One CPU's records, moved out of its ring buffer, oldest first.
-struct StagedCpu {
+pub(crate) struct StagedCpu {
     /// The records, back to back in `..used`; its length is its capacity.
     bytes: KVVec<u8>,
     used: usize,
@@ -194,11 +194,31 @@ impl SnapshotState {
     /// The state for `nr_cpus` CPUs, with staging areas for CPU buffers of
     /// `cpu_buffer_size` bytes (0: none, consume mode).
     pub(crate) fn new(nr_cpus: usize, cpu_buffer_size: usize) -> Result<Self> {
-        let mut staged = KVVec::with_capacity(nr_cpus, GFP_KERNEL)?;
+        let staged = Self::new_staging(nr_cpus, cpu_buffer_size)?;
         let mut plans = KVVec::with_capacity(nr_cpus, GFP_KERNEL)?;
         let mut overrun_seen = KVVec::with_capacity(nr_cpus, GFP_KERNEL)?;
         let mut cut = KVVec::with_capacity(nr_cpus, GFP_KERNEL)?;
         let mut lost_reported = KVVec::with_capacity(nr_cpus, GFP_KERNEL)?;
+        for _ in 0..nr_cpus {
+            plans.push(CpuPlan::default(), GFP_KERNEL)?;
+            overrun_seen.push(0, GFP_KERNEL)?;
+            cut.push(Cut::default(), GFP_KERNEL)?;
+            lost_reported.push(0, GFP_KERNEL)?;
+        }
+        Ok(Self {
+            staged,
+            plans,
+            overrun_seen,
+            cut,
+            lost_reported,
+            stats: SnapshotStats::default(),
+        })
+    }
+
+    /// Empty staging areas for `nr_cpus` CPU buffers of `cpu_buffer_size`
+    /// bytes (none if 0).
+    pub(crate) fn new_staging(nr_cpus: usize, cpu_buffer_size: usize) -> Result<KVVec<StagedCpu>> {
+        let mut staged = KVVec::with_capacity(nr_cpus, GFP_KERNEL)?;
         // A record takes at least 40 bytes of a ring buffer (a header word
         // and a COMM or SAMPLE): the most records one can hold.
         let (max_records, staging_bytes) = if cpu_buffer_size == 0 {
@@ -223,19 +243,15 @@ impl SnapshotState {
                 },
                 GFP_KERNEL,
             )?;
-            plans.push(CpuPlan::default(), GFP_KERNEL)?;
-            overrun_seen.push(0, GFP_KERNEL)?;
-            cut.push(Cut::default(), GFP_KERNEL)?;
-            lost_reported.push(0, GFP_KERNEL)?;
         }
-        Ok(Self {
-            staged,
-            plans,
-            overrun_seen,
-            cut,
-            lost_reported,
-            stats: SnapshotStats::default(),
-        })
+        Ok(staged)
+    }
+
+    /// Puts in `staged` (empty, for resized CPU buffers: from
+    /// [`Self::new_staging`]) and gives back the previous staging areas.
+    /// Between snapshots they hold nothing: every snapshot clears them.
+    pub(crate) fn replace_staging(&mut self, staged: KVVec<StagedCpu>) -> KVVec<StagedCpu> {
+        core::mem::replace(&mut self.staged, staged)
     }
 
     /// A mutex around a new state.

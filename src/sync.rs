@@ -614,6 +614,39 @@ impl Buffers {
         Ok(v)
     }
 
+    /// Snapshot staging areas for CPU buffers of `bytes` each (overwrite
+    /// mode; none in consume mode), allocated before anything changes.
+    pub(crate) fn snapshot_staging(
+        &self,
+        bytes: usize,
+    ) -> Result<Option<KVVec<crate::snapshot::StagedCpu>>> {
+        if !self.overwrite {
+            return Ok(None);
+        }
+        Ok(Some(crate::snapshot::SnapshotState::new_staging(
+            self.cpus.len(),
+            bytes,
+        )?))
+    }
+
+    /// Every CPU buffer now has `bytes` bytes ([`Self::resize_cpus`]
+    /// succeeded): the samplers follow, and in overwrite mode the snapshots
+    /// take `staging` (from [`Self::snapshot_staging`] for that size). The
+    /// caller holds the `control` lock, which serialises snapshots.
+    pub(crate) fn cpus_resized(
+        &self,
+        bytes: usize,
+        staging: Option<KVVec<crate::snapshot::StagedCpu>>,
+    ) {
+        for s in self.cpus.iter() {
+            s.resized(bytes);
+        }
+        if let Some(staging) = staging {
+            let old = self.snap.lock().replace_staging(staging);
+            drop(old);
+        }
+    }
+
     /// Gives CPU `cpu`'s buffer the storage `st` (its records carried
     /// over); returns the old storage, or `st` back with `EBUSY` if a
     /// writer or reader stayed in the buffer through a few retries.
@@ -622,13 +655,19 @@ impl Buffers {
         cpu: usize,
         mut st: crate::sampler::Storage,
     ) -> core::result::Result<crate::sampler::Storage, (crate::sampler::Storage, Error)> {
-        let (Some(s), Some(lock)) = (self.cpus.get(cpu), self.cpu_sync.get(cpu)) else {
+        let Some(s) = self.cpus.get(cpu) else {
             return Err((st, EINVAL));
         };
+        // The CPU's reader: its sync in consume mode; in overwrite mode a
+        // snapshot, which the caller's `control` lock keeps out.
+        let lock = self.cpu_sync.get(cpu);
+        if lock.is_none() && !self.overwrite {
+            return Err((st, EINVAL));
+        }
         for _ in 0..100 {
             {
                 // The CPU's sync (the only reader) waits meanwhile.
-                let _sync = lock.lock();
+                let _sync = lock.map(|l| l.lock());
                 // Recording is off (tracing_on=0): a writer in flight is
                 // one that is giving up.
                 let _ = s.buffer.set_enabled(false);

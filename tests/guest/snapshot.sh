@@ -12,7 +12,9 @@
 # snapcheck (tests/guest/snapcheck.c) checks each snapshot's framing, order,
 # names and newness. Hostile: consume mode (EINVAL), bad mode=, garbage
 # writes, concurrent snapshots, no reader, a full event buffer (ENOSPC, then
-# the newest that fit), rmmod while snapshotting, CPU hotplug meanwhile.
+# the newest that fit), rmmod while snapshotting, CPU hotplug meanwhile, and
+# the CPU buffers resized between snapshots (grown, then shrunk while they
+# hold records).
 . /tmp/lib.sh
 SNAP=$DBG/snapshot
 CPU1=/sys/devices/system/cpu/cpu1/online
@@ -70,6 +72,26 @@ if [ -w $CPU1 ]; then
     pass "snapshots during CPU hotplug"
 fi
 sleep 1
+# Resized between snapshots (recording off): grown to 16 KiB, whose snapshot
+# holds more records than a 4 KiB buffer can (the snapshot's staging follows
+# the buffers), then shrunk back with records in the buffers (the oldest that
+# do not fit are dropped and counted overwritten: the accounting below stays
+# exact).
+echo 0 >$DBG/tracing_on
+expect_eq "cpu_buffer_size grows to 16 KiB" "$(/tmp/cfgctl write $DBG/cpu_buffer_size 16384)" ok
+echo 1 >$DBG/tracing_on
+/tmp/workload 1 & w1=$!; /tmp/workload 1 & w2=$!; wait $w1 $w2
+echo 0 >$DBG/tracing_on
+n16=$(($(snaps) + 1))
+check "snapshot of the 16 KiB buffers" sh -c "echo 1 >$SNAP"
+echo 1 >$DBG/tracing_on
+/tmp/workload 1 & w1=$!; /tmp/workload 1 & w2=$!; wait $w1 $w2
+echo 0 >$DBG/tracing_on
+held=$(stat_total buffer_entries)
+expect_eq "cpu_buffer_size shrinks to 4 KiB with $held records held" \
+    "$(/tmp/cfgctl write $DBG/cpu_buffer_size $CPUBUF)" ok
+echo 1 >$DBG/tracing_on
+/tmp/workload 0.5
 # Frozen: tracing_on=0 keeps the buffers' content; the last snapshot takes it.
 echo 0 >$DBG/tracing_on
 sleep 0.2
@@ -100,6 +122,9 @@ for cpu in $(stat_cpus /tmp/stats.txt); do
     [ "${ow:-0}" -gt $((3 * CPUBUF / 48)) ] && many=$((many + 1))
 done
 check "buffers overwritten several times over on $many CPUs" [ "$many" -ge 2 ]
+big=$(awk -v n=$n16 -v b=$CPUBUF '$1 == "snap" && $2 == n && $6 > b / 40 { k++ } END { print k + 0 }' /tmp/snap.txt)
+grep "^snap $n16 " /tmp/snap.txt
+check "snapshot $n16 holds more records than a 4 KiB buffer can, on $big CPUs" [ "$big" -ge 1 ]
 # Each snapshot of a CPU that overwrote holds the newest records: most of a
 # buffer's worth (the rest is ring overhead and at most 1/8 nameless).
 awk -v b=$CPUBUF '$1 == "snap" && $8 > 0 && $12 < b / 2' /tmp/snap.txt

@@ -7,7 +7,9 @@
 # 15) seconds. In this mode nothing syncs (no per-CPU sync state, sync.rs)
 # and only snapshots drain the CPU buffers; a snapshot after tracing_on=0
 # holds samples taken before it, which the stream checks allow in this mode
-# only. Afterwards: every CPU online, cpu_buffer_size still refused, a
+# only. Meanwhile a resizer switches recording off, gives the CPU buffers
+# another size (4, 8 or 16 KiB: the snapshots' staging follows) and switches
+# it back on. Afterwards: every CPU online, a resize still works, a
 # snapshot still delivers samples, unload is clean, kmemleak (debug kernel)
 # finds nothing. Seeded as torture.sh: SEED=N replays the random choices.
 . /tmp/lib.sh
@@ -17,16 +19,24 @@ check "insmod ($opts)" insmod /oprofile_rs.ko $opts
 /tmp/workload $((secs + 5)) >/dev/null & /tmp/workload $((secs + 5)) >/dev/null &
 rm -f /tmp/snap.stop
 ( while [ ! -e /tmp/snap.stop ]; do echo 1 >$DBG/snapshot 2>/dev/null; sleep 0.1; done ) & snapper=$!
+( i=0 n=0; while [ ! -e /tmp/snap.stop ]; do
+      echo 0 >$DBG/tracing_on
+      echo $((4096 << (i % 3))) >$DBG/cpu_buffer_size && n=$((n + 1))
+      echo 1 >$DBG/tracing_on
+      i=$((i + 1)); sleep 0.3
+  done 2>/dev/null; echo "$n of $i" >/tmp/resizes ) & resizer=$!
 /tmp/torture "$seed" "$secs" ${TORTURE_ROLES:-rrcmh} >/tmp/t.txt; rc=$?
-touch /tmp/snap.stop; wait $snapper
+touch /tmp/snap.stop; wait $snapper $resizer
 cat /tmp/t.txt
 expect_eq "torture: only documented answers, no hang, every stream well formed" "$rc" 0
 check "the torture read streams ($(torture_count streams))" [ "$(torture_count streams)" -gt 0 ]
 case ${TORTURE_ROLES:-rrcmh} in *h*) check "CPU 1 went offline and online ($(torture_count cycles))" [ "$(torture_count cycles)" -gt 0 ] ;; esac
 wait
 expect_eq "every CPU is online again" "$(cat /sys/devices/system/cpu/online)" "0-$((NCPU - 1))"
+check "the CPU buffers were resized during the torture ($(cat /tmp/resizes))" [ "$(cut -d' ' -f1 /tmp/resizes)" -gt 0 ]
+echo 0 >$DBG/tracing_on
+expect_eq "a resize after the torture" "$(/tmp/cfgctl write $DBG/cpu_buffer_size 8192)" ok
 echo 1 >$DBG/tracing_on
-check "cpu_buffer_size cannot change in overwrite mode" sh -c "! echo 8192 >$DBG/cpu_buffer_size"
 /tmp/workload 1 >/dev/null
 echo 1 >$DBG/snapshot
 /tmp/torture drain >/tmp/d.txt
