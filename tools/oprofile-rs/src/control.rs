@@ -464,8 +464,16 @@ impl<C: Control> Applied<C> {
             // One by one: as much as the module takes.
             for (k, v) in todo {
                 if let Err(e) = self.ctl.set_config(&[(k, v.clone())]) {
+                    // A smaller buffer_size must hold what waits in the
+                    // event buffer.
+                    let first = if e.error.raw_os_error() == Some(libc::EBUSY) && k == "buffer_size"
+                    {
+                        "read what waits in /dev/oprofile/buffer, then "
+                    } else {
+                        ""
+                    };
                     problems.push(format!(
-                        "cannot put back {k}={v}: {e} (echo {v} > /sys/kernel/debug/oprofile/{k})"
+                        "cannot put back {k}={v}: {e} ({first}echo {v} > /sys/kernel/debug/oprofile/{k})"
                     ));
                 }
             }
@@ -719,8 +727,10 @@ mod tests {
         config: BTreeMap<String, String>,
         on: bool,
         log: Vec<String>,
-        /// `set_config` with this key fails (EINVAL).
+        /// `set_config` with this key fails (EINVAL, or EBUSY with
+        /// `refuse_busy`).
         refuse: Option<&'static str>,
+        refuse_busy: bool,
         /// All or nothing (the ioctl), else one key at a time (debugfs).
         atomic: bool,
         /// Switching recording on fails (EIO).
@@ -793,7 +803,12 @@ mod tests {
             }
             for (i, (k, v)) in changes.iter().enumerate() {
                 if Some(*k) == s.refuse {
-                    return Err(err(i, libc::EINVAL));
+                    let e = if s.refuse_busy {
+                        libc::EBUSY
+                    } else {
+                        libc::EINVAL
+                    };
+                    return Err(err(i, e));
                 }
                 s.config.insert(k.to_string(), v.clone());
             }
@@ -1048,6 +1063,19 @@ mod tests {
         assert_eq!(fake.config()["sample_freq"], "0,0");
         assert_eq!(fake.config()["event"], "cpu-clock,page-faults");
         assert_eq!(fake.config()["backtrace_depth"], "0");
+        // EBUSY for a smaller buffer_size: what waits must be read first.
+        let fake = Fake::new(false);
+        let mut a = apply(fake.clone(), &settings(), &mut || false).unwrap();
+        {
+            let mut s = fake.0.borrow_mut();
+            s.refuse = Some("buffer_size");
+            s.refuse_busy = true;
+        }
+        let p = a.restore();
+        assert!(
+            p[0].contains("(read what waits in /dev/oprofile/buffer, then echo 1048576 >"),
+            "{p:?}"
+        );
     }
 
     #[test]
