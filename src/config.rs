@@ -22,10 +22,11 @@
 //! recorder (`mode=overwrite`) event, period, frequency or excluded-mode
 //! changes while the CPU buffers hold records not yet snapshotted (take a
 //! snapshot first; a `cpu_buffer_size` change keeps them, as many of the
-//! newest as fit, the others counted overwritten); and when the event buffer has no room for the CONFIG
-//! record (read the stream first). `ENOMEM` when the new buffers cannot be
-//! allocated; `EOPNOTSUPP` when an event cannot be counted on this machine
-//! (the previous events are restored).
+//! newest as fit, the others counted overwritten); and when the event
+//! buffer has no room for the CONFIG record (read the stream first).
+//! `ENOMEM` when the new buffers cannot be allocated; `EOPNOTSUPP` when an
+//! event cannot be counted on this machine (the previous events are
+//! restored).
 
 use kernel::prelude::*;
 
