@@ -285,7 +285,11 @@ impl Profiler {
         let mut result = Ok(());
         if let Some((storages, staging)) = storages {
             match self.buffers.resize_cpus(storages) {
-                Ok(()) => self.buffers.cpus_resized(new.cpu_buffer_size, staging),
+                Ok(()) => {
+                    if let Some(staging) = staging {
+                        self.buffers.set_snapshot_staging(staging);
+                    }
+                }
                 Err(e) => result = Err(e),
             }
         }

@@ -218,11 +218,11 @@ pub(crate) struct CpuSampler {
     /// User callchain entries to record (0: none); as `depth`.
     user_depth: Atomic<u32>,
     scratch: Scratch,
-    /// Overwrite mode: bytes of SAMPLE records after which the running task
-    /// is named again (a new COMM record), so that a COMM overwritten in the
-    /// ring leaves at most this much nameless (0: never, consume mode). An
-    /// eighth of the buffer: it follows a resize ([`Self::resized`]).
-    rename_bytes: Atomic<u64>,
+    /// Overwrite mode: the running task is named again (a new COMM record)
+    /// after an eighth of the buffer's bytes of SAMPLE records, so that a
+    /// COMM overwritten in the ring leaves at most that much nameless
+    /// ([`Self::rename_bytes`]; never in consume mode).
+    renames: bool,
     /// SAMPLE bytes written since the last COMM record.
     since_comm: Atomic<u64>,
     /// Whether the CPU is between the profiler's hotplug callbacks `online`
@@ -259,7 +259,7 @@ impl CpuSampler {
             depth: Atomic::new(depth.min(MAX_DEPTH as u32)),
             user_depth: Atomic::new(user_depth.min(MAX_USER_DEPTH as u32)),
             scratch: Scratch::new(),
-            rename_bytes: Atomic::new(if overwrite { bytes as u64 / 8 } else { 0 }),
+            renames: overwrite,
             since_comm: Atomic::new(0),
             up: Atomic::new(false),
         })
@@ -274,11 +274,14 @@ impl CpuSampler {
             .store(user_depth.min(MAX_USER_DEPTH as u32), Relaxed);
     }
 
-    /// The buffer now has `bytes` bytes (a resize, while recording is off):
-    /// in overwrite mode the task is named again after an eighth of it.
-    pub(crate) fn resized(&self, bytes: usize) {
-        if self.rename_bytes.load(Relaxed) != 0 {
-            self.rename_bytes.store((bytes as u64 / 8).max(1), Relaxed);
+    /// Bytes of SAMPLE records after which the task is named again: an
+    /// eighth of the buffer's bytes, i.e. its size in 8-byte words, which
+    /// follows a resize (0: never, consume mode).
+    fn rename_bytes(&self) -> u64 {
+        if self.renames {
+            self.buffer.capacity_words() as u64
+        } else {
+            0
         }
     }
 
@@ -350,7 +353,7 @@ impl CpuSampler {
         let cpu = self.cpu as u16;
         let c = &self.counters;
         let words = comm_words(&comm);
-        let rename_bytes = self.rename_bytes.load(Relaxed);
+        let rename_bytes = self.rename_bytes();
         let named = self.last_pid.load(Relaxed) == u64::from(pid)
             && self.last_comm[0].load(Relaxed) == words[0]
             && self.last_comm[1].load(Relaxed) == words[1]

@@ -248,10 +248,10 @@ impl SnapshotState {
     }
 
     /// Puts in `staged` (empty, for resized CPU buffers: from
-    /// [`Self::new_staging`]) and gives back the previous staging areas.
-    /// Between snapshots they hold nothing: every snapshot clears them.
-    pub(crate) fn replace_staging(&mut self, staged: KVVec<StagedCpu>) -> KVVec<StagedCpu> {
-        core::mem::replace(&mut self.staged, staged)
+    /// [`Self::new_staging`]) in place of the previous staging areas, which
+    /// hold nothing between snapshots (every snapshot clears them).
+    pub(crate) fn replace_staging(&mut self, staged: KVVec<StagedCpu>) {
+        self.staged = staged;
     }
 
     /// A mutex around a new state.

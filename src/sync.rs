@@ -629,22 +629,12 @@ impl Buffers {
         )?))
     }
 
-    /// Every CPU buffer now has `bytes` bytes ([`Self::resize_cpus`]
-    /// succeeded): the samplers follow, and in overwrite mode the snapshots
-    /// take `staging` (from [`Self::snapshot_staging`] for that size). The
-    /// caller holds the `control` lock, which serialises snapshots.
-    pub(crate) fn cpus_resized(
-        &self,
-        bytes: usize,
-        staging: Option<KVVec<crate::snapshot::StagedCpu>>,
-    ) {
-        for s in self.cpus.iter() {
-            s.resized(bytes);
-        }
-        if let Some(staging) = staging {
-            let old = self.snap.lock().replace_staging(staging);
-            drop(old);
-        }
+    /// The snapshots take `staging` (from [`Self::snapshot_staging`], for
+    /// the CPU buffers' new size, once [`Self::resize_cpus`] succeeded); the
+    /// previous areas are freed. The caller holds the `control` lock, which
+    /// serialises snapshots.
+    pub(crate) fn set_snapshot_staging(&self, staging: KVVec<crate::snapshot::StagedCpu>) {
+        self.snap.lock().replace_staging(staging);
     }
 
     /// Gives CPU `cpu`'s buffer the storage `st` (its records carried
@@ -666,7 +656,8 @@ impl Buffers {
         }
         for _ in 0..100 {
             {
-                // The CPU's sync (the only reader) waits meanwhile.
+                // The CPU's sync (the only reader in consume mode) waits
+                // meanwhile.
                 let _sync = lock.map(|l| l.lock());
                 // Recording is off (tracing_on=0): a writer in flight is
                 // one that is giving up.

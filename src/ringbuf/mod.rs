@@ -246,8 +246,9 @@ impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
         })
     }
 
-    /// Usable size of the buffer in 64-bit words (a power of two).
-    #[cfg(ringbuf_host)]
+    /// Usable size of the buffer in 64-bit words (a power of two). One
+    /// relaxed load: safe in any context, NMI included.
+    #[inline]
     pub fn capacity_words(&self) -> usize {
         usize::try_from(self.mask.load(Ordering::Relaxed))
             .unwrap_or(usize::MAX)
