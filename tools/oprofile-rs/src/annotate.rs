@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 
 use crate::profile::Profile;
-use crate::symbols::{ElfSymbols, Kallsyms};
+use crate::symbols::ElfSymbols;
 use crate::text::esc;
 
 /// One annotated function of one binary.
@@ -60,23 +60,16 @@ pub fn disassemble(
     (lines, total - placed)
 }
 
-/// The kernel the recording was made on: its symbols as recorded (the
-/// side-car's kallsyms, with the addresses it ran at) and an ELF image of it
-/// (`vmlinux`, with symbols: a distribution's debug package, or the build
-/// tree's).
-pub struct KernelImage<'a> {
-    pub kallsyms: &'a Kallsyms,
-    pub vmlinux: &'a Path,
-}
-
 /// The samples of function `name` (the sampled pc's function, as `report`
 /// names it), per binary, annotated: user functions from their mapped
-/// files, a kernel function from `kernel`'s image.
+/// files, a kernel function from `vmlinux`, an ELF image of the kernel
+/// recorded with its symbols (a distribution's debug package, or the build
+/// tree's), matched through the recording's kallsyms.
 pub fn annotate(
     p: &Profile,
     name: &str,
     symfs: Option<&Path>,
-    kernel_image: Option<&KernelImage<'_>>,
+    vmlinux: Option<&Path>,
 ) -> Result<Vec<Annotated>> {
     // (mapped path) → file offset → weight
     let mut per_path: BTreeMap<String, BTreeMap<u64, u64>> = BTreeMap::new();
@@ -107,9 +100,9 @@ pub fn annotate(
     }
     let mut out = Vec::new();
     if kernel > 0 {
-        match kernel_image {
-            Some(k) if !kernel_hits.is_empty() => {
-                out.push(annotate_kernel(p, name, &kernel_hits, k)?);
+        match vmlinux {
+            Some(v) if !kernel_hits.is_empty() => {
+                out.push(annotate_kernel(p, name, &kernel_hits, v)?);
             }
             Some(_) => bail!(
                 "{name} is a function of the module {}: annotate reads the core kernel's image only",
@@ -211,27 +204,31 @@ fn elf_addresses(f: &object::File<'_>, name: &str) -> Vec<(u64, u64)> {
 }
 
 /// Kernel function `name`, sampled at `hits` (addresses as it ran → weight),
-/// disassembled from `k.vmlinux` at the addresses it ran at: the image's
-/// link addresses moved by the offset KASLR gave the kernel (kallsyms' address
-/// of the function less the image's), which `_stext` must confirm.
+/// disassembled from `vmlinux` at the addresses it ran at: the image's link
+/// addresses moved by the offset KASLR gave the kernel (the recording's
+/// kallsyms address of the function less the image's), which `_stext` must
+/// confirm.
 fn annotate_kernel(
     p: &Profile,
     name: &str,
     hits: &BTreeMap<u64, u64>,
-    k: &KernelImage<'_>,
+    vmlinux: &Path,
 ) -> Result<Annotated> {
-    let shown = k.vmlinux.display();
-    let data = std::fs::read(k.vmlinux).with_context(|| format!("cannot read {shown}"))?;
-    let bitness = elf_bitness(&data).with_context(|| format!("{shown}: cannot disassemble"))?;
+    let shown = vmlinux.display();
+    let Some(kallsyms) = p.kallsyms.as_deref() else {
+        bail!("the recording has no kallsyms: its kernel addresses cannot be matched with {shown}");
+    };
+    let data = std::fs::read(vmlinux).with_context(|| format!("cannot read {shown}"))?;
     let file = object::File::parse(&*data)
         .map_err(|e| anyhow::anyhow!("{shown}: not an ELF file: {e}"))?;
+    let bitness = bitness(&file).with_context(|| format!("{shown}: cannot disassemble"))?;
     let elf = ElfSymbols::parse(&data)
         .map_err(|e| anyhow::anyhow!(e))
         .with_context(|| shown.to_string())?;
     // The function as it ran: the kallsyms entry of that name holding most
     // of the samples (static functions may share a name), and the image's
     // symbol of the same rank among those of the name.
-    let ran = k.kallsyms.core_text_addresses(name);
+    let ran = kallsyms.core_text_addresses(name);
     let mut weight_at = vec![0u64; ran.len()];
     for (addr, w) in hits {
         if let Some(i) = ran.iter().rposition(|a| a <= addr) {
@@ -251,7 +248,7 @@ fn annotate_kernel(
     // The same offset for the kernel's start, or the image is another
     // kernel's.
     if let (Some(&text_ran), Some(&(text_link, _))) = (
-        k.kallsyms.core_text_addresses("_stext").first(),
+        kallsyms.core_text_addresses("_stext").first(),
         elf_addresses(&file, "_stext").first(),
     ) {
         let text_slide = text_ran.wrapping_sub(text_link);
@@ -264,12 +261,11 @@ fn annotate_kernel(
             );
         }
     }
-    let extent = if size > 0 {
-        size
-    } else {
-        elf.containing(link).map_or(0, |(_, e, _)| e)
-    }
-    .min(1 << 20);
+    // Its size, else up to the next function.
+    let extent = elf
+        .containing(link)
+        .map_or(size, |(_, e, _)| e)
+        .min(1 << 20);
     let code = elf
         .vaddr_to_offset(link)
         .and_then(|o| data.get(o as usize..(o + extent) as usize))
@@ -289,8 +285,13 @@ fn annotate_kernel(
 }
 
 fn elf_bitness(data: &[u8]) -> Result<u32> {
-    use object::Object;
     let f = object::File::parse(data).map_err(|e| anyhow::anyhow!("not an ELF file: {e}"))?;
+    bitness(&f)
+}
+
+/// 64 or 32 for x86 code, else an error.
+fn bitness(f: &object::File<'_>) -> Result<u32> {
+    use object::Object;
     match f.architecture() {
         object::Architecture::X86_64 => Ok(64),
         object::Architecture::X86_64_X32 | object::Architecture::I386 => Ok(32),

@@ -666,35 +666,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Cmd::Annotate(a) => {
             let p = a.input.load_one_event("annotate")?;
-            let kallsyms = match &a.vmlinux {
-                Some(_) => {
-                    let dir = a
-                        .input
-                        .sidecar
-                        .clone()
-                        .unwrap_or_else(|| oprofile_tool::sidecar::sidecar_dir(&a.input.input));
-                    let sc = oprofile_tool::sidecar::Sidecar::load(&dir)
-                        .with_context(|| format!("cannot read side-car {}", dir.display()))?;
-                    Some(sc.kallsyms().with_context(|| {
-                        format!(
-                            "the side-car {} has no kallsyms: kernel addresses cannot be matched with --vmlinux",
-                            dir.display()
-                        )
-                    })?)
-                }
-                None => None,
-            };
-            let image = match (&kallsyms, &a.vmlinux) {
-                (Some(kallsyms), Some(vmlinux)) => {
-                    Some(oprofile_tool::annotate::KernelImage { kallsyms, vmlinux })
-                }
-                _ => None,
-            };
             let ann = oprofile_tool::annotate::annotate(
                 &p,
                 &a.symbol,
                 a.input.common.symfs.as_deref(),
-                image.as_ref(),
+                a.vmlinux.as_deref(),
             )?;
             let mut out = BufWriter::new(std::io::stdout().lock());
             oprofile_tool::annotate::write(&ann, &mut out)?;

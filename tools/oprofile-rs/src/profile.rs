@@ -8,7 +8,7 @@ use anyhow::{bail, Context, Result};
 use oprofile_stream::{decode, Config, DecodeError, EventDescExt, Header, HeaderExt, Record};
 
 use crate::sidecar::{sidecar_dir, Sidecar};
-use crate::symbols::{Frame, Resolver, ResolverOptions, SymbolizerKind};
+use crate::symbols::{Frame, Kallsyms, Resolver, ResolverOptions, SymbolizerKind};
 use crate::text;
 
 /// Addresses at or above this are perf context markers (`PERF_CONTEXT_*`),
@@ -390,6 +390,9 @@ pub struct Profile {
     /// `record -p PID` / `record -- CMD`: the processes named and their
     /// descendants (from the side-car's FORK records).
     pub target: Option<Vec<u32>>,
+    /// The side-car's kallsyms (the kernel's symbols at the addresses it ran
+    /// at), shared by the profile's copies.
+    pub kallsyms: Option<Rc<Kallsyms>>,
 }
 
 impl Profile {
@@ -897,6 +900,7 @@ impl Profile {
             warnings,
             error: decoded.error,
             target,
+            kallsyms: resolver.into_kallsyms().map(Rc::new),
         })
     }
 }

@@ -164,11 +164,7 @@ pub fn write(p: &Profile, o: &ScriptOptions, out: &mut dyn Write) -> std::io::Re
                 "{:>16} [{:03}] THROTTLE {}: perf stopped the counter until its next tick",
                 format_time(*time),
                 cpu,
-                perf_word(
-                    &p.event_list
-                        .get(usize::from(*event))
-                        .map_or_else(|| p.header.event_name(), |e| e.name.clone())
-                )
+                perf_word(&event_name_at(p, *event))
             )?,
         }
     }
@@ -177,8 +173,13 @@ pub fn write(p: &Profile, o: &ScriptOptions, out: &mut dyn Write) -> std::io::Re
 
 /// The name of a sample's event.
 fn event_name(p: &Profile, s: &crate::profile::ResolvedSample) -> String {
+    event_name_at(p, s.event)
+}
+
+/// The name of event `event` (an index into [`Profile::event_list`]).
+fn event_name_at(p: &Profile, event: u16) -> String {
     p.event_list
-        .get(usize::from(s.event))
+        .get(usize::from(event))
         .map_or_else(|| p.header.event_name(), |e| e.name.clone())
 }
 

@@ -731,6 +731,12 @@ impl Resolver {
     }
 
     /// Warnings about missing data (unreadable binaries, missing maps), once each.
+    /// The kernel symbols it resolves with, given up when resolving is done
+    /// (`annotate --vmlinux` matches them with the kernel's image).
+    pub fn into_kallsyms(self) -> Option<Kallsyms> {
+        self.kallsyms
+    }
+
     pub fn take_warnings(&self) -> Vec<String> {
         std::mem::take(&mut self.warnings.borrow_mut())
     }

@@ -92,17 +92,7 @@ fn recording(dir: &Path, kfunc: u64, offsets: &[u64], kallsyms: &str) -> PathBuf
 }
 
 fn annotate(args: &[&str]) -> (bool, String, String) {
-    let o = assert_cmd::Command::cargo_bin("oprofile-rs")
-        .unwrap()
-        .arg("annotate")
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        o.status.success(),
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
+    run_tool_any(&[&["annotate"], args].concat())
 }
 
 #[test]
@@ -161,13 +151,21 @@ fn samples_land_on_the_kernel_functions_instructions_where_it_ran() {
 
 #[test]
 fn without_the_image_or_with_another_kernels_it_says_why() {
+    // annotate SYMBOL -i FILE [-k IMAGE] must fail: its error.
+    let refused = |symbol: &str, file: &Path, image: Option<&Path>| -> String {
+        let mut args = vec![symbol, "-i", file.to_str().unwrap()];
+        if let Some(i) = image {
+            args.extend(["-k", i.to_str().unwrap()]);
+        }
+        let (ok, _, err) = annotate(&args);
+        assert!(!ok, "{args:?} succeeded");
+        err
+    };
     let dir = tempfile::tempdir().unwrap();
     let vmlinux = image(dir.path());
     let kfunc = RAN_AT + 1;
     let file = recording(dir.path(), kfunc, &[1, 4], &kallsyms(RAN_AT, kfunc));
-    let f = file.to_str().unwrap();
-    let (ok, _, err) = annotate(&["kfunc", "-i", f]);
-    assert!(!ok);
+    let err = refused("kfunc", &file, None);
     assert!(
         err.contains("kfunc is a kernel function") && err.contains("--vmlinux PATH"),
         "{err}"
@@ -175,15 +173,8 @@ fn without_the_image_or_with_another_kernels_it_says_why() {
     // kfunc moved by another offset than _stext: not this kernel's image.
     let dir2 = tempfile::tempdir().unwrap();
     let moved = RAN_AT + 0x10_0001;
-    let file = recording(dir2.path(), moved, &[1], &kallsyms(RAN_AT, moved));
-    let (ok, _, err) = annotate(&[
-        "kfunc",
-        "-i",
-        file.to_str().unwrap(),
-        "-k",
-        vmlinux.to_str().unwrap(),
-    ]);
-    assert!(!ok);
+    let moved_file = recording(dir2.path(), moved, &[1], &kallsyms(RAN_AT, moved));
+    let err = refused("kfunc", &moved_file, Some(&vmlinux));
     assert!(
         err.contains("is not the image of the kernel recorded"),
         "{err}"
@@ -191,21 +182,17 @@ fn without_the_image_or_with_another_kernels_it_says_why() {
     // A function the image lacks.
     let dir3 = tempfile::tempdir().unwrap();
     let ks = kallsyms(RAN_AT, kfunc).replace(" kfunc\n", " other_func\n");
-    let file = recording(dir3.path(), kfunc, &[1], &ks);
-    let (ok, _, err) = annotate(&[
-        "other_func",
-        "-i",
-        file.to_str().unwrap(),
-        "-k",
-        vmlinux.to_str().unwrap(),
-    ]);
-    assert!(!ok);
+    let other = recording(dir3.path(), kfunc, &[1], &ks);
+    let err = refused("other_func", &other, Some(&vmlinux));
     assert!(err.contains("has no symbol other_func"), "{err}");
     // Not an ELF file.
-    let (ok, _, err) = annotate(&["kfunc", "-i", f, "-k", f]);
-    assert!(!ok);
+    let err = refused("kfunc", &file, Some(&file));
     assert!(
         err.contains("cannot disassemble") || err.contains("not an ELF"),
         "{err}"
     );
+    // A recording without kallsyms: its kernel samples name no function.
+    std::fs::remove_file(dir.path().join("oprofile.data.meta/kallsyms")).unwrap();
+    let err = refused("kfunc", &file, Some(&vmlinux));
+    assert!(err.contains("no sample in a function named kfunc"), "{err}");
 }

@@ -1,6 +1,5 @@
 mod common;
 
-use assert_cmd::Command;
 use common::*;
 
 fn recording() -> (tempfile::TempDir, std::path::PathBuf) {
@@ -11,16 +10,7 @@ fn recording() -> (tempfile::TempDir, std::path::PathBuf) {
 }
 
 fn run(args: &[&str]) -> (bool, String, String) {
-    let out = Command::cargo_bin("oprofile-rs")
-        .unwrap()
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    run_tool_any(args)
 }
 
 fn victim_name() -> String {

@@ -8,7 +8,6 @@
 
 mod common;
 
-use assert_cmd::Command;
 use common::*;
 use oprofile_stream::oprofile_format::EVENT_FLAG_FREQ;
 use oprofile_stream::{
@@ -106,16 +105,7 @@ fn recording() -> (tempfile::TempDir, String) {
 }
 
 fn run(args: &[&str]) -> (bool, String, String) {
-    let o = Command::cargo_bin("oprofile-rs")
-        .unwrap()
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        o.status.success(),
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
+    run_tool_any(args)
 }
 
 fn weight(v: &serde_json::Value, sym: &str) -> u64 {

@@ -63,18 +63,9 @@ fn recording(throttle: bool) -> (tempfile::TempDir, String) {
 }
 
 fn report(f: &str, extra: &[&str]) -> (String, String) {
-    let mut args = vec!["report", "-i", f];
-    args.extend_from_slice(extra);
-    let o = assert_cmd::Command::cargo_bin("oprofile-rs")
-        .unwrap()
-        .args(&args)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    (
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
+    let (ok, out, err) = run_tool_any(&[&["report", "-i", f], extra].concat());
+    assert!(ok, "{err}");
+    (out, err)
 }
 
 fn cpu_row(out: &str, cpu: &str) -> Vec<String> {

@@ -247,6 +247,20 @@ pub fn maps_for(elf: &Path, shown_as: &str) -> String {
     s
 }
 
+/// Runs the tool with `args`, successful or not: (success, stdout, stderr).
+pub fn run_tool_any(args: &[&str]) -> (bool, String, String) {
+    let out = assert_cmd::Command::cargo_bin("oprofile-rs")
+        .unwrap()
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 /// Runs the tool with `args`; its stdout (the run must succeed).
 pub fn run_tool(args: &[&str]) -> String {
     let out = assert_cmd::Command::cargo_bin("oprofile-rs")
