@@ -663,8 +663,7 @@ impl Control for ModuleControl {
         // Likewise both modes may not be excluded (see `debugfs_order`); a
         // failure in either of a swapped pair counts both as changed.
         let n = changes.len();
-        let order = debugfs_order(changes);
-        let swap = order.last().is_some_and(|&i| i + 2 == n);
+        let (order, swap) = debugfs_order(changes);
         let mut cleared = false;
         for &i in &order {
             let (k, v) = &changes[i];
@@ -702,16 +701,18 @@ impl Control for ModuleControl {
 /// The order in which the debugfs files take `changes` (in [`KEYS`] order),
 /// one at a time: as given, except that where user mode is to be excluded
 /// and kernel mode let in (the last two keys), kernel mode goes first, so
-/// that no write finds both modes excluded (refused).
-fn debugfs_order(changes: &[(&'static str, String)]) -> Vec<usize> {
+/// that no write finds both modes excluded (refused). Also whether it
+/// swapped those two.
+fn debugfs_order(changes: &[(&'static str, String)]) -> (Vec<usize>, bool) {
     let n = changes.len();
     let swap = matches!(changes, [.., (a, av), (b, bv)]
         if *a == "exclude_user" && *b == "exclude_kernel" && av == "1" && bv == "0");
-    if swap {
+    let order = if swap {
         (0..n - 2).chain([n - 1, n - 2]).collect()
     } else {
         (0..n).collect()
-    }
+    };
+    (order, swap)
 }
 
 #[cfg(test)]
@@ -914,14 +915,14 @@ mod tests {
             ("exclude_user", "1"),
             ("exclude_kernel", "0"),
         ]);
-        assert_eq!(debugfs_order(&swapped), [0, 2, 1]);
+        assert_eq!(debugfs_order(&swapped), (vec![0, 2, 1], true));
         for kept in [
             ch(&[("exclude_user", "0"), ("exclude_kernel", "1")]),
             ch(&[("exclude_user", "0"), ("exclude_kernel", "0")]),
             ch(&[("backtrace_depth", "4")]),
             ch(&[]),
         ] {
-            assert_eq!(debugfs_order(&kept), (0..kept.len()).collect::<Vec<_>>());
+            assert_eq!(debugfs_order(&kept), ((0..kept.len()).collect(), false));
         }
     }
 
