@@ -2,7 +2,8 @@
 # The modes sampled, changed at run time: debugfs exclude_user and
 # exclude_kernel (and the SET ioctl's keys of those names) read back as
 # 0/1, take 0/1/y/n/Y/N while recording is off (EBUSY while on, EINVAL for
-# garbage and for both modes excluded, nothing changed by a refusal), and
+# garbage and for both modes excluded, EACCES for an unprivileged user,
+# nothing changed by a refusal), and
 # the counters follow: in one stream, a phase in user mode only, one in
 # kernel mode only and one in both, each announced by its CONFIG record,
 # whose event flags say which modes the samples after it are of (evcheck
@@ -36,6 +37,9 @@ for f in exclude_user exclude_kernel; do
     done
 done
 expect_eq "ioctl: both excluded: EINVAL" "$(/tmp/cfgctl set "exclude_user=1 exclude_kernel=1")" "err EINVAL"
+for f in exclude_user exclude_kernel; do
+    expect_eq "nobody cannot write $f" "$(/tmp/probe -u 65534 write $DBG/$f 1)" "err EACCES"
+done
 expect_eq "nothing changed by refused writes" "$(cat $DBG/config)" "$snap"
 expect_eq "exclude_kernel=Y" "$(try exclude_kernel Y)" ok
 expect_eq "reads back as 1: user mode only" "$(modes)" "0 1"
