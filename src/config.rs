@@ -19,11 +19,18 @@
 //! for a change the module cannot make now without losing recorded data: a
 //! new `buffer_size` while the device's reader has the event buffer mapped
 //! or is copying from it, or too small for what waits in it; in the flight
-//! recorder (`mode=overwrite`) event, period, frequency or excluded-mode
-//! changes while the CPU buffers hold records not yet snapshotted (take a
-//! snapshot first; a `cpu_buffer_size` change keeps them, as many of the
-//! newest as fit, the others counted overwritten); and when the event
-//! buffer has no room for the CONFIG record (read the stream first).
+//! recorder (`mode=overwrite`) event, period, frequency, excluded-mode or
+//! `mode` changes while the CPU buffers hold records not yet snapshotted
+//! (take a snapshot first; a `cpu_buffer_size` change keeps them, as many
+//! of the newest as fit, the others counted overwritten); and when the
+//! event buffer has no room for the CONFIG record (read the stream first).
+//!
+//! `mode` switches between consume mode and the flight recorder at run
+//! time: the CPU buffers change mode, the periodic syncs stop or start, the
+//! staging areas of the mode left are freed and those of the other one
+//! allocated (before anything changes), and the stream's CONFIG record says
+//! which mode the records after it were recorded in. Overwrite mode needs a
+//! larger `buffer_size` (a snapshot's framing): `EINVAL` below it.
 //! `ENOMEM` when the new buffers cannot be allocated; `EOPNOTSUPP` when an
 //! event cannot be counted on this machine (the previous events are
 //! restored).
@@ -32,10 +39,11 @@ use kernel::prelude::*;
 
 use crate::{
     format,
-    params::{self, limits, parse_u64, Config, Names},
+    params::{self, limits, parse_u64, Config, Names, RecordMode},
     profiler::{Profiler, TRACING_ON},
     ratelimit::pr_ratelimited,
     settings::KEYS,
+    sync::ModeStorage,
 };
 
 /// Longest text of one change (the SET ioctl's limit).
@@ -174,6 +182,9 @@ pub(crate) fn changed(cur: &Config, ch: &Changes<'_>) -> Result<Config> {
         c.exclude_kernel = params::parse_bool("exclude_kernel", v)?;
     }
     params::check_exclusions(c.exclude_user, c.exclude_kernel)?;
+    if let Some(v) = ch.get("mode") {
+        c.mode = params::parse_mode(v)?;
+    }
     match ch.get("buffer_watershed") {
         Some(v) => {
             let w = number("buffer_watershed", v)?;
@@ -218,25 +229,30 @@ impl Profiler {
             return Ok(());
         }
         let events_changed = new.events != cur.config.events;
+        let mode_changed = new.mode != cur.config.mode;
+        let to_overwrite = new.mode == RecordMode::Overwrite;
         // The counters are made anew for new events and for new modes
-        // excluded (perf's attributes).
+        // excluded (perf's attributes), and around a switch of the
+        // recording mode (the CPUs' periodic syncs start or stop with them).
         let counters_changed = events_changed
+            || mode_changed
             || (new.exclude_user, new.exclude_kernel)
                 != (cur.config.exclude_user, cur.config.exclude_kernel);
-        let overwrite = self.buffers.overwrite;
-        if overwrite && counters_changed && self.buffers.cpus_hold_records() {
+        let overwrite = self.buffers.overwrite();
+        if (mode_changed || (overwrite && counters_changed)) && self.buffers.cpus_hold_records() {
             pr_ratelimited!(
                 pr_info,
                 "config: the CPU buffers hold records of the current events and modes (EBUSY): take a snapshot first\n"
             );
             return Err(EBUSY);
         }
-        if new.buffer_size < self.buffers.min_buffer_size() {
+        let min = self.buffers.min_buffer_size(to_overwrite);
+        if new.buffer_size < min {
             pr_ratelimited!(
                 pr_warn,
-                "config: buffer_size={} is too small for this machine's CPUs: at least {} (EINVAL)\n",
+                "config: buffer_size={} is too small for this machine's CPUs{}: at least {min} (EINVAL)\n",
                 new.buffer_size,
-                self.buffers.min_buffer_size()
+                if to_overwrite { " in overwrite mode" } else { "" }
             );
             return Err(EINVAL);
         }
@@ -246,13 +262,21 @@ impl Profiler {
         } else {
             None
         };
-        // New CPU buffers, and in overwrite mode the snapshots' staging
-        // areas for them.
-        let storages = if new.cpu_buffer_size != cur.config.cpu_buffer_size {
-            Some((
-                self.buffers.cpu_storages(new.cpu_buffer_size)?,
+        // New CPU buffers; in overwrite mode the snapshots' staging areas
+        // for new CPU buffers or a switch to it; the syncs' staging areas for
+        // a switch to consume mode.
+        let resized = new.cpu_buffer_size != cur.config.cpu_buffer_size;
+        let storages = if resized {
+            Some(self.buffers.cpu_storages(new.cpu_buffer_size)?)
+        } else {
+            None
+        };
+        let mode_storage = if to_overwrite && (resized || mode_changed) {
+            Some(ModeStorage::Overwrite(
                 self.buffers.snapshot_staging(new.cpu_buffer_size)?,
             ))
+        } else if mode_changed {
+            Some(ModeStorage::Consume(self.buffers.sync_stages()?))
         } else {
             None
         };
@@ -283,26 +307,35 @@ impl Profiler {
         // second record restates the configuration kept.
         drop(old_events);
         let mut result = Ok(());
-        if let Some((storages, staging)) = storages {
+        let mut mode_storage = mode_storage;
+        if let Some(storages) = storages {
             match self.buffers.resize_cpus(storages) {
-                Ok(()) => {
-                    if let Some(staging) = staging {
+                Ok(()) if !mode_changed => {
+                    if let Some(ModeStorage::Overwrite(staging)) = mode_storage.take() {
                         self.buffers.set_snapshot_staging(staging);
                     }
                 }
+                Ok(()) => {}
                 Err(e) => result = Err(e),
             }
         }
         let mut applied = next;
         if result.is_err() {
             applied.config.cpu_buffer_size = cur.config.cpu_buffer_size;
+            applied.config.mode = cur.config.mode;
         }
 
         if counters_changed && result.is_ok() {
             // Every counter goes (the registration's drop brings every CPU
             // down), the settings change, every CPU comes up with the new
-            // events or modes.
+            // events or modes (and its periodic sync in consume mode).
             drop(hotplug.take());
+            if let Some(storage) = mode_storage.take() {
+                if let Err(e) = self.buffers.switch_mode(storage) {
+                    result = Err(e);
+                    applied.config.mode = cur.config.mode;
+                }
+            }
             *self.settings.lock() = applied;
             match self.register() {
                 Ok(r) => *hotplug = Some(r),
@@ -388,7 +421,6 @@ mod tests {
             b"backtrace_depth",
             b"=4",
             b"bogus=1",
-            b"mode=consume",
             b"backtrace_depth=",
             b"backtrace_depth=1 backtrace_depth=2",
             b"backtrace_depth=1\0",
@@ -472,6 +504,21 @@ mod tests {
         };
         assert_eq!(from(b"exclude_user=1"), Err(EINVAL));
         assert_eq!(from(b"exclude_user=1 exclude_kernel=0"), Ok((true, false)));
+    }
+
+    #[test]
+    fn recording_mode() {
+        let mode = |text: &[u8]| apply(text).map(|c| c.mode);
+        assert_eq!(mode(b"mode=overwrite"), Ok(RecordMode::Overwrite));
+        assert_eq!(mode(b"mode=consume"), Ok(RecordMode::Consume));
+        for bad in [
+            &b"mode=Overwrite"[..],
+            b"mode=1",
+            b"mode=overwrite,consume",
+            b"mode=",
+        ] {
+            assert_eq!(mode(bad), Err(EINVAL));
+        }
     }
 
     #[test]

@@ -11,7 +11,8 @@
 //! - `stats` (0400): per-CPU counters (see `Documentation/design.md`).
 //! - `event`, `sample_period`, `sample_freq`, `backtrace_depth`,
 //!   `user_backtrace_depth`, `cpu_buffer_size`, `buffer_size`,
-//!   `buffer_watershed` (0600): the setting in the parameter's syntax; a
+//!   `buffer_watershed`, `exclude_user`, `exclude_kernel`, `mode` (0600):
+//!   the setting in the parameter's syntax; a
 //!   write (one value, a trailing newline allowed) changes it while
 //!   recording is off (`config.rs`: `EBUSY` while on, `EINVAL` for garbage,
 //!   nothing changed either way).
@@ -107,7 +108,7 @@ fn show_snapshot(p: &Arc<Profiler>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     writeln!(
         f,
         "mode={} snapshots={} records={} overwritten={} dropped={} pause_ns={} max_pause_ns={}",
-        if p.buffers.overwrite {
+        if p.buffers.overwrite() {
             "overwrite"
         } else {
             "consume"
@@ -314,6 +315,11 @@ impl ControlFiles {
                 name: c"exclude_kernel",
                 show: Some(show_key::<9>),
                 store: Some(store_key::<9>),
+            },
+            FileSpec {
+                name: c"mode",
+                show: Some(show_key::<10>),
+                store: Some(store_key::<10>),
             },
             FileSpec {
                 name: c"event_info",

@@ -900,9 +900,11 @@ impl Tracing {
 /// which the tool's `record` options write. In the order the module's
 /// `config` text lists them and the tool applies them: `event` first
 /// (writing it resets every period and frequency), then the periods and
-/// frequencies, then the rest. (`exclude_user` and `exclude_kernel` are
-/// per event in the record's event flags, the same for every event.)
-pub const CONFIG_KEYS: [&str; 10] = [
+/// frequencies, then the rest, `mode` last (a switch to overwrite mode may
+/// need the larger `buffer_size` set before it). (`exclude_user` and
+/// `exclude_kernel` are per event in the record's event flags, the same for
+/// every event; `mode` is the record's byte 7.)
+pub const CONFIG_KEYS: [&str; 11] = [
     "event",
     "sample_period",
     "sample_freq",
@@ -913,6 +915,7 @@ pub const CONFIG_KEYS: [&str; 10] = [
     "buffer_watershed",
     "exclude_user",
     "exclude_kernel",
+    "mode",
 ];
 
 /// Bytes of a CONFIG record's fixed part (each event adds

@@ -386,7 +386,7 @@ impl Profiler {
                 if *e == EINVAL {
                     pr_ratelimited!(
                         pr_info,
-                        "snapshot: refused (EINVAL): the module records in consume mode (load it with mode=overwrite)\n"
+                        "snapshot: refused (EINVAL): the module records in consume mode (switch with mode: overwrite)\n"
                     );
                 }
             })
@@ -448,7 +448,7 @@ impl HotplugHandler for Profiler {
         }
         self.software.queue();
         // Overwrite mode: no periodic sync (a snapshot moves the records).
-        if !self.buffers.overwrite {
+        if !self.buffers.overwrite() {
             self.works.start(cpu);
         }
         pr_debug!("cpu{cpu}: online, sampling\n");

@@ -222,7 +222,7 @@ pub(crate) struct CpuSampler {
     /// after an eighth of the buffer's bytes of SAMPLE records, so that a
     /// COMM overwritten in the ring leaves at most that much nameless
     /// ([`Self::rename_bytes`]; never in consume mode).
-    renames: bool,
+    renames: Atomic<bool>,
     /// SAMPLE bytes written since the last COMM record.
     since_comm: Atomic<u64>,
     /// Whether the CPU is between the profiler's hotplug callbacks `online`
@@ -259,7 +259,7 @@ impl CpuSampler {
             depth: Atomic::new(depth.min(MAX_DEPTH as u32)),
             user_depth: Atomic::new(user_depth.min(MAX_USER_DEPTH as u32)),
             scratch: Scratch::new(),
-            renames: overwrite,
+            renames: Atomic::new(overwrite),
             since_comm: Atomic::new(0),
             up: Atomic::new(false),
         })
@@ -278,11 +278,17 @@ impl CpuSampler {
     /// eighth of the buffer's bytes, i.e. its size in 8-byte words, which
     /// follows a resize (0: never, consume mode).
     fn rename_bytes(&self) -> u64 {
-        if self.renames {
+        if self.renames.load(Relaxed) {
             self.buffer.capacity_words() as u64
         } else {
             0
         }
+    }
+
+    /// Whether the sampler re-names its task every eighth of its buffer
+    /// (overwrite mode): set while recording is off.
+    pub(crate) fn set_renames(&self, on: bool) {
+        self.renames.store(on, Relaxed);
     }
 
     /// Forgets which task the last COMM record named, so that the next sample

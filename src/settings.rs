@@ -108,7 +108,7 @@ impl Settings {
 /// The values of the runtime-changeable keys in their parameter syntax,
 /// each with its name (the debugfs files and the `config` text).
 impl Settings {
-    /// Writes the value of `key` (a debugfs file's name, or `mode`) in its
+    /// Writes the value of `key` (a debugfs file's name) in its
     /// parameter syntax, without a newline; an error for another key.
     pub(crate) fn write_value(
         &self,
@@ -134,16 +134,16 @@ impl Settings {
     }
 }
 
-/// The runtime-changeable keys, in the order the `config` text lists them
-/// (then `mode`, which is not changeable): the stream format's one list.
+/// The runtime-changeable keys, in the order the `config` text lists them:
+/// the stream format's one list.
 pub(crate) use crate::format::CONFIG_KEYS as KEYS;
 
-/// The `config` text: one `key=value` line per [`KEYS`] and `mode`.
+/// The `config` text: one `key=value` line per [`KEYS`].
 pub(crate) struct ConfigText<'a>(pub(crate) &'a Settings);
 
 impl core::fmt::Display for ConfigText<'_> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        for key in Iterator::chain(KEYS.iter(), &["mode"]) {
+        for key in KEYS {
             write!(f, "{key}=")?;
             self.0.write_value(key.as_bytes(), f)?;
             f.write_str("\n")?;

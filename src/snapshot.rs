@@ -254,6 +254,24 @@ impl SnapshotState {
         self.staged = staged;
     }
 
+    /// A switch to overwrite mode: CPU `cpu`'s LOST records have reported
+    /// `lost_reported` samples so far, and its ring buffer has overwritten
+    /// `overrun` records (none of them since the switch).
+    pub(crate) fn take_over(&mut self, cpu: usize, lost_reported: u64, overrun: u64) {
+        if let Some(r) = self.lost_reported.get_mut(cpu) {
+            *r = lost_reported;
+        }
+        if let Some(o) = self.overrun_seen.get_mut(cpu) {
+            *o = overrun;
+        }
+    }
+
+    /// The lost samples of CPU `cpu` its LOST records have reported so far
+    /// (for a switch to consume mode).
+    pub(crate) fn lost_reported(&self, cpu: usize) -> u64 {
+        self.lost_reported.get(cpu).copied().unwrap_or(0)
+    }
+
     /// A mutex around a new state.
     pub(crate) fn new_locked(
         nr_cpus: usize,
@@ -293,7 +311,7 @@ impl crate::sync::Buffers {
         running: &RecordSwitch,
         recording: bool,
     ) -> Result<SnapshotStats> {
-        if !self.overwrite {
+        if !self.overwrite() {
             return Err(EINVAL);
         }
         let n = self.cpus.len();

@@ -39,7 +39,7 @@ use crate::{
     event_buffer::EventBuffer,
     format::{self, Endian},
     ratelimit::pr_ratelimited,
-    ringbuf::{ControlError, ReadError},
+    ringbuf::{ControlError, Mode, ReadError},
     sampler::{now, CpuSampler},
     snapshot::SnapshotState,
     sync_stage::Stage,
@@ -78,9 +78,14 @@ pub(crate) struct CpuSync {
 }
 
 impl CpuSync {
-    /// A pinned, locked-per-CPU sync state, its staging area allocated.
-    pub(crate) fn new() -> Result<impl PinInit<Mutex<CpuSync>>> {
-        let stage = Stage::new()?;
+    /// A pinned, locked-per-CPU sync state, its staging area allocated
+    /// (consume mode) or not (overwrite mode, see [`Stage::unallocated`]).
+    pub(crate) fn new(overwrite: bool) -> Result<impl PinInit<Mutex<CpuSync>>> {
+        let stage = if overwrite {
+            Stage::unallocated()
+        } else {
+            Stage::new()?
+        };
         Ok(new_mutex!(CpuSync {
             stage,
             scratch: [0; format::MAX_RECORD],
@@ -209,6 +214,11 @@ fn sync_cpu(t: &Target<'_>) -> Moved {
     let st = &mut *st;
     let reserve = t.b.reserve.bytes();
     let mut moved = Moved::default();
+    // Overwrite mode (a work that found consume mode just before a
+    // switch): nothing syncs.
+    if !st.stage.is_allocated() {
+        return moved;
+    }
     loop {
         let more = stage_cpu(t, st);
         let mut eb = t.b.events.lock();
@@ -281,10 +291,10 @@ pub(crate) struct Buffers {
     /// Per possible CPU (kvmalloc: large `nr_cpu_ids` need no high-order
     /// allocation).
     pub(crate) cpus: KVVec<CpuSampler>,
-    /// Per possible CPU: its sync state, behind its own mutex. Empty in
-    /// overwrite mode, where nothing syncs (the records stay in the CPU
-    /// buffers for a snapshot, which has staging areas of its own): every
-    /// sync then finds no target.
+    /// Per possible CPU: its sync state, behind its own mutex. In
+    /// overwrite mode nothing syncs (the records stay in the CPU buffers
+    /// for a snapshot, which has staging areas of its own) and the sync
+    /// states have no staging area.
     cpu_sync: KVVec<Pin<KBox<Mutex<CpuSync>>>>,
     /// What the sync keeps free in the event buffer for `tracing_on=0`.
     reserve: Reserve,
@@ -303,11 +313,14 @@ pub(crate) struct Buffers {
     /// changed at runtime by `config.rs`, while recording is off).
     buffer_size: Atomic<usize>,
     watershed: Atomic<usize>,
-    /// The smallest event buffer for this machine's CPUs.
+    /// The smallest event buffer for this machine's CPUs in consume mode
+    /// (overwrite mode adds a snapshot's framing).
     min_buffer_size: usize,
     /// Flight recorder (`mode=overwrite`): the CPU buffers keep the newest
-    /// records; nothing moves them but a snapshot (`snapshot.rs`).
-    pub(crate) overwrite: bool,
+    /// records; nothing moves them but a snapshot (`snapshot.rs`). Changed
+    /// by [`Buffers::switch_mode`] only, while recording is off, no counter
+    /// exists and no periodic sync runs.
+    overwrite: Atomic<bool>,
     /// The snapshots' staging areas and counts (taken only by a snapshot).
     #[pin]
     pub(crate) snap: Mutex<SnapshotState>,
@@ -329,23 +342,20 @@ impl Buffers {
         let n = cpus.len();
         let reserve = Reserve::new(n);
         // Room for the reserve and a few of the largest records besides
-        // (and a snapshot's framing).
-        let framing = if overwrite {
-            crate::snapshot::framing_bytes(n)
-        } else {
-            0
-        };
-        let min = 2 * reserve.bytes() + 4 * format::MAX_RECORD + framing;
+        // (and in overwrite mode a snapshot's framing).
+        let min_consume = 2 * reserve.bytes() + 4 * format::MAX_RECORD;
+        let min = min_size(min_consume, n, overwrite);
         let staging = if overwrite { cpu_buffer_size } else { 0 };
         if buffer_size < min {
             pr_err!("buffer_size={buffer_size} is too small for {n} CPUs: at least {min} bytes\n");
             return Err(EINVAL);
         }
-        // Overwrite mode: none (see `cpu_sync`).
-        let n_sync = if overwrite { 0 } else { n };
-        let mut cpu_sync = KVVec::with_capacity(n_sync, GFP_KERNEL)?;
-        for _ in 0..n_sync {
-            cpu_sync.push(KBox::pin_init(CpuSync::new()?, GFP_KERNEL)?, GFP_KERNEL)?;
+        let mut cpu_sync = KVVec::with_capacity(n, GFP_KERNEL)?;
+        for _ in 0..n {
+            cpu_sync.push(
+                KBox::pin_init(CpuSync::new(overwrite)?, GFP_KERNEL)?,
+                GFP_KERNEL,
+            )?;
         }
         Ok(try_pin_init!(Self {
             cpus,
@@ -357,10 +367,15 @@ impl Buffers {
             readers <- new_poll_condvar!(),
             buffer_size: Atomic::new(buffer_size),
             watershed: Atomic::new(watershed),
-            min_buffer_size: min,
-            overwrite,
+            min_buffer_size: min_consume,
+            overwrite: Atomic::new(overwrite),
             snap <- SnapshotState::new_locked(n, staging)?,
         }? Error))
+    }
+
+    /// Whether the buffers record in overwrite mode (flight recorder).
+    pub(crate) fn overwrite(&self) -> bool {
+        self.overwrite.load(Relaxed)
     }
 
     /// What the sync keeps free in the event buffer for `tracing_on=0`.
@@ -388,7 +403,7 @@ impl Buffers {
     /// the event buffer is full.
     pub(crate) fn sync_one(&self, cpu: u32) {
         // Overwrite mode: the records stay for a snapshot.
-        if self.overwrite {
+        if self.overwrite() {
             return;
         }
         if let Some(t) = self.target(cpu as usize) {
@@ -424,7 +439,7 @@ impl Buffers {
     /// Moves every CPU's records, one CPU after another.
     pub(crate) fn sync_all(&self) {
         // Overwrite mode: the records stay for a snapshot.
-        if self.overwrite {
+        if self.overwrite() {
             return;
         }
         for cpu in 0..self.cpus.len() {
@@ -480,7 +495,7 @@ impl Buffers {
         // Overwrite mode: what the CPU buffers hold stays there (frozen) for
         // a snapshot.
         for cpu in 0..self.cpus.len() {
-            if self.overwrite {
+            if self.overwrite() {
                 break;
             }
             if let Some(t) = self.target(cpu) {
@@ -513,17 +528,38 @@ impl Buffers {
     }
 }
 
+/// The smallest event buffer for `nr_cpus` CPUs: `min_consume` bytes in
+/// consume mode, and in overwrite mode a snapshot's framing besides.
+fn min_size(min_consume: usize, nr_cpus: usize, overwrite: bool) -> usize {
+    if overwrite {
+        min_consume + crate::snapshot::framing_bytes(nr_cpus)
+    } else {
+        min_consume
+    }
+}
+
+/// What a switch of mode ([`Buffers::switch_mode`]) installs, allocated
+/// before anything changes.
+pub(crate) enum ModeStorage {
+    /// For consume mode: a sync staging area per CPU.
+    Consume(KVVec<Stage>),
+    /// For overwrite mode: the snapshots' staging areas.
+    Overwrite(KVVec<crate::snapshot::StagedCpu>),
+}
+
 /// Runtime configuration changes (`config.rs`), while recording is off.
 impl Buffers {
-    /// The smallest event buffer for this machine's CPUs.
-    pub(crate) fn min_buffer_size(&self) -> usize {
-        self.min_buffer_size
+    /// The smallest event buffer for this machine's CPUs in overwrite mode
+    /// or consume mode.
+    pub(crate) fn min_buffer_size(&self, overwrite: bool) -> usize {
+        min_size(self.min_buffer_size, self.cpus.len(), overwrite)
     }
 
     /// Whether a CPU buffer holds records (overwrite mode: not snapshotted
-    /// yet).
+    /// yet), or, in consume mode, a sync staging area.
     pub(crate) fn cpus_hold_records(&self) -> bool {
         self.cpus.iter().any(|s| s.buffer.stats().entries > 0)
+            || self.cpu_sync.iter().any(|c| !c.lock().stage.is_empty())
     }
 
     /// Sets every sampler's callchain depths.
@@ -614,19 +650,23 @@ impl Buffers {
         Ok(v)
     }
 
-    /// Snapshot staging areas for CPU buffers of `bytes` each (overwrite
-    /// mode; none in consume mode), allocated before anything changes.
+    /// Snapshot staging areas for CPU buffers of `bytes` each (for
+    /// overwrite mode), allocated before anything changes.
     pub(crate) fn snapshot_staging(
         &self,
         bytes: usize,
-    ) -> Result<Option<KVVec<crate::snapshot::StagedCpu>>> {
-        if !self.overwrite {
-            return Ok(None);
+    ) -> Result<KVVec<crate::snapshot::StagedCpu>> {
+        crate::snapshot::SnapshotState::new_staging(self.cpus.len(), bytes)
+    }
+
+    /// A sync staging area per CPU (for consume mode), allocated before
+    /// anything changes.
+    pub(crate) fn sync_stages(&self) -> Result<KVVec<Stage>> {
+        let mut v = KVVec::with_capacity(self.cpus.len(), GFP_KERNEL)?;
+        for _ in 0..self.cpus.len() {
+            v.push(Stage::new()?, GFP_KERNEL)?;
         }
-        Ok(Some(crate::snapshot::SnapshotState::new_staging(
-            self.cpus.len(),
-            bytes,
-        )?))
+        Ok(v)
     }
 
     /// The snapshots take `staging` (from [`Self::snapshot_staging`], for
@@ -650,15 +690,14 @@ impl Buffers {
         };
         // The CPU's reader: its sync in consume mode; in overwrite mode a
         // snapshot, which the caller's `control` lock keeps out.
-        let lock = self.cpu_sync.get(cpu);
-        if lock.is_none() && !self.overwrite {
+        let Some(lock) = self.cpu_sync.get(cpu) else {
             return Err((st, EINVAL));
-        }
+        };
         for _ in 0..100 {
             {
                 // The CPU's sync (the only reader in consume mode) waits
                 // meanwhile.
-                let _sync = lock.map(|l| l.lock());
+                let _sync = lock.lock();
                 // Recording is off (tracing_on=0): a writer in flight is
                 // one that is giving up.
                 let _ = s.buffer.set_enabled(false);
@@ -675,6 +714,97 @@ impl Buffers {
             kernel::time::delay::fsleep(kernel::time::Delta::from_millis(1));
         }
         Err((st, EBUSY))
+    }
+
+    /// Switches the CPU buffers to the mode `storage` is for (see
+    /// [`ModeStorage`]) and installs it, freeing what the other mode used.
+    /// What the stream has been told of each CPU's lost samples (LOST
+    /// records) passes from the sync to the snapshots or back, so that
+    /// nothing is reported twice or not at all; the snapshots start counting
+    /// overwritten records from the ring's count now; every sampler names
+    /// its next task anew and re-names its task only in overwrite mode.
+    ///
+    /// The caller holds the `control` lock (no snapshot runs); recording is
+    /// off, and neither a counter nor a periodic sync exists (the hotplug
+    /// registration is dropped); the CPU buffers hold no records
+    /// ([`Self::cpus_hold_records`]). `EBUSY`, nothing changed, if a CPU
+    /// buffer stayed busy through a few retries.
+    pub(crate) fn switch_mode(&self, storage: ModeStorage) -> Result {
+        let overwrite = matches!(storage, ModeStorage::Overwrite(_));
+        let (to, from) = if overwrite {
+            (Mode::Overwrite, Mode::ProducerConsumer)
+        } else {
+            (Mode::ProducerConsumer, Mode::Overwrite)
+        };
+        for cpu in 0..self.cpus.len() {
+            if let Err(e) = self.set_cpu_mode(cpu, to) {
+                for c in 0..cpu {
+                    if self.set_cpu_mode(c, from).is_err() {
+                        pr_ratelimited!(
+                            pr_err,
+                            "cpu{c}: the buffer cannot be put back to its old mode\n"
+                        );
+                    }
+                }
+                pr_ratelimited!(
+                    pr_info,
+                    "config: mode: a CPU buffer stayed busy (error {})\n",
+                    e.to_errno()
+                );
+                return Err(e);
+            }
+        }
+        let mut snap = self.snap.lock();
+        match storage {
+            ModeStorage::Overwrite(staging) => {
+                for (c, (sync, s)) in self.cpu_sync.iter().zip(self.cpus.iter()).enumerate() {
+                    let mut sync = sync.lock();
+                    snap.take_over(c, sync.lost_reported, s.buffer.stats().overrun);
+                    sync.stage = Stage::unallocated();
+                }
+                snap.replace_staging(staging);
+            }
+            ModeStorage::Consume(stages) => {
+                for ((c, sync), stage) in self.cpu_sync.iter().enumerate().zip(stages) {
+                    let mut sync = sync.lock();
+                    sync.lost_reported = snap.lost_reported(c);
+                    sync.stage = stage;
+                }
+                snap.replace_staging(KVVec::new());
+            }
+        }
+        drop(snap);
+        for s in self.cpus.iter() {
+            s.set_renames(overwrite);
+            s.forget_comm();
+        }
+        self.overwrite.store(overwrite, Relaxed);
+        Ok(())
+    }
+
+    /// Sets CPU `cpu`'s buffer to `mode`; `EBUSY` if a writer or reader
+    /// stayed in it through a few retries.
+    fn set_cpu_mode(&self, cpu: usize, mode: Mode) -> Result {
+        let (Some(s), Some(lock)) = (self.cpus.get(cpu), self.cpu_sync.get(cpu)) else {
+            return Err(EINVAL);
+        };
+        for _ in 0..100 {
+            {
+                let _sync = lock.lock();
+                // Recording is off: a writer in flight is one that is
+                // giving up.
+                let _ = s.buffer.set_enabled(false);
+                let r = s.buffer.set_mode(mode);
+                let _ = s.buffer.set_enabled(true);
+                match r {
+                    Ok(()) => return Ok(()),
+                    Err(ControlError::WritersActive | ControlError::ReaderBusy) => {}
+                    Err(_) => return Err(EINVAL),
+                }
+            }
+            kernel::time::delay::fsleep(kernel::time::Delta::from_millis(1));
+        }
+        Err(EBUSY)
     }
 
     /// Gives every CPU buffer its storage of `storages` (one per possible

@@ -55,7 +55,8 @@ pub(crate) struct Dropped {
 ///
 /// # Invariants
 ///
-/// `start <= end <= buf.len()`, `buf.len() == STAGE_BYTES`; the bytes
+/// `start <= end <= buf.len()`, `buf.len()` is [`STAGE_BYTES`] or 0 (not
+/// allocated: overwrite mode, where nothing syncs); the bytes
 /// `start..end` are `records` whole records, each of the length its prefix
 /// says (a non-zero multiple of 8). `noted[..nr_noted]` are the offsets in
 /// `buf`, ascending, of the noted records among them, all of them unless
@@ -74,16 +75,35 @@ impl Stage {
     /// An empty staging area of [`STAGE_BYTES`] bytes.
     pub(crate) fn new() -> Result<Self> {
         let buf = KVVec::from_elem(0, STAGE_BYTES, GFP_KERNEL)?;
-        // INVARIANT: nothing staged.
+        // INVARIANT: nothing staged, `STAGE_BYTES` of storage.
         Ok(Self {
             buf,
+            ..Self::unallocated()
+        })
+    }
+
+    /// A staging area without storage (overwrite mode): nothing fits.
+    pub(crate) fn unallocated() -> Self {
+        // INVARIANT: nothing staged, no storage.
+        Self {
+            buf: KVVec::new(),
             start: 0,
             end: 0,
             records: 0,
             noted: [0; STAGE_NOTED],
             nr_noted: 0,
             noted_lost: false,
-        })
+        }
+    }
+
+    /// Whether it has its storage (see [`Self::unallocated`]).
+    pub(crate) fn is_allocated(&self) -> bool {
+        !self.buf.is_empty()
+    }
+
+    /// Whether nothing is staged.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.start == self.end
     }
 
     /// Records staged (for the tests).

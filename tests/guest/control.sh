@@ -19,7 +19,7 @@ drain() { cat $DEV >/dev/null & dp=$!; sleep 0.3; echo 1 >$DBG/flush; sleep 0.5;
 
 check "insmod" insmod /oprofile_rs.ko event=cpu-clock sample_period=1000000
 cat $DBG/config
-for f in event sample_period sample_freq backtrace_depth user_backtrace_depth cpu_buffer_size buffer_size buffer_watershed exclude_user exclude_kernel; do
+for f in event sample_period sample_freq backtrace_depth user_backtrace_depth cpu_buffer_size buffer_size buffer_watershed exclude_user exclude_kernel mode; do
     expect_eq "$f reads as config says" "$(cat $DBG/$f)" "$(cfg $f)"
 done
 
@@ -39,13 +39,14 @@ for bad in "event=" "event=\\n" "event=bogus" "event=cpu-clock,cpu-clock" "event
            "sample_freq=100001" "sample_freq=1,2" "backtrace_depth=65" "backtrace_depth=1x" \
            "user_backtrace_depth=18446744073709551616" "cpu_buffer_size=5000" "cpu_buffer_size=1024" \
            "cpu_buffer_size=134217728" "buffer_size=1" "buffer_size=1073741824" "buffer_watershed=1048576" \
-           "buffer_watershed= 5" "backtrace_depth=1 2"; do
+           "buffer_watershed= 5" "backtrace_depth=1 2" "mode=bogus" "mode=Overwrite" "mode=1" \
+           "mode=overwrite,consume"; do
     f=${bad%%=*} v=${bad#*=}
     expect_eq "$bad: EINVAL" "$(try "$f" "$v")" "err EINVAL"
 done
 expect_eq "a 600-byte write: EINVAL" "$(try backtrace_depth "$(printf '%0600d' 1)")" "err EINVAL"
 expect_eq "nothing changed by refused writes" "$(cat $DBG/config)" "$snap"
-for bad in "" "backtrace_depth" "bogus=1" "mode=consume" "backtrace_depth=1 backtrace_depth=2" \
+for bad in "" "backtrace_depth" "bogus=1" "mode=bogus" "backtrace_depth=1 backtrace_depth=2" \
            "event=cpu-clock,page-faults sample_period=1000000,1,1" "sample_period=100000 sample_freq=100"; do
     expect_eq "ioctl '$bad': EINVAL" "$(/tmp/cfgctl set "$bad")" "err EINVAL"
 done
@@ -161,11 +162,13 @@ expect_eq "nothing applied" "$(cat $DBG/backtrace_depth)" 4
 dmesg -c >/dev/null
 /tmp/cfgctl hammer 8 "event=cpu-clock,page-faults" "event=cpu-clock sample_period=100000" "backtrace_depth=3" \
     "cpu_buffer_size=16384" "cpu_buffer_size=8192" "buffer_size=131072" "buffer_size=196608" \
-    "exclude_user=1 exclude_kernel=0" "exclude_user=0 exclude_kernel=1" "exclude_user=0" >/tmp/h1.out &
+    "exclude_user=1 exclude_kernel=0" "exclude_user=0 exclude_kernel=1" "exclude_user=0" \
+    "mode=overwrite" "mode=consume" >/tmp/h1.out &
 h1=$!
 (end=$(($(date +%s) + 8)); while [ "$(date +%s)" -lt $end ]; do
     echo 2 >$DBG/user_backtrace_depth; echo 0,0 >$DBG/sample_freq; echo cpu-clock,task-clock >$DBG/event
     echo 4 >$DBG/user_backtrace_depth; echo 1 >$DBG/exclude_kernel; echo 0 >$DBG/exclude_kernel
+    echo overwrite >$DBG/mode; echo 1 >$DBG/snapshot; echo consume >$DBG/mode
     done) 2>/dev/null &
 h2=$!
 (end=$(($(date +%s) + 8)); while [ "$(date +%s)" -lt $end ]; do
@@ -179,8 +182,12 @@ wait $h1 $h2 $tog $hp
 cat /tmp/h1.out
 check "the ioctl writer got only ok, EBUSY or EINVAL" grep -q ' other 0$' /tmp/h1.out
 check "some changes applied" sh -c "! grep -q 'hammer ok 0 ' /tmp/h1.out"
-kill $catpid; wait $catpid
 echo 0 >$DBG/tracing_on
+# The storm may have left the flight recorder on: a snapshot empties its
+# buffers, then consume mode again.
+[ "$(cat $DBG/mode)" = overwrite ] && echo 1 >$DBG/snapshot
+expect_eq "consume mode again after the storm" "$(try mode consume)" ok
+kill $catpid; wait $catpid
 cat $DBG/config
 echo cpu-clock >$DBG/event
 expect_eq "both modes again" "$(/tmp/cfgctl set "exclude_user=0 exclude_kernel=0")" ok
@@ -198,11 +205,15 @@ expect_eq "overwrite: cpu_buffer_size resizes (the snapshot staging follows)" "$
 expect_eq "overwrite: event EBUSY while the CPU buffers hold records" "$(try event page-faults)" "err EBUSY"
 expect_eq "overwrite: excluded modes EBUSY too" "$(try exclude_kernel 1)" "err EBUSY"
 expect_eq "overwrite: depth changes are fine" "$(try backtrace_depth 2)" ok
+expect_eq "overwrite: mode=consume EBUSY while the CPU buffers hold records" "$(try mode consume)" "err EBUSY"
 cat $DEV >/dev/null & catpid=$!
 echo 1 >$DBG/snapshot
 sleep 0.5; kill $catpid; wait $catpid
 expect_eq "overwrite: event changes after a snapshot" "$(try event page-faults)" ok
 expect_eq "overwrite: and excluded modes" "$(try exclude_kernel 1)" ok
+expect_eq "overwrite: and the mode (consume)" "$(try mode consume)" ok
+expect_eq "consume: the snapshot file says so" "$(cut -d' ' -f1 $DBG/snapshot)" "mode=consume"
+expect_eq "consume: a snapshot is EINVAL" "$(/tmp/probe write $DBG/snapshot 1)" "err EINVAL"
 check "rmmod" rmmod oprofile_rs
 check_kmemleak
 finish

@@ -49,6 +49,15 @@ check_stream() {
     grep '^#' /tmp/rep.txt
     check_accounting "$3" /tmp/rep.txt
 }
+# check_snapshots STREAM: runs snapcheck (tests/guest/snapcheck.c) on STREAM,
+# its per-CPU totals kept in /tmp/snap.txt, and checks that it found nothing
+# wrong.
+check_snapshots() {
+    /tmp/snapcheck "$1" >/tmp/snap.txt; local rc=$?
+    grep -v '^snap ' /tmp/snap.txt
+    grep FAIL /tmp/snap.txt | head -20
+    expect_eq "snapcheck $1: framing, merge order, names, newness, modes" "$rc" 0
+}
 # samples_while_off SCRIPT: SAMPLE lines (not LOST or CONFIG) of `oprofile-rs script --events`
 # output that stand between a TRACING off and the next TRACING on.
 samples_while_off() {

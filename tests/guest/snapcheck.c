@@ -14,13 +14,17 @@
  *    previous snapshot;
  *  - every SAMPLE is named: the latest COMM of its CPU before it in the same
  *    snapshot has its pid;
- *  - no SAMPLE outside a snapshot.
+ *  - no SAMPLE outside a snapshot while the stream's latest CONFIG record
+ *    says overwrite mode (or before any CONFIG), and no snapshot while it
+ *    says consume mode (the mode changes at run time: records of both
+ *    modes, each after its CONFIG).
  *
  * Prints "FAIL: ..." for each violation (exit 1), then
  *   snapshots N
  *   snap SEQ cpu C records R overwritten O samples S bytes B
- *   cpu C records R overwritten O samples S comms M lost L
- * (the last kind summed over all snapshots; lost from LOST records).
+ *   cpu C records R overwritten O samples S comms M lost L consumed K
+ * (the last kind summed over all snapshots; lost from LOST records;
+ * consumed: SAMPLEs recorded in consume mode, outside snapshots).
  *
  * snapcheck ioctl DEV [rdonly]: opens DEV (O_WRONLY, or O_RDONLY|O_NONBLOCK)
  * and asks for one snapshot with OPROFILE_RS_IOC_SNAPSHOT; prints "ok" or
@@ -47,7 +51,7 @@ static uint16_t u16(const unsigned char *p) { uint16_t v; memcpy(&v, p, 2); retu
 static uint32_t u32(const unsigned char *p) { uint32_t v; memcpy(&v, p, 4); return v; }
 static uint64_t u64(const unsigned char *p) { uint64_t v; memcpy(&v, p, 8); return v; }
 
-struct cpu_total { uint64_t records, overwritten, samples, comms, lost; };
+struct cpu_total { uint64_t records, overwritten, samples, comms, lost, consumed; };
 struct cpu_snap {
 	int begun;
 	uint64_t want, got, overwritten, samples, bytes;
@@ -97,6 +101,7 @@ int main(int argc, char **argv)
 	uint32_t seq = 0, last_seq = 0;
 	uint64_t snap_time = 0, sum_rec = 0, sum_ow = 0, last_rec_time = 0;
 	unsigned snapshots = 0;
+	int consume = 0; /* the latest CONFIG says consume mode */
 
 	while (pos + 8 <= n) {
 		const unsigned char *r = buf + pos;
@@ -104,8 +109,12 @@ int main(int argc, char **argv)
 		if (size < 8 || size % 8 || pos + size > n) { FAIL("bad record at %zu", pos); break; }
 		if (cpu >= MAXCPU) { FAIL("cpu %u at %zu", cpu, pos); break; }
 		uint64_t t = size >= 16 ? u64(r + 8) : 0;
-		if (kind == 6) { /* SNAPSHOT */
+		if (kind == 5) { /* CONFIG: byte 7 is the mode */
+			if (in_snap) FAIL("CONFIG inside snapshot %u", seq);
+			consume = r[7] == 0;
+		} else if (kind == 6) { /* SNAPSHOT */
 			uint32_t s = u32(r + 16);
+			if (consume) FAIL("SNAPSHOT record at %zu in consume mode", pos);
 			uint64_t ow = u64(r + 24), rec = u64(r + 32);
 			if (r[6] == 0) { /* BEGIN */
 				if (!in_snap) {
@@ -143,7 +152,8 @@ int main(int argc, char **argv)
 			uint32_t pid = u32(r + (kind == 1 ? 24 : 16));
 			if (kind == 2) tot[cpu].comms += in_snap;
 			if (!in_snap) {
-				if (kind == 1) FAIL("SAMPLE outside a snapshot at %zu", pos);
+				if (kind == 1 && !consume) FAIL("SAMPLE outside a snapshot at %zu", pos);
+				if (kind == 1) tot[cpu].consumed++;
 			} else {
 				struct cpu_snap *c = &cs[cpu];
 				after_begins = 1;
@@ -171,8 +181,9 @@ int main(int argc, char **argv)
 	if (pos != n) FAIL("%zu trailing bytes", n - pos);
 	printf("snapshots %u\n", snapshots);
 	for (int c = 0; c < MAXCPU; c++)
-		if (tot[c].records || tot[c].overwritten || tot[c].lost)
-			printf("cpu %d records %lu overwritten %lu samples %lu comms %lu lost %lu\n", c, tot[c].records,
-			       tot[c].overwritten, tot[c].samples, tot[c].comms, tot[c].lost);
+		if (tot[c].records || tot[c].overwritten || tot[c].lost || tot[c].consumed)
+			printf("cpu %d records %lu overwritten %lu samples %lu comms %lu lost %lu consumed %lu\n", c,
+			       tot[c].records, tot[c].overwritten, tot[c].samples, tot[c].comms, tot[c].lost,
+			       tot[c].consumed);
 	return failures ? 1 : 0;
 }

@@ -102,10 +102,7 @@ echo 1 >$DBG/flush
 sleep 1
 kill -TERM $catpid; wait $catpid
 cat $DBG/stats | tee /tmp/stats.txt
-/tmp/snapcheck /tmp/s.bin >/tmp/snap.txt; rc=$?
-grep -v '^snap ' /tmp/snap.txt
-grep FAIL /tmp/snap.txt | head -20
-expect_eq "snapcheck: framing, merge order, names, newness" "$rc" 0
+check_snapshots /tmp/s.bin
 expect_eq "snapshots in the stream" "$(sed -n 's/^snapshots //p' /tmp/snap.txt)" "$(snaps)"
 tot() { awk -v c="$1" -v f="$2" '$1 == "cpu" && $2 == c { for (i = 3; i < NF; i += 2) if ($i == f) print $(i + 1) }' /tmp/snap.txt; }
 many=0
@@ -169,17 +166,13 @@ for cpu in $(stat_cpus /tmp/stats2.txt); do
 done
 echo 1 >$DBG/tracing_on
 
-# The tool: record --snapshot refuses consume mode; in overwrite mode it
-# writes one snapshot per SIGUSR2 and one at the end, as sections of one file
-# that script --events and --snapshot N read.
+# The tool: record --snapshot switches a module in consume mode to the
+# flight recorder for the recording and back after it; it writes one
+# snapshot per SIGUSR2 and one at the end, as sections of one file that
+# script --events and --snapshot N read.
 check "rmmod" rmmod oprofile_rs
-check "insmod (consume mode)" insmod /oprofile_rs.ko
-out=$(oprofile-rs record --snapshot -q -o /tmp/r.data -d 1 2>&1); rc=$?
-echo "$out"
-check "record --snapshot refuses consume mode" sh -c "[ $rc -ne 0 ] && echo '$out' | grep -q 'needs the module in overwrite mode'"
-check "rmmod" rmmod oprofile_rs
-check "insmod overwrite, 16 KiB CPU buffers, 4 kHz" \
-    insmod /oprofile_rs.ko mode=overwrite cpu_buffer_size=16384 sample_period=250000
+check "insmod consume mode, 16 KiB CPU buffers, 4 kHz" \
+    insmod /oprofile_rs.ko cpu_buffer_size=16384 sample_period=250000
 # The workload outlasts the recording, however long record takes to start
 # (seconds on the lockdep kernel): every snapshot holds its hot function.
 /tmp/workload 60 & wl=$!
@@ -192,6 +185,10 @@ echo "record exited with status $?"
 cat /tmp/rec.err
 grep -q ", 3 snapshots" /tmp/rec.err || dmesg | tail -20
 check "record --snapshot: two on SIGUSR2, one at the end" grep -q ", 3 snapshots" /tmp/rec.err
+expect_eq "record --snapshot put consume mode back" "$(cat $DBG/mode)" consume
+expect_eq "and recording on" "$(cat $DBG/tracing_on)" 1
+grep -q '^settings: mode=overwrite ' /tmp/r.data.meta/info && pass "the side-car names the switch" ||
+    fail "side-car: $(grep '^settings' /tmp/r.data.meta/info)"
 /tmp/snapcheck /tmp/r.data >/tmp/r.check; rc=$?
 grep -v '^snap ' /tmp/r.check; grep FAIL /tmp/r.check | head
 expect_eq "snapcheck of the recorded file" "$rc" 0
@@ -210,6 +207,12 @@ kill $wl; wait $wl 2>/dev/null
 
 # rmmod while snapshotting: an open snapshot file (one open, many writes)
 # pins the module, rmmod says "in use" meanwhile, and works afterwards.
+# (The event buffer, unread since record ended, needs room for the CONFIG
+# record of the switch: read it first.)
+echo 0 >$DBG/tracing_on
+cat $DEV >/dev/null & dp=$!; sleep 0.3; echo 1 >$DBG/flush; sleep 0.5; kill $dp; wait $dp
+expect_eq "overwrite mode again (debugfs)" "$(/tmp/cfgctl write $DBG/mode overwrite)" ok
+echo 1 >$DBG/tracing_on
 rm -f /tmp/opened /tmp/release
 ( exec 3>$SNAP; touch /tmp/opened; i=0
   while [ $i -lt 200 ]; do echo 1 >&3 || exit 1; i=$((i + 1)); done

@@ -9,9 +9,13 @@
 # holds samples taken before it, which the stream checks allow in this mode
 # only. Meanwhile a resizer switches recording off, gives the CPU buffers
 # another size (4, 8 or 16 KiB: the snapshots' staging follows) and switches
-# it back on. Afterwards: every CPU online, a resize still works, a
-# snapshot still delivers samples, unload is clean, kmemleak (debug kernel)
-# finds nothing. Seeded as torture.sh: SEED=N replays the random choices.
+# it back on, and every third time switches to consume mode instead (after
+# a snapshot, which empties the CPU buffers), records 0.3 s in it and
+# switches back (the `mode` file: the periodic syncs start and stop, the
+# staging areas of each mode are freed and allocated). Afterwards: every
+# CPU online, a resize still works, a snapshot still delivers samples,
+# unload is clean, kmemleak (debug kernel) finds nothing. Seeded as
+# torture.sh: SEED=N replays the random choices.
 . /tmp/lib.sh
 torture_args torture-overwrite 15
 opts="mode=overwrite cpu_buffer_size=4096 buffer_size=65536 event=cpu-clock,context-switches sample_freq=20000,0 backtrace_depth=16"
@@ -19,12 +23,27 @@ check "insmod ($opts)" insmod /oprofile_rs.ko $opts
 /tmp/workload $((secs + 5)) >/dev/null & /tmp/workload $((secs + 5)) >/dev/null &
 rm -f /tmp/snap.stop
 ( while [ ! -e /tmp/snap.stop ]; do echo 1 >$DBG/snapshot 2>/dev/null; sleep 0.1; done ) & snapper=$!
-( i=0 n=0; while [ ! -e /tmp/snap.stop ]; do
+( i=0 n=0 m=0; while [ ! -e /tmp/snap.stop ]; do
       echo 0 >$DBG/tracing_on
-      echo $((4096 << (i % 3))) >$DBG/cpu_buffer_size && n=$((n + 1))
+      if [ $((i % 3)) -eq 2 ]; then
+          echo 1 >$DBG/snapshot
+          if echo consume >$DBG/mode; then
+              m=$((m + 1))
+              echo 1 >$DBG/tracing_on; sleep 0.3; echo 0 >$DBG/tracing_on
+          fi
+          # EBUSY while the torture's control writer has switched recording
+          # on again, or while the event buffer has no room for the CONFIG
+          # record (until a reader of the torture takes some).
+          t=0
+          until r=$(/tmp/cfgctl write $DBG/mode overwrite); [ "$r" = ok ] || [ $t -ge 100 ]; do
+              echo "$r" >>/tmp/switch-back; echo 0 >$DBG/tracing_on; sleep 0.05; t=$((t + 1))
+          done
+      else
+          echo $((4096 << (i % 3))) >$DBG/cpu_buffer_size && n=$((n + 1))
+      fi
       echo 1 >$DBG/tracing_on
       i=$((i + 1)); sleep 0.3
-  done 2>/dev/null; echo "$n of $i" >/tmp/resizes ) & resizer=$!
+  done 2>/dev/null; echo "$n of $i" >/tmp/resizes; echo "$m of $((i / 3))" >/tmp/switches ) & resizer=$!
 /tmp/torture "$seed" "$secs" ${TORTURE_ROLES:-rrcmh} >/tmp/t.txt; rc=$?
 touch /tmp/snap.stop; wait $snapper $resizer
 cat /tmp/t.txt
@@ -34,6 +53,10 @@ case ${TORTURE_ROLES:-rrcmh} in *h*) check "CPU 1 went offline and online ($(tor
 wait
 expect_eq "every CPU is online again" "$(cat /sys/devices/system/cpu/online)" "0-$((NCPU - 1))"
 check "the CPU buffers were resized during the torture ($(cat /tmp/resizes))" [ "$(cut -d' ' -f1 /tmp/resizes)" -gt 0 ]
+check "consume mode and back during the torture ($(cat /tmp/switches))" [ "$(cut -d' ' -f1 /tmp/switches)" -gt 0 ]
+[ -f /tmp/switch-back ] && echo "switches back to overwrite mode refused: $(sort /tmp/switch-back | uniq -c | tr '\n' ' ')"
+check "only EBUSY refused a switch back" sh -c "! grep -qv 'err EBUSY' /tmp/switch-back 2>/dev/null"
+expect_eq "overwrite mode after the torture" "$(cat $DBG/mode)" overwrite
 echo 0 >$DBG/tracing_on
 expect_eq "a resize after the torture" "$(/tmp/cfgctl write $DBG/cpu_buffer_size 8192)" ok
 echo 1 >$DBG/tracing_on

@@ -84,6 +84,8 @@ pub struct ModuleSettings {
     /// `--all-user` / `--all-kernel`: the module's `exclude_user` and
     /// `exclude_kernel`.
     pub exclude: Option<(bool, bool)>,
+    /// `--snapshot`: the module's `mode` (`overwrite`: flight recorder).
+    pub mode: Option<String>,
 }
 
 /// A comma list of numbers (`-c`, `-F`).
@@ -303,6 +305,9 @@ impl ModuleSettings {
             out.push(("exclude_user", u8::from(user).to_string()));
             out.push(("exclude_kernel", u8::from(kernel).to_string()));
         }
+        if let Some(m) = &self.mode {
+            out.push(("mode", m.clone()));
+        }
         out.sort_by_key(|(k, _)| KEYS.iter().position(|x| x == k));
         Ok(out)
     }
@@ -465,12 +470,15 @@ impl<C: Control> Applied<C> {
             for (k, v) in todo {
                 if let Err(e) = self.ctl.set_config(&[(k, v.clone())]) {
                     // A smaller buffer_size must hold what waits in the
-                    // event buffer.
-                    let first = if e.error.raw_os_error() == Some(libc::EBUSY) && k == "buffer_size"
-                    {
-                        "read what waits in /dev/oprofile/buffer, then "
-                    } else {
-                        ""
+                    // event buffer; the flight recorder's CPU buffers must
+                    // be empty to leave it.
+                    let busy = e.error.raw_os_error() == Some(libc::EBUSY);
+                    let first = match k {
+                        "buffer_size" if busy => "read what waits in /dev/oprofile/buffer, then ",
+                        "mode" if busy => {
+                            "take a snapshot (echo 1 > /sys/kernel/debug/oprofile/snapshot) and read it, then "
+                        }
+                        _ => "",
                     };
                     problems.push(format!(
                         "cannot put back {k}={v}: {e} ({first}echo {v} > /sys/kernel/debug/oprofile/{k})"
@@ -903,6 +911,40 @@ mod tests {
         let e = apply(old.clone(), &want, &mut || false).err().unwrap();
         assert!(e.to_string().contains("has no exclude_user"), "{e}");
         assert_eq!(old.log(), ["config?"]);
+    }
+
+    #[test]
+    fn the_recording_mode_goes_last_and_a_busy_restore_says_to_snapshot() {
+        let fake = Fake::new(true);
+        let before = fake.config();
+        // --snapshot with a larger buffer: the mode after buffer_size (a
+        // switch to overwrite mode needs the room).
+        let want = ModuleSettings {
+            mode: Some("overwrite".into()),
+            buffer_size: Some(4 << 20),
+            ..ModuleSettings::default()
+        };
+        let mut a = apply(fake.clone(), &want, &mut || false).unwrap();
+        assert_eq!(fake.log()[3], "set buffer_size=4194304 mode=overwrite");
+        assert_eq!(fake.config()["mode"], "overwrite");
+        assert!(a.restore().is_empty());
+        assert_eq!(fake.config(), before);
+        // The module refuses to leave overwrite mode while its CPU buffers
+        // hold records: the message says how to empty them.
+        let fake = Fake::new(false);
+        let mut a = apply(fake.clone(), &want, &mut || false).unwrap();
+        {
+            let mut s = fake.0.borrow_mut();
+            s.refuse = Some("mode");
+            s.refuse_busy = true;
+        }
+        let problems = a.restore();
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(
+            problems[0].contains("cannot put back mode=consume")
+                && problems[0].contains("take a snapshot"),
+            "{problems:?}"
+        );
     }
 
     #[test]

@@ -167,22 +167,16 @@ struct RecordArgs {
         conflicts_with = "command"
     )]
     pid: Vec<u32>,
-    /// Flight recorder: the module must have been loaded with
-    /// `mode=overwrite` (its per-CPU buffers keep the newest samples). Each
-    /// SIGUSR2 (`kill -USR2 PID`) writes a snapshot of what they hold, the
-    /// samples of the last moments, into FILE, and so does the end of the
-    /// recording (SIGINT, SIGTERM, --duration, the command's exit). Each
-    /// snapshot is a section of FILE: `script --events` shows them,
-    /// `--snapshot N` selects one in every analysis command.
+    /// Flight recorder: the module records in overwrite mode (its per-CPU
+    /// buffers keep the newest samples; switched for the recording and put
+    /// back after it). Each SIGUSR2 (`kill -USR2 PID`) writes a snapshot of
+    /// what they hold, the samples of the last moments, into FILE, and so
+    /// does the end of the recording (SIGINT, SIGTERM, --duration, the
+    /// command's exit). Each snapshot is a section of FILE: `script
+    /// --events` shows them, `--snapshot N` selects one in every analysis
+    /// command.
     #[arg(long)]
     snapshot: bool,
-    /// The module's `mode` parameter file (read with --snapshot).
-    #[arg(
-        long,
-        default_value = "/sys/module/oprofile_rs/parameters/mode",
-        hide = true
-    )]
-    mode_param: PathBuf,
     /// Command to run while recording; recording stops when it exits, and
     /// analyses show only it and its descendants unless given --all.
     #[arg(last = true, value_name = "COMMAND")]
@@ -570,9 +564,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     (_, true) => Some((true, false)),
                     _ => None,
                 },
+                mode: None,
             };
             o.snapshot = a.snapshot;
-            o.mode_param = a.mode_param;
             o.progress = !a.quiet && std::io::stderr().is_terminal();
             let sum = record::record(&o, stop)?;
             for w in &sum.warnings {

@@ -38,12 +38,11 @@ pub struct RecordOptions {
     /// `-p`: processes the recording is about (it stops when they have all
     /// exited); analyses keep them and their descendants by default.
     pub pids: Vec<u32>,
-    /// `--snapshot`: flight recorder. The module must be in overwrite mode
-    /// (`mode=overwrite`); a snapshot is taken at each SIGUSR2 and when
-    /// recording stops, each one a section of the output stream.
+    /// `--snapshot`: flight recorder. The module records in overwrite mode
+    /// for the recording (`mode=overwrite` is added to `settings`); a
+    /// snapshot is taken at each SIGUSR2 and when recording stops, each one
+    /// a section of the output stream.
     pub snapshot: bool,
-    /// The module's `mode` parameter file (checked with `snapshot`).
-    pub mode_param: PathBuf,
     /// `-e`, `-c`, `-F`, `-g`, buffer sizes: set before recording, put back
     /// after ([`crate::control`]).
     pub settings: ModuleSettings,
@@ -76,23 +75,6 @@ fn catch_sigusr2() -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// Checks that the module records in overwrite mode (its `mode` parameter).
-fn check_overwrite_mode(param: &Path) -> Result<()> {
-    match std::fs::read_to_string(param) {
-        Ok(m) if m.trim() == "overwrite" => Ok(()),
-        Ok(m) => bail!(
-            "record --snapshot needs the module in overwrite mode, and it is in {} mode: \
-             reload it with `rmmod oprofile_rs; insmod oprofile_rs.ko mode=overwrite ...`",
-            m.trim()
-        ),
-        Err(e) => bail!(
-            "record --snapshot: cannot read the module's mode ({}: {e}): is the oprofile-rs module \
-             (with its flight recorder) loaded?",
-            param.display()
-        ),
-    }
 }
 
 /// Asks the module for a snapshot through `dev`.
@@ -138,7 +120,6 @@ impl RecordOptions {
             maps: MapsSource::Auto,
             pids: Vec::new(),
             snapshot: false,
-            mode_param: PathBuf::from("/sys/module/oprofile_rs/parameters/mode"),
             settings: ModuleSettings::default(),
         }
     }
@@ -717,6 +698,12 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
 
     // Settings no module could take are refused before anything is touched.
     opts.settings.check()?;
+    // The flight recorder: the module records in overwrite mode for the
+    // recording (a switch at run time; put back after it).
+    let mut settings = opts.settings.clone();
+    if opts.snapshot {
+        settings.mode = Some("overwrite".into());
+    }
     // Targets of -p must exist (checked first: kallsyms takes a while).
     for &p in &opts.pids {
         if !running(&opts.proc_root, p) {
@@ -724,7 +711,6 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
         }
     }
     if opts.snapshot {
-        check_overwrite_mode(&opts.mode_param)?;
         catch_sigusr2()?;
         info.push(
             "snapshots: flight recorder (mode=overwrite), one per SIGUSR2 and one at the end"
@@ -834,7 +820,7 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
         .with_context(cannot_open)?;
     // The settings asked for: recording off, applied, recording on; put
     // back at the end (or, on an error, when `applied` is dropped).
-    if !opts.settings.is_empty() {
+    if !settings.is_empty() {
         // A control file of its own (`O_WRONLY`: no reader slot), so that
         // the settings can be put back after the reader is closed: the
         // module refuses a new buffer_size while a reader that mapped the
@@ -847,7 +833,7 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
         // Bytes read to make room for the CONFIG record (the event buffer
         // filled up since the open): written first.
         let mut scratch = vec![0u8; opts.buffer_size.max(4096)];
-        let a = crate::control::apply(ctl, &opts.settings, &mut || {
+        let a = crate::control::apply(ctl, &settings, &mut || {
             let mut got = false;
             while pre.len() < (256 << 20) {
                 match read_some(&mut dev, &mut scratch) {

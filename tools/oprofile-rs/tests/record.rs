@@ -692,34 +692,6 @@ fn scanner_tells_samples_buffered_before_the_start() {
 
 // ------------------------------------------------------------------ settings
 
-/// A debugfs directory as a module without the control ioctls shows it (the
-/// "device" is a regular file: its ioctls answer ENOTTY, so `record` falls
-/// back to these files). Its `config` is the configuration before.
-fn fake_debugfs(dir: &Path) -> std::path::PathBuf {
-    let d = dir.join("debugfs");
-    std::fs::create_dir(&d).unwrap();
-    let values = [
-        ("event", "cpu-clock,page-faults"),
-        ("sample_period", "1000000,1000"),
-        ("sample_freq", "0,0"),
-        ("backtrace_depth", "0"),
-        ("user_backtrace_depth", "32"),
-        ("cpu_buffer_size", "65536"),
-        ("buffer_size", "1048576"),
-        ("buffer_watershed", "262144"),
-    ];
-    let mut config = String::new();
-    for (k, v) in values {
-        std::fs::write(d.join(k), format!("{v}\n")).unwrap();
-        config += &format!("{k}={v}\n");
-    }
-    config += "mode=consume\n";
-    std::fs::write(d.join("config"), config).unwrap();
-    std::fs::write(d.join("tracing_on"), "1\n").unwrap();
-    std::fs::write(d.join("flush"), "").unwrap();
-    d
-}
-
 fn file(d: &Path, k: &str) -> String {
     std::fs::read_to_string(d.join(k))
         .unwrap()
@@ -750,7 +722,7 @@ fn record_applies_its_settings_and_puts_them_back_on_sigint_and_sigterm() {
 
 fn settings_put_back_on(sig: i32) {
     let dir = tempfile::tempdir().unwrap();
-    let dbg = fake_debugfs(dir.path());
+    let dbg = common::fake_debugfs(dir.path());
     let dev = dir.path().join("dev");
     let data = stream_for(&[1]);
     std::fs::write(&dev, &data).unwrap();
@@ -816,7 +788,7 @@ fn assert_settings_as_before(dbg: &Path) {
 #[test]
 fn record_puts_back_what_it_changed_when_applying_fails() {
     let dir = tempfile::tempdir().unwrap();
-    let dbg = fake_debugfs(dir.path());
+    let dbg = common::fake_debugfs(dir.path());
     // The module refuses the watershed (the last key): a directory cannot
     // be written.
     std::fs::remove_file(dbg.join("buffer_watershed")).unwrap();
@@ -837,7 +809,7 @@ fn record_puts_back_what_it_changed_when_applying_fails() {
 #[test]
 fn record_refuses_contradictory_settings_before_touching_the_module() {
     let dir = tempfile::tempdir().unwrap();
-    let dbg = fake_debugfs(dir.path());
+    let dbg = common::fake_debugfs(dir.path());
     let dev = dir.path().join("dev");
     std::fs::write(&dev, stream_for(&[1])).unwrap();
     let before: Vec<(String, String)> = std::fs::read_dir(&dbg)
@@ -885,7 +857,7 @@ fn record_refuses_contradictory_settings_before_touching_the_module() {
 #[test]
 fn record_puts_back_its_settings_after_a_later_error() {
     let dir = tempfile::tempdir().unwrap();
-    let dbg = fake_debugfs(dir.path());
+    let dbg = common::fake_debugfs(dir.path());
     let dev = dir.path().join("dev");
     std::fs::write(&dev, stream_for(&[1])).unwrap();
     // Applied, then the output cannot be created.

@@ -1,6 +1,6 @@
 //! Issue 11 part 4, the flight recorder in the tool: SNAPSHOT records in
 //! `script --events`, `--snapshot N` in the analysis commands, and
-//! `record --snapshot`'s refusal of a module in consume mode.
+//! `record --snapshot`'s switch of the module to overwrite mode and back.
 
 mod common;
 
@@ -155,71 +155,44 @@ fn profile_knows_each_samples_snapshot() {
 }
 
 #[test]
-fn record_snapshot_needs_overwrite_mode() {
+fn record_snapshot_switches_the_module_to_overwrite_mode_and_back() {
+    // A module in consume mode, reached through its debugfs files (the
+    // "device" is a plain file: its ioctls fail with ENOTTY). record
+    // --snapshot switches the mode for the recording and puts it back; the
+    // snapshot ioctl failing is a warning, and the stream is still recorded.
     let dir = tempfile::tempdir().unwrap();
-    let mode = dir.path().join("mode");
-    std::fs::write(&mode, "consume\n").unwrap();
-    let out_file = dir.path().join("out.data");
-    let out = run(&[
-        "record",
-        "--snapshot",
-        "--mode-param",
-        mode.to_str().unwrap(),
-        "-o",
-        out_file.to_str().unwrap(),
-        "--device",
-        "/nonexistent",
-        "-d",
-        "0",
-    ]);
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("needs the module in overwrite mode, and it is in consume mode"),
-        "{err}"
-    );
-    let missing = dir.path().join("missing");
-    let out = run(&[
-        "record",
-        "--snapshot",
-        "--mode-param",
-        missing.to_str().unwrap(),
-        "-o",
-        out_file.to_str().unwrap(),
-        "-d",
-        "0",
-    ]);
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("cannot read the module's mode"), "{err}");
-}
-
-#[test]
-fn record_snapshot_on_a_device_without_snapshots() {
-    // overwrite mode said, but the "device" is a plain file: the ioctl fails
-    // (ENOTTY), which is a warning; the stream is still recorded.
-    let dir = tempfile::tempdir().unwrap();
-    let mode = dir.path().join("mode");
-    std::fs::write(&mode, "overwrite\n").unwrap();
+    let dbg = common::fake_debugfs(dir.path());
     let dev = dir.path().join("dev");
     std::fs::write(&dev, stream()).unwrap();
     let out_file = dir.path().join("out.data");
-    let out = run(&[
-        "record",
-        "--snapshot",
-        "--mode-param",
-        mode.to_str().unwrap(),
-        "-o",
-        out_file.to_str().unwrap(),
-        "--device",
-        dev.to_str().unwrap(),
-        "--maps",
-        "poll",
-        "-d",
-        "0.2",
-    ]);
-    assert!(out.status.success(), "{out:?}");
-    let err = String::from_utf8_lossy(&out.stderr);
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("oprofile-rs"))
+        .args(["record", "--snapshot", "-o", out_file.to_str().unwrap()])
+        .args(["--device", dev.to_str().unwrap()])
+        .args(["--debugfs", dbg.to_str().unwrap(), "--maps", "poll"])
+        .args(["-d", "1.5"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mode = || std::fs::read_to_string(dbg.join("mode")).unwrap();
+    let t = std::time::Instant::now();
+    while mode().trim() != "overwrite" && t.elapsed() < std::time::Duration::from_secs(10) {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(mode().trim(), "overwrite", "while recording");
+    assert_eq!(
+        std::fs::read_to_string(dbg.join("tracing_on"))
+            .unwrap()
+            .trim(),
+        "1"
+    );
+    let status = child.wait().unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(status.success(), "{err}");
+    assert_eq!(mode().trim(), "consume", "put back: {err}");
     assert!(err.contains("a snapshot failed"), "{err}");
     assert_eq!(std::fs::read(&out_file).unwrap(), stream());
+    let info = std::fs::read_to_string(dir.path().join("out.data.meta/info")).unwrap();
+    assert!(info.contains("settings: mode=overwrite"), "{info}");
+    assert!(info.contains("settings-restored: mode=consume"), "{info}");
 }

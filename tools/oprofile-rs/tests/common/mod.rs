@@ -287,3 +287,32 @@ pub fn report_row(v: &serde_json::Value, symbol: &str) -> serde_json::Value {
         .unwrap_or_else(|| panic!("no row {symbol}: {v}"))
         .clone()
 }
+
+/// A debugfs directory as a module without the control ioctls shows it (the
+/// "device" is a regular file: its ioctls answer ENOTTY, so `record` falls
+/// back to these files). Its `config` is the configuration before.
+pub fn fake_debugfs(dir: &Path) -> PathBuf {
+    let d = dir.join("debugfs");
+    std::fs::create_dir(&d).unwrap();
+    let values = [
+        ("event", "cpu-clock,page-faults"),
+        ("sample_period", "1000000,1000"),
+        ("sample_freq", "0,0"),
+        ("backtrace_depth", "0"),
+        ("user_backtrace_depth", "32"),
+        ("cpu_buffer_size", "65536"),
+        ("buffer_size", "1048576"),
+        ("buffer_watershed", "262144"),
+    ];
+    let mut config = String::new();
+    for (k, v) in values {
+        std::fs::write(d.join(k), format!("{v}\n")).unwrap();
+        config += &format!("{k}={v}\n");
+    }
+    std::fs::write(d.join("mode"), "consume\n").unwrap();
+    config += "mode=consume\n";
+    std::fs::write(d.join("config"), config).unwrap();
+    std::fs::write(d.join("tracing_on"), "1\n").unwrap();
+    std::fs::write(d.join("flush"), "").unwrap();
+    d
+}
