@@ -1,6 +1,8 @@
 //! `annotate SYMBOL`: samples per instruction over the disassembly of a user
-//! function (x86 and x86-64 binaries, disassembled with iced-x86), or of a
-//! kernel function given the kernel's image (`--vmlinux`).
+//! function (x86 and x86-64 binaries, disassembled with iced-x86), of a
+//! kernel function given the kernel's image (`--vmlinux`), or of a module's
+//! function from its object file (`--modules`, else the recording kernel's
+//! `/lib/modules/RELEASE`).
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
@@ -30,13 +32,29 @@ pub struct Annotated {
     pub unit: &'static str,
 }
 
+/// Where the kernel's code comes from, for kernel and module functions.
+#[derive(Debug, Clone, Default)]
+pub struct KernelCode {
+    /// `--vmlinux`: the kernel's image, with symbols.
+    pub vmlinux: Option<PathBuf>,
+    /// `--modules`: a module's object file (`.ko`, `.ko.xz`), or a directory
+    /// searched for `NAME.ko` and `NAME.ko.xz`.
+    pub modules: Option<PathBuf>,
+    /// The recording kernel's release (side-car `info`): without
+    /// `--modules`, modules are looked for in `/lib/modules/RELEASE`.
+    pub release: Option<String>,
+}
+
 /// Disassembles `code` (the bytes at `start`) and places the `hits` (vaddr →
-/// weight) on its instructions.
+/// weight) on its instructions. `notes` (address → text) are appended to
+/// the instruction holding the address (a module's relocations: what a call
+/// or a load refers to, which the object file's bytes do not say yet).
 pub fn disassemble(
     code: &[u8],
     start: u64,
     bitness: u32,
     hits: &BTreeMap<u64, u64>,
+    notes: &BTreeMap<u64, String>,
 ) -> (Vec<(u64, String, u64)>, u64) {
     use iced_x86::{Decoder, DecoderOptions, Formatter, Instruction, IntelFormatter};
     let mut dec = Decoder::with_ip(bitness, code, start, DecoderOptions::NONE);
@@ -51,6 +69,10 @@ pub fn disassemble(
             text.push_str("(bad)");
         } else {
             fmt.format(&ins, &mut text);
+        }
+        for (_, n) in notes.range(ins.ip()..ins.next_ip()) {
+            text.push_str("  ; ");
+            text.push_str(n);
         }
         let w = hits.get(&ins.ip()).copied().unwrap_or(0);
         placed += w;
@@ -69,24 +91,30 @@ pub fn annotate(
     p: &Profile,
     name: &str,
     symfs: Option<&Path>,
-    vmlinux: Option<&Path>,
+    code: &KernelCode,
 ) -> Result<Vec<Annotated>> {
+    let vmlinux = code.vmlinux.as_deref();
     // (mapped path) → file offset → weight
     let mut per_path: BTreeMap<String, BTreeMap<u64, u64>> = BTreeMap::new();
     let mut kernel = 0u64;
-    // Core kernel samples: address → weight; and those in modules.
+    // Core kernel samples: address → weight; and per module.
     let mut kernel_hits: BTreeMap<u64, u64> = BTreeMap::new();
-    let mut module: Option<String> = None;
+    let mut module_hits: BTreeMap<String, BTreeMap<u64, u64>> = BTreeMap::new();
     for s in &p.samples {
         if s.pc.symbol.as_deref() != Some(name) {
             continue;
         }
         if s.pc.kernel {
-            kernel += s.weight;
             if s.pc.dso == crate::symbols::KERNEL_DSO {
+                kernel += s.weight;
                 *kernel_hits.entry(s.pc.addr).or_default() += s.weight;
             } else {
-                module = Some(s.pc.dso.clone());
+                let m = s.pc.dso.trim_start_matches('[').trim_end_matches(']');
+                *module_hits
+                    .entry(m.to_string())
+                    .or_default()
+                    .entry(s.pc.addr)
+                    .or_default() += s.weight;
             }
             continue;
         }
@@ -101,20 +129,18 @@ pub fn annotate(
     let mut out = Vec::new();
     if kernel > 0 {
         match vmlinux {
-            Some(v) if !kernel_hits.is_empty() => {
-                out.push(annotate_kernel(p, name, &kernel_hits, v)?);
-            }
-            Some(_) => bail!(
-                "{name} is a function of the module {}: annotate reads the core kernel's image only",
-                module.as_deref().unwrap_or("?")
-            ),
-            None if per_path.is_empty() => bail!(
+            Some(v) => out.push(annotate_kernel(p, name, &kernel_hits, v)?),
+            None if per_path.is_empty() && module_hits.is_empty() => bail!(
                 "{name} is a kernel function: annotate needs the kernel's code, and the recording has only \
                  its symbols; give the image it ran with --vmlinux PATH (with symbols: a distribution's \
                  debug package, e.g. /usr/lib/debug/boot/vmlinux-RELEASE, or the build tree's vmlinux)"
             ),
             None => {}
         }
+    }
+    for (module, hits) in &module_hits {
+        let ko = find_module(module, code, symfs)?;
+        out.push(annotate_module(p, name, module, hits, &ko)?);
     }
     if per_path.is_empty() && out.is_empty() {
         let mut similar: Vec<String> = p
@@ -175,7 +201,7 @@ pub fn annotate(
                 format!("{}: the code of {name} is not in the file", real.display())
             })?;
         let total: u64 = offsets.values().sum();
-        let (lines, outside) = disassemble(code, start, bitness, &hits);
+        let (lines, outside) = disassemble(code, start, bitness, &hits, &BTreeMap::new());
         out.push(Annotated {
             path,
             symbol: name.to_string(),
@@ -272,7 +298,238 @@ fn annotate_kernel(
         .with_context(|| format!("{shown}: the code of {name} is not in the file"))?;
     let start = ran[rank];
     let total: u64 = hits.values().sum();
-    let (lines, outside) = disassemble(code, start, bitness, hits);
+    let (lines, outside) = disassemble(code, start, bitness, hits, &BTreeMap::new());
+    Ok(Annotated {
+        path: shown.to_string(),
+        symbol: name.to_string(),
+        start,
+        lines,
+        total,
+        unplaced: outside,
+        unit: crate::report::shown_event(p).map_or("samples", |e| e.weight_unit()),
+    })
+}
+
+/// The object file of module `module`: `--modules` (a file, or a directory
+/// searched), else the recording kernel's module tree.
+fn find_module(module: &str, code: &KernelCode, symfs: Option<&Path>) -> Result<PathBuf> {
+    let how = format!(
+        "{module}.ko: give the module's object file (or a directory holding it) with --modules PATH"
+    );
+    let root = match (&code.modules, &code.release) {
+        (Some(m), _) if m.is_file() => return Ok(m.clone()),
+        (Some(m), _) if m.is_dir() => m.clone(),
+        (Some(m), _) => bail!("--modules {}: no such file or directory", m.display()),
+        (None, Some(r)) => {
+            let d = PathBuf::from(format!("/lib/modules/{r}"));
+            match symfs {
+                Some(s) => s.join(d.strip_prefix("/").unwrap_or(&d)),
+                None => d,
+            }
+        }
+        (None, None) => bail!(
+            "the function is in the module {module} and the recording does not say which kernel \
+             ran (no kernel-release in its side-car): {how}"
+        ),
+    };
+    match search_module(&root, module, 0) {
+        Ok(Some(p)) => Ok(p),
+        Ok(None) => bail!(
+            "the function is in the module {module}, and {} has no {module}.ko or {module}.ko.xz: {how}",
+            root.display()
+        ),
+        Err(e) => bail!(
+            "the function is in the module {module}, and {} cannot be read ({e}): {how}",
+            root.display()
+        ),
+    }
+}
+
+/// `NAME.ko` or `NAME.ko.xz` under `dir` (module names use `_` where file
+/// names may use `-`), searched depth first; symbolic links to directories
+/// (`/lib/modules/R/build`, `source`) are not followed.
+fn search_module(dir: &Path, module: &str, depth: u32) -> std::io::Result<Option<PathBuf>> {
+    if depth > 8 {
+        return Ok(None);
+    }
+    let rd = match std::fs::read_dir(dir) {
+        Ok(rd) => rd,
+        Err(e) if depth == 0 => return Err(e),
+        Err(_) => return Ok(None),
+    };
+    let mut subdirs = Vec::new();
+    for e in rd.flatten() {
+        let Ok(ty) = e.file_type() else { continue };
+        let name = e.file_name().to_string_lossy().replace('-', "_");
+        if ty.is_dir() {
+            subdirs.push(e.path());
+        } else if name == format!("{module}.ko") || name == format!("{module}.ko.xz") {
+            return Ok(Some(e.path()));
+        }
+    }
+    subdirs.sort();
+    for d in subdirs {
+        if let Some(p) = search_module(&d, module, depth + 1)? {
+            return Ok(Some(p));
+        }
+    }
+    Ok(None)
+}
+
+/// Largest module accepted (decompressed).
+const MAX_MODULE: usize = 512 << 20;
+
+/// A module's object file, decompressed if it is `.ko.xz`.
+fn read_module(path: &Path) -> Result<Vec<u8>> {
+    let data = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    match data.get(..6) {
+        Some(b"\xfd7zXZ\0") => crate::symbols::xz_decompress(&data, MAX_MODULE)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display())),
+        Some([0x1f, 0x8b, ..]) | Some([0x28, 0xb5, 0x2f, 0xfd, ..]) => bail!(
+            "{}: compressed with gzip or zstd, which annotate does not read: decompress it \
+             (gunzip, zstd -d) and give the .ko with --modules",
+            path.display()
+        ),
+        _ => Ok(data),
+    }
+}
+
+/// Module function `name`, sampled at `hits` (addresses as it ran →
+/// weight), disassembled from the module's object file `ko` (relocatable:
+/// each symbol's value is its offset in its section). The section's load
+/// address comes from the recording's kallsyms address of the function,
+/// and every other function of that section kallsyms lists must be where
+/// the same address puts it, or the file is another build of the module.
+/// The relocations of the function's code are shown as notes (the file's
+/// bytes leave call and data targets unresolved).
+fn annotate_module(
+    p: &Profile,
+    name: &str,
+    module: &str,
+    hits: &BTreeMap<u64, u64>,
+    ko: &Path,
+) -> Result<Annotated> {
+    use object::{Object, ObjectSection, ObjectSymbol};
+    let shown = ko.display();
+    let Some(kallsyms) = p.kallsyms.as_deref() else {
+        bail!("the recording has no kallsyms: its module addresses cannot be matched with {shown}");
+    };
+    let data = read_module(ko)?;
+    let file = object::File::parse(&*data)
+        .map_err(|e| anyhow::anyhow!("{shown}: not an ELF file: {e}"))?;
+    if file.kind() != object::ObjectKind::Relocatable {
+        bail!("{shown} is not a kernel module (a relocatable object)");
+    }
+    let bitness = bitness(&file).with_context(|| format!("{shown}: cannot disassemble"))?;
+    // The function as it ran: the kallsyms entry of that name holding most
+    // of the samples, and the file's symbol of the same rank.
+    let ran = kallsyms.text_addresses(Some(module), name);
+    let mut weight_at = vec![0u64; ran.len()];
+    for (addr, w) in hits {
+        if let Some(i) = ran.iter().rposition(|a| a <= addr) {
+            weight_at[i] += w;
+        }
+    }
+    let Some(rank) = (0..ran.len()).max_by_key(|&i| (weight_at[i], std::cmp::Reverse(i))) else {
+        bail!("the recording's kallsyms has no function {name} of the module {module}");
+    };
+    let named = |s: &object::Symbol<'_, '_>| {
+        s.name()
+            .is_ok_and(|n| n == name || crate::symbols::demangle(n) == name)
+    };
+    let mut funcs: Vec<object::Symbol<'_, '_>> = file
+        .symbols()
+        .filter(|s| s.kind() == object::SymbolKind::Text && s.section_index().is_some())
+        .collect();
+    funcs.sort_by_key(|s| (s.section_index().map(|i| i.0), s.address()));
+    let candidates: Vec<&object::Symbol<'_, '_>> = funcs.iter().filter(|s| named(s)).collect();
+    let Some(sym) = candidates.get(rank).or(candidates.first()) else {
+        bail!("{shown} has no function {name}: is it the object file of the module {module} recorded?");
+    };
+    let section_index = sym.section_index().context("no section")?;
+    let section = file
+        .section_by_index(section_index)
+        .with_context(|| format!("{shown}: {name}'s section is missing"))?;
+    let base = ran[rank].wrapping_sub(sym.address());
+    // Every other function of the section that kallsyms names once must be
+    // at base + its offset.
+    for f in funcs
+        .iter()
+        .filter(|f| f.section_index() == Some(section_index))
+    {
+        let Ok(raw) = f.name() else { continue };
+        let fname = crate::symbols::demangle(raw);
+        if fname.is_empty() || fname == name {
+            continue;
+        }
+        if let [at] = kallsyms.text_addresses(Some(module), &fname)[..] {
+            if at != base.wrapping_add(f.address()) {
+                bail!(
+                    "{shown} is not the object file of the module {module} recorded: {fname} ran at \
+                     {at:#x}, where this file would put it at {:#x}",
+                    base.wrapping_add(f.address())
+                );
+            }
+        }
+    }
+    // Its size, else up to the next function of its section.
+    let next = funcs
+        .iter()
+        .filter(|f| f.section_index() == Some(section_index))
+        .map(|f| f.address())
+        .find(|&a| a > sym.address());
+    let extent = match (sym.size(), next) {
+        (0, Some(n)) => n - sym.address(),
+        (0, None) => section.size().saturating_sub(sym.address()),
+        (s, _) => s,
+    }
+    .min(1 << 20);
+    let bytes = section
+        .data()
+        .map_err(|e| anyhow::anyhow!("{shown}: {e}"))?
+        .get(sym.address() as usize..(sym.address() + extent) as usize)
+        .with_context(|| format!("{shown}: the code of {name} is not in the file"))?;
+    let start = ran[rank];
+    let mut notes = BTreeMap::new();
+    for (off, r) in section.relocations() {
+        if off < sym.address() || off >= sym.address() + extent {
+            continue;
+        }
+        let target = match r.target() {
+            object::RelocationTarget::Symbol(i) => file.symbol_by_index(i).ok().map(|t| {
+                let n = t.name().unwrap_or("");
+                if n.is_empty() {
+                    // A section symbol: the section's name.
+                    t.section_index()
+                        .and_then(|i| file.section_by_index(i).ok())
+                        .and_then(|s| s.name().ok().map(str::to_string))
+                        .unwrap_or_default()
+                } else {
+                    crate::symbols::demangle(n)
+                }
+            }),
+            _ => None,
+        };
+        let Some(target) = target.filter(|t| !t.is_empty()) else {
+            continue;
+        };
+        // PC-relative fields count from the end of their 4 bytes.
+        let addend = if r.kind() == object::RelocationKind::Relative
+            || r.kind() == object::RelocationKind::PltRelative
+        {
+            r.addend() + 4
+        } else {
+            r.addend()
+        };
+        let note = match addend {
+            0 => target,
+            a if a > 0 => format!("{target}+{a:#x}"),
+            a => format!("{target}-{:#x}", a.unsigned_abs()),
+        };
+        notes.insert(start + (off - sym.address()), note);
+    }
+    let total: u64 = hits.values().sum();
+    let (lines, outside) = disassemble(bytes, start, bitness, hits, &notes);
     Ok(Annotated {
         path: shown.to_string(),
         symbol: name.to_string(),
@@ -348,7 +605,7 @@ mod tests {
         // push rbp; mov rbp,rsp; nop; pop rbp; ret
         let code = [0x55, 0x48, 0x89, 0xe5, 0x90, 0x5d, 0xc3];
         let hits = BTreeMap::from([(0x1001, 3), (0x1004, 1), (0x1002, 5), (0x2000, 2)]);
-        let (lines, unplaced) = disassemble(&code, 0x1000, 64, &hits);
+        let (lines, unplaced) = disassemble(&code, 0x1000, 64, &hits, &BTreeMap::new());
         let got: Vec<(u64, &str, u64)> =
             lines.iter().map(|(a, t, w)| (*a, t.as_str(), *w)).collect();
         assert_eq!(
@@ -364,7 +621,13 @@ mod tests {
         // In the middle of an instruction (0x1002) or beyond the code (0x2000).
         assert_eq!(unplaced, 7);
         // Garbage decodes as (bad) lines, never a panic.
-        let (lines, _) = disassemble(&[0xff, 0xff, 0x0f], 0, 64, &BTreeMap::new());
+        let (lines, _) = disassemble(
+            &[0xff, 0xff, 0x0f],
+            0,
+            64,
+            &BTreeMap::new(),
+            &BTreeMap::new(),
+        );
         assert!(lines.iter().any(|l| l.1 == "(bad)"), "{lines:?}");
     }
 }

@@ -408,6 +408,11 @@ struct AnnotateArgs {
     /// tree's.
     #[arg(short = 'k', long, value_name = "PATH")]
     vmlinux: Option<PathBuf>,
+    /// The object file of the module the function is in (`NAME.ko` or
+    /// `NAME.ko.xz`), or a directory searched for it (default: the
+    /// recording kernel's /lib/modules/RELEASE).
+    #[arg(long, value_name = "PATH")]
+    modules: Option<PathBuf>,
     #[command(flatten)]
     input: Input,
 }
@@ -660,11 +665,28 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Cmd::Annotate(a) => {
             let p = a.input.load_one_event("annotate")?;
+            // The kernel that ran, for its module tree.
+            let meta = a
+                .input
+                .sidecar
+                .clone()
+                .unwrap_or_else(|| oprofile_tool::sidecar::sidecar_dir(&a.input.input));
+            let release = std::fs::read_to_string(meta.join("info"))
+                .ok()
+                .and_then(|i| {
+                    i.lines()
+                        .find_map(|l| l.strip_prefix("kernel-release: ").map(str::to_string))
+                });
+            let code = oprofile_tool::annotate::KernelCode {
+                vmlinux: a.vmlinux,
+                modules: a.modules,
+                release,
+            };
             let ann = oprofile_tool::annotate::annotate(
                 &p,
                 &a.symbol,
                 a.input.common.symfs.as_deref(),
-                a.vmlinux.as_deref(),
+                &code,
             )?;
             let mut out = BufWriter::new(std::io::stdout().lock());
             oprofile_tool::annotate::write(&ann, &mut out)?;

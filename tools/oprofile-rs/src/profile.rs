@@ -606,7 +606,8 @@ impl Profile {
                 );
             }
         }
-        let kallsyms = sc.kallsyms();
+        let (kallsyms, kallsyms_warnings) = sc.kallsyms();
+        warnings.extend(kallsyms_warnings);
         match &kallsyms {
             None => warnings.push("no kallsyms captured: kernel addresses are [unknown]".into()),
             Some(k) if k.is_empty() => warnings.push(

@@ -539,6 +539,16 @@ fn read_proc_text(path: &Path) -> Result<String, String> {
         .map_err(|e| e.to_string())
 }
 
+/// The loaded modules of `/proc/modules` text: (name, load address).
+fn module_bases(text: &str) -> std::collections::BTreeSet<(&str, &str)> {
+    text.lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            Some((*f.first()?, *f.get(5)?))
+        })
+        .collect()
+}
+
 fn kallsyms_usable(text: &str) -> bool {
     text.lines().any(|l| {
         l.split_whitespace()
@@ -1247,6 +1257,23 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
             "other-mount-namespaces: {} processes (binaries read through /proc/PID/root)",
             tracker.namespaces.len()
         ));
+    }
+    // Modules loaded (or reloaded elsewhere) while recording: their
+    // symbols from a second capture.
+    if let (Some(start), Ok(end)) = (&sc.modules, read_proc_text(&opts.proc_root.join("modules"))) {
+        if module_bases(start) != module_bases(&end) {
+            match read_proc_text(&opts.proc_root.join("kallsyms")) {
+                Ok(k) => {
+                    info.push("kallsyms-end: captured (modules changed while recording)".into());
+                    sc.kallsyms_end = Some(k);
+                    sc.modules_end = Some(end);
+                }
+                Err(e) => warnings.push(format!(
+                    "modules changed while recording, and kallsyms cannot be read again ({e}): \
+                     the samples of modules loaded meanwhile are [unknown]"
+                )),
+            }
+        }
     }
     info.push(format!("samples: {}", scanner.samples));
     info.push(format!("lost: {}", scanner.lost));

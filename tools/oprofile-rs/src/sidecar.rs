@@ -5,6 +5,9 @@
 //!   info          "key: value" lines: what was captured and what could not be
 //!   kallsyms      copy of /proc/kallsyms at the start of the recording
 //!   modules       copy of /proc/modules at the start of the recording
+//!   kallsyms.end, modules.end
+//!                 the same at the end, when modules were loaded or unloaded
+//!                 while recording (the symbols of modules loaded meanwhile)
 //!   maps/<tgid>   last readable copy of /proc/<tgid>/maps of every process seen
 //!   perf-maps/<tgid>.map  copy of a JIT's /tmp/perf-<pid>.map
 //!   namespaces    "<tgid> <mnt namespace>" of processes in another mount
@@ -38,6 +41,9 @@ pub fn sidecar_dir(file: &Path) -> PathBuf {
 pub struct Sidecar {
     pub kallsyms: Option<String>,
     pub modules: Option<String>,
+    /// kallsyms and modules at the end, where modules changed meanwhile.
+    pub kallsyms_end: Option<String>,
+    pub modules_end: Option<String>,
     pub maps: HashMap<u32, String>,
     pub info: Option<String>,
     /// tgid → copy of its JIT perf map.
@@ -67,6 +73,8 @@ impl Sidecar {
         };
         sc.kallsyms = opt("kallsyms");
         sc.modules = opt("modules");
+        sc.kallsyms_end = opt("kallsyms.end");
+        sc.modules_end = opt("modules.end");
         sc.info = opt("info");
         sc.events = opt("events");
         sc.vdso = std::fs::read(dir.join("vdso")).ok();
@@ -123,6 +131,12 @@ impl Sidecar {
         if let Some(m) = &self.modules {
             std::fs::write(dir.join("modules"), m)?;
         }
+        if let Some(k) = &self.kallsyms_end {
+            std::fs::write(dir.join("kallsyms.end"), k)?;
+        }
+        if let Some(m) = &self.modules_end {
+            std::fs::write(dir.join("modules.end"), m)?;
+        }
         for (tgid, text) in &self.maps {
             std::fs::write(dir.join("maps").join(tgid.to_string()), text)?;
         }
@@ -154,10 +168,26 @@ impl Sidecar {
         Ok(())
     }
 
-    pub fn kallsyms(&self) -> Option<Kallsyms> {
-        self.kallsyms
-            .as_deref()
-            .map(|k| Kallsyms::parse(k, self.modules.as_deref()))
+    /// The kernel's symbols: the start's, with the modules loaded while
+    /// recording from the end's ([`Kallsyms::add_later_modules`]); and a
+    /// warning per module whose addresses an unloaded one had used.
+    pub fn kallsyms(&self) -> (Option<Kallsyms>, Vec<String>) {
+        let mut warnings = Vec::new();
+        let k = self.kallsyms.as_deref().map(|k| {
+            let mut k = Kallsyms::parse(k, self.modules.as_deref());
+            if let Some(end) = &self.kallsyms_end {
+                let later = Kallsyms::parse(end, self.modules_end.as_deref());
+                let (_, overlapping) = k.add_later_modules(&later);
+                for m in overlapping {
+                    warnings.push(format!(
+                        "module {m} was loaded while recording at addresses a module unloaded meanwhile \
+                         had used: samples there are named after the earlier one"
+                    ));
+                }
+            }
+            k
+        });
+        (k, warnings)
     }
 
     /// Roots of the processes of other mount namespaces (`/proc/<tgid>/root`).

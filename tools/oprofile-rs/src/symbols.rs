@@ -180,18 +180,118 @@ impl Kallsyms {
                         .push((base, base.saturating_add(size), f[0].to_string()));
                 }
             }
+            k.cap_module_ranges();
         }
         k
+    }
+
+    /// Ends every module range at the next module's start: `/proc/modules`
+    /// gives a module's text address and its whole size, and since Linux
+    /// 6.4 its data lies elsewhere (a region per memory type), so the text
+    /// of the module loaded after it can start within that size.
+    fn cap_module_ranges(&mut self) {
+        self.module_ranges.sort_by_key(|r| r.0);
+        let starts: Vec<u64> = self.module_ranges.iter().map(|r| r.0).collect();
+        for (i, r) in self.module_ranges.iter_mut().enumerate() {
+            if let Some(&next) = starts
+                .get(i + 1..)
+                .and_then(|n| n.iter().find(|&&n| n > r.0))
+            {
+                r.1 = r.1.min(next);
+            }
+        }
+    }
+
+    /// The addresses from `start` to the last symbol of `module` in
+    /// [`start`, `end`): the part of a module range its symbols show.
+    fn symbol_span(&self, start: u64, end: u64, module: &str) -> (u64, u64) {
+        let last = self
+            .syms
+            .iter()
+            .filter(|k| {
+                k.addr >= start
+                    && k.addr < end
+                    && k.module.map(|m| self.module_names[m].as_str()) == Some(module)
+            })
+            .map(|k| k.addr)
+            .max()
+            .unwrap_or(start);
+        (start, last)
     }
 
     /// The addresses of the core kernel's (not a module's) text symbols
     /// named `name`, in address order (static functions may share a name).
     pub fn core_text_addresses(&self, name: &str) -> Vec<u64> {
+        self.text_addresses(None, name)
+    }
+
+    /// The addresses of the text symbols named `name` of `module` (`None`:
+    /// the core kernel), in address order.
+    pub fn text_addresses(&self, module: Option<&str>, name: &str) -> Vec<u64> {
         self.syms
             .iter()
-            .filter(|s| s.text && s.module.is_none() && s.addr != 0 && s.name == name)
+            .filter(|s| {
+                s.text
+                    && s.addr != 0
+                    && s.name == name
+                    && s.module.map(|m| self.module_names[m].as_str()) == module
+            })
             .map(|s| s.addr)
             .collect()
+    }
+
+    /// Adds the modules of `later` (kallsyms and modules captured at the
+    /// end of the recording) that `self` (the start's) lacks: those loaded
+    /// while recording (and those reloaded elsewhere), so that their
+    /// samples are named. A module is added with its symbols only where the
+    /// addresses its symbols span overlap those of no module `self` knows:
+    /// an address both a module unloaded while recording and one loaded
+    /// after it used keeps the earlier one's name. Returns the names of the
+    /// modules added and of those left out for an overlap.
+    pub fn add_later_modules(&mut self, later: &Kallsyms) -> (Vec<String>, Vec<String>) {
+        let (mut added, mut overlapping) = (Vec::new(), Vec::new());
+        let known: Vec<(u64, u64)> = self
+            .module_ranges
+            .iter()
+            .map(|(a, b, n)| self.symbol_span(*a, *b, n))
+            .collect();
+        for (s, e, name) in &later.module_ranges {
+            if self
+                .module_ranges
+                .iter()
+                .any(|(a, _, n)| a == s && n == name)
+            {
+                continue;
+            }
+            let (s0, s1) = later.symbol_span(*s, *e, name);
+            if known.iter().any(|(a, b)| s0 <= *b && *a <= s1) {
+                overlapping.push(name.clone());
+                continue;
+            }
+            let index = match self.module_names.iter().position(|n| n == name) {
+                Some(i) => i,
+                None => {
+                    self.module_names.push(name.clone());
+                    self.module_names.len() - 1
+                }
+            };
+            for k in &later.syms {
+                let of_it = k.module.map(|m| later.module_names[m].as_str()) == Some(name.as_str());
+                if of_it && k.addr >= *s && k.addr < *e {
+                    self.syms.push(KSym {
+                        module: Some(index),
+                        ..k.clone()
+                    });
+                }
+            }
+            self.module_ranges.push((*s, *e, name.clone()));
+            added.push(name.clone());
+        }
+        self.cap_module_ranges();
+        self.syms.sort_by_key(|s| (s.addr, !s.text));
+        self.syms.dedup_by_key(|s| s.addr);
+        self.text_count = self.syms.iter().filter(|s| s.text).count();
+        (added, overlapping)
     }
 
     /// Number of usable symbols (0 if kallsyms was restricted: all addresses 0).
@@ -223,10 +323,13 @@ impl Kallsyms {
         // Extent: up to the next symbol with a higher address.
         let next = self.syms[idx..].iter().find(|s| s.addr > sym.addr);
         let sym_mod = sym.module.map(|m| self.module_names[m].as_str());
+        // The range of the module holding the symbol (a module reloaded
+        // while recording has two).
         let mod_end = sym_mod.and_then(|name| {
             self.module_ranges
                 .iter()
-                .find(|(_, _, n)| n == name)
+                .find(|(s, e, n)| n == name && sym.addr >= *s && sym.addr < *e)
+                .or_else(|| self.module_ranges.iter().find(|(_, _, n)| n == name))
                 .map(|r| r.1)
         });
         // The extent ends at the next symbol of the same image; the last
@@ -622,19 +725,27 @@ pub fn mini_debuginfo(data: &[u8]) -> Result<Option<Vec<u8>>, String> {
     let xz = sec
         .data()
         .map_err(|e| format!(".gnu_debugdata: cannot be read: {e}"))?;
+    xz_decompress(xz, MINI_DEBUGINFO_MAX_ELF)
+        .map(Some)
+        .map_err(|e| format!(".gnu_debugdata: {e}"))
+}
+
+/// `xz` decompressed, at most `limit` bytes of it; an error (never a panic)
+/// for data that is not xz, is corrupt, or decompresses to more.
+pub fn xz_decompress(xz: &[u8], limit: usize) -> Result<Vec<u8>, String> {
     let mut out = Bounded {
         buf: Vec::new(),
-        limit: MINI_DEBUGINFO_MAX_ELF,
+        limit,
     };
     // lzma-rs returns errors on corrupt input; the unwind guard is a second
-    // line of defence so that a bad file can only cost its names.
+    // line of defence so that a bad file can only cost what it holds.
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         lzma_rs::xz_decompress(&mut std::io::BufReader::new(xz), &mut out)
     }));
     match r {
-        Ok(Ok(())) => Ok(Some(out.buf)),
-        Ok(Err(e)) => Err(format!(".gnu_debugdata: not valid xz: {e}")),
-        Err(_) => Err(".gnu_debugdata: the xz decoder failed".to_string()),
+        Ok(Ok(())) => Ok(out.buf),
+        Ok(Err(e)) => Err(format!("not valid xz: {e}")),
+        Err(_) => Err("the xz decoder failed".to_string()),
     }
 }
 
@@ -1166,6 +1277,110 @@ ffffffffc0001100 t mod_fn_b\t[mymod]
         assert_eq!(
             k.resolve(0xffffffffc0001050).symbol.as_deref(),
             Some("mod_fn_a")
+        );
+    }
+
+    #[test]
+    fn kallsyms_module_ranges_end_at_the_next_module() {
+        // /proc/modules gives mymod 8 KiB from its text (data included, kept
+        // elsewhere since 6.4); near2's text starts 4 KiB in.
+        let ks = format!("{KALLSYMS}ffffffffc0002000 t near_fn\t[near2]\n");
+        let mods = format!("{MODULES}near2 4096 0 - Live 0xffffffffc0002000\n");
+        let k = Kallsyms::parse(&ks, Some(&mods));
+        let f = k.resolve(0xffffffffc0002100);
+        assert_eq!(
+            (f.symbol.as_deref(), f.dso.as_str()),
+            (Some("near_fn"), "[near2]")
+        );
+        assert_eq!(
+            k.resolve(0xffffffffc0001f00).symbol.as_deref(),
+            Some("mod_fn_b")
+        );
+        assert_eq!(k.resolve(0xffffffffc0003100).symbol, None);
+    }
+
+    #[test]
+    fn kallsyms_of_modules_loaded_while_recording_are_added() {
+        let mut k = Kallsyms::parse(KALLSYMS, Some(MODULES));
+        let before = k.resolve(0xffffffffc0005010);
+        assert_eq!(before.symbol, None, "newmod is not loaded at the start");
+        // At the end: mymod unloaded, mymod2 loaded where mymod's symbols
+        // were (its addresses keep mymod's names), newmod loaded elsewhere,
+        // and near2 loaded right after mymod's last symbol, within the size
+        // /proc/modules gives mymod (since 6.4 a module's data lies
+        // elsewhere, so its size is no bound of its text); the core
+        // kernel's symbols are the start's.
+        let core: String = KALLSYMS.lines().take(6).map(|l| format!("{l}\n")).collect();
+        let end = format!(
+            "{core}ffffffffc0005000 t new_fn\t[newmod]\nffffffffc0005100 t new_fn2\t[newmod]\n\
+             ffffffffc0001000 t other_fn\t[mymod2]\nffffffffc0001080 t other_fn2\t[mymod2]\n\
+             ffffffffc0002000 t near_fn\t[near2]\nffffffff81001000 t renamed\n"
+        );
+        let modules =
+            "newmod 4096 0 - Live 0xffffffffc0005000\nmymod2 4096 0 - Live 0xffffffffc0001000\n\
+                       near2 4096 0 - Live 0xffffffffc0002000\n";
+        let later = Kallsyms::parse(&end, Some(modules));
+        let (mut added, overlapping) = k.add_later_modules(&later);
+        added.sort();
+        assert_eq!(
+            (added, overlapping),
+            (
+                vec!["near2".to_string(), "newmod".to_string()],
+                vec!["mymod2".to_string()]
+            )
+        );
+        let f = k.resolve(0xffffffffc0005010);
+        assert_eq!(
+            (f.symbol.as_deref(), f.dso.as_str()),
+            (Some("new_fn"), "[newmod]")
+        );
+        // Its last symbol extends to its own range's end.
+        assert_eq!(
+            k.resolve(0xffffffffc0005f00).symbol.as_deref(),
+            Some("new_fn2")
+        );
+        assert_eq!(k.resolve(0xffffffffc0006000).symbol, None);
+        // mymod's range ends where near2 starts.
+        assert_eq!(
+            k.resolve(0xffffffffc0001f00).symbol.as_deref(),
+            Some("mod_fn_b")
+        );
+        let f = k.resolve(0xffffffffc0002100);
+        assert_eq!(
+            (f.symbol.as_deref(), f.dso.as_str()),
+            (Some("near_fn"), "[near2]")
+        );
+        // The start's names stay.
+        assert_eq!(
+            k.resolve(0xffffffffc0001050).symbol.as_deref(),
+            Some("mod_fn_a")
+        );
+        assert_eq!(
+            k.resolve(0xffffffff81001010).symbol.as_deref(),
+            Some("do_one")
+        );
+        assert_eq!(
+            k.text_addresses(Some("newmod"), "new_fn"),
+            [0xffffffffc0005000]
+        );
+        // A module reloaded at another address: both of its ranges resolve,
+        // each symbol bounded by its own range.
+        let mut k = Kallsyms::parse(KALLSYMS, Some(MODULES));
+        let moved = "ffffffffc0009000 t mod_fn_a\t[mymod]\nffffffffc0009100 t mod_fn_b\t[mymod]\n";
+        let later = Kallsyms::parse(moved, Some("mymod 8192 0 - Live 0xffffffffc0009000\n"));
+        assert_eq!(k.add_later_modules(&later).0, ["mymod"]);
+        assert_eq!(
+            k.resolve(0xffffffffc0001200).symbol.as_deref(),
+            Some("mod_fn_b")
+        );
+        assert_eq!(
+            k.resolve(0xffffffffc0009200).symbol.as_deref(),
+            Some("mod_fn_b")
+        );
+        assert_eq!(k.resolve(0xffffffffc000b000).symbol, None);
+        assert_eq!(
+            k.text_addresses(Some("mymod"), "mod_fn_a"),
+            [0xffffffffc0001000, 0xffffffffc0009000]
         );
     }
 
