@@ -240,10 +240,19 @@ impl Profiler {
                 != (cur.config.exclude_user, cur.config.exclude_kernel);
         let overwrite = self.buffers.overwrite();
         if (mode_changed || (overwrite && counters_changed)) && self.buffers.cpus_hold_records() {
-            pr_ratelimited!(
-                pr_info,
-                "config: the CPU buffers hold records of the current events and modes (EBUSY): take a snapshot first\n"
-            );
+            if overwrite {
+                pr_ratelimited!(
+                    pr_info,
+                    "config: the CPU buffers hold records of the current events and modes (EBUSY): take a snapshot first\n"
+                );
+            } else {
+                // A LOST record that the full event buffer did not take at
+                // tracing_on=0 waits in a sync's staging area.
+                pr_ratelimited!(
+                    pr_info,
+                    "config: records wait for room in the event buffer (EBUSY): read the stream first\n"
+                );
+            }
             return Err(EBUSY);
         }
         let min = self.buffers.min_buffer_size(to_overwrite);

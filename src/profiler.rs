@@ -386,7 +386,7 @@ impl Profiler {
                 if *e == EINVAL {
                     pr_ratelimited!(
                         pr_info,
-                        "snapshot: refused (EINVAL): the module records in consume mode (switch with mode: overwrite)\n"
+                        "snapshot: refused (EINVAL): the module records in consume mode (switch it: tracing_on=0, then overwrite to mode)\n"
                     );
                 }
             })

@@ -507,6 +507,50 @@ fn mode_switch_and_reset() {
 }
 
 #[test]
+fn back_to_producer_consumer_after_overwrite_laps() {
+    // The module's runtime switch (`mode`): the flight recorder laps the
+    // ring, a snapshot drains it, the ring goes back to producer/consumer
+    // (empty, recording off) and works as one from where it stands.
+    let b = buf(32, Mode::Overwrite);
+    for i in 0..50 {
+        write(&b, &payload(i, 8), 1000 + i).unwrap();
+    }
+    let laps = b.stats();
+    assert!(laps.overrun > 0);
+    let newest = drain_batched(&b, 4);
+    assert_eq!(newest.last().unwrap().0, 1049);
+    b.set_enabled(false).unwrap();
+    b.set_mode(Mode::ProducerConsumer).unwrap();
+    assert_eq!(b.mode(), Mode::ProducerConsumer);
+    b.set_enabled(true).unwrap();
+    // Full is now a refusal, not an overwrite.
+    let mut written = 0;
+    while write(&b, &payload(written, 8), 2000 + written).is_ok() {
+        written += 1;
+    }
+    assert!(written > 0);
+    assert_eq!(b.stats().overrun, laps.overrun, "nothing overwritten any more");
+    assert_eq!(b.stats().dropped_full, 1);
+    let got = drain_batched(&b, 3);
+    let ts: Vec<u64> = got.iter().map(|r| r.0).collect();
+    assert_eq!(ts, (2000..2000 + written).collect::<Vec<_>>());
+    for r in &got {
+        assert_eq!(r.1, payload(r.0 - 2000, 8));
+    }
+    // And back to overwrite: it laps again.
+    b.set_enabled(false).unwrap();
+    b.set_mode(Mode::Overwrite).unwrap();
+    b.set_enabled(true).unwrap();
+    for i in 0..40 {
+        write(&b, &payload(i, 8), 3000 + i).unwrap();
+    }
+    assert!(b.stats().overrun > laps.overrun);
+    assert_eq!(drain(&b).last().unwrap().0, 3039);
+    let s = b.stats();
+    assert_eq!(s.committed, s.read + s.entries + s.overrun);
+}
+
+#[test]
 fn non_power_of_two_storage_and_too_small() {
     assert_eq!(
         CpuBuffer::new(storage(3), Mode::ProducerConsumer, switches()).err(),
