@@ -1,7 +1,9 @@
 #!/bin/sh
 # Under lockdown=integrity (what Secure Boot gives) debugfs refuses writes:
 # the device's ioctls still stop, restart and flush recording, and change
-# the configuration (SET_CONFIG/GET_CONFIG).
+# the configuration (SET_CONFIG/GET_CONFIG); `oprofile-rs ctl` does all of
+# it from the command line (the flight recorder switched on and off, a
+# snapshot taken, --pause), with the module's refusals explained.
 # vm-run: --append lockdown=integrity
 # kernels: normal debug
 . /tmp/lib.sh
@@ -34,5 +36,34 @@ expect_eq "SET_CONFIG" "$(/tmp/cfgctl set "event=cpu-clock,page-faults backtrace
 expect_eq "GET_CONFIG shows it" "$(grep -E '^(event|backtrace_depth)=' /tmp/get.out | tr '\n' ' ')" \
     "event=cpu-clock,page-faults backtrace_depth=4 "
 expect_eq "and the config file too" "$(sed -n 's/^event=//p' $DBG/config)" "cpu-clock,page-faults"
+
+# oprofile-rs ctl: the same through the ioctls.
+oprofile-rs ctl >/tmp/ctl.out; rc=$?
+expect_eq "ctl shows the settings" "$rc $(grep -c '=' /tmp/ctl.out)" "0 $(($(wc -l <$DBG/config) + 1))"
+expect_eq "and that recording is off" "$(tail -1 /tmp/ctl.out)" "tracing_on=0"
+check "ctl: flight recorder on (off, mode=overwrite with 16 KiB CPU buffers, on)" \
+    oprofile-rs ctl off mode=overwrite cpu_buffer_size=16384 on
+# (Under lockdown debugfs refuses even to open its writable files: `ctl` reads tracing_on.)
+tracing() { oprofile-rs ctl show | sed -n 's/^tracing_on=//p'; }
+expect_eq "mode and tracing_on say so" "$(sed -n 's/^mode=//p' $DBG/config) $(tracing)" "overwrite 1"
+cat $DEV >/tmp/c.bin & catpid=$!
+/tmp/workload 1 >/dev/null
+check "ctl snapshot" oprofile-rs ctl snapshot
+oprofile-rs ctl backtrace_depth=2 2>/tmp/ctl.err; rc=$?
+cat /tmp/ctl.err
+check "ctl KEY=VALUE while recording: refused (status $rc)" [ "$rc" -ne 0 ]
+grep -q 'EBUSY: recording is on' /tmp/ctl.err && pass "the error says why" || fail "error: $(cat /tmp/ctl.err)"
+oprofile-rs ctl off mode=consume 2>/tmp/ctl.err; rc=$?
+check "ctl mode=consume with records not snapshotted: refused (status $rc)" [ "$rc" -ne 0 ]
+check "ctl --pause backtrace_depth=2 (recording off around it)" oprofile-rs ctl on --pause backtrace_depth=2
+expect_eq "applied, recording on" "$(sed -n 's/^backtrace_depth=//p' $DBG/config) $(tracing)" "2 1"
+check "ctl: back to consume mode (off, snapshot, mode=consume, on)" oprofile-rs ctl off snapshot mode=consume on
+expect_eq "consume mode" "$(sed -n 's/^mode=//p' $DBG/config)" consume
+check "ctl flush" oprofile-rs ctl flush
+oprofile-rs ctl off
+sleep 0.5; kill $catpid; wait $catpid 2>/dev/null
+/tmp/snapcheck /tmp/c.bin >/tmp/c.check; rc=$?
+grep -v '^snap ' /tmp/c.check; grep FAIL /tmp/c.check | head
+expect_eq "the stream: two snapshots, then consume-mode samples (snapcheck)" "$rc $(sed -n 's/^snapshots //p' /tmp/c.check)" "0 2"
 check "rmmod" rmmod oprofile_rs
 finish

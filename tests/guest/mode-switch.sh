@@ -101,6 +101,11 @@ check "samples of both modes ($(sum consumed) consumed, $(sum samples) in snapsh
 echo "LOST counts in the stream: $(sum lost) (sample_lost_overflow: $(stat_total sample_lost_overflow /tmp/stats.txt))"
 expect_eq "LOST counts == sample_lost_overflow" "$(sum lost)" "$(stat_total sample_lost_overflow /tmp/stats.txt)"
 check_stream "the stream of both modes" /tmp/m.bin /tmp/stats.txt
+# oprofile-rs ctl: the same switches from the command line (the device's ioctls).
+check "ctl off mode=overwrite on; ctl snapshot; ctl off snapshot mode=consume on" \
+    sh -c 'oprofile-rs ctl off mode=overwrite on && sleep 0.3 && oprofile-rs ctl snapshot && oprofile-rs ctl off snapshot mode=consume on'
+expect_eq "ctl show: consume mode, recording on" "$(oprofile-rs ctl | grep -E '^(mode|tracing_on)=' | tr '\n' ' ')" \
+    "mode=consume tracing_on=1 "
 check "rmmod" rmmod oprofile_rs
 check_kmemleak
 finish

@@ -529,7 +529,11 @@ fn back_to_producer_consumer_after_overwrite_laps() {
         written += 1;
     }
     assert!(written > 0);
-    assert_eq!(b.stats().overrun, laps.overrun, "nothing overwritten any more");
+    assert_eq!(
+        b.stats().overrun,
+        laps.overrun,
+        "nothing overwritten any more"
+    );
     assert_eq!(b.stats().dropped_full, 1);
     let got = drain_batched(&b, 3);
     let ts: Vec<u64> = got.iter().map(|r| r.0).collect();

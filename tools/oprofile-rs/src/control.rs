@@ -329,6 +329,19 @@ pub struct Applied<C: Control> {
     failed: Option<usize>,
 }
 
+/// What the module's refusal of a change means (the user guide's table), for
+/// messages: ` (EINVAL: ...)`, or nothing for another error.
+pub fn refusal_hint(e: &io::Error) -> &'static str {
+    match e.raw_os_error() {
+        Some(libc::EINVAL) => " (EINVAL: a value the module does not accept)",
+        Some(libc::EBUSY) => {
+            " (EBUSY: recording is on, or the change would lose recorded data or needs the buffer unmapped)"
+        }
+        Some(libc::EOPNOTSUPP) => " (EOPNOTSUPP: an event this machine cannot count)",
+        _ => "",
+    }
+}
+
 /// `key=value key=value` for messages.
 pub fn words(kv: &[(&'static str, String)]) -> String {
     kv.iter()
@@ -400,14 +413,7 @@ pub fn apply<C: Control>(
     }
     if let Err(SetError { applied, error: e }) = result {
         a.failed = Some(applied);
-        let why = match e.raw_os_error() {
-            Some(libc::EINVAL) => " (EINVAL: a value the module does not accept)",
-            Some(libc::EBUSY) => {
-                " (EBUSY: recording is on, or the change would lose recorded data or needs the buffer unmapped)"
-            }
-            Some(libc::EOPNOTSUPP) => " (EOPNOTSUPP: an event this machine cannot count)",
-            _ => "",
-        };
+        let why = refusal_hint(&e);
         let msg = format!(
             "the module refused {}: {e}{why}",
             crate::text::esc(&words(&a.changes))
@@ -530,6 +536,10 @@ const IOC_READ: u64 = 2;
 pub const IOC_TRACING_ON: u64 = ioc(0, 1, 0);
 /// `_IO('O', 2)`: switch recording off.
 pub const IOC_TRACING_OFF: u64 = ioc(0, 2, 0);
+/// `_IO('O', 3)`: make everything recorded readable now.
+pub const IOC_FLUSH: u64 = ioc(0, 3, 0);
+/// `_IO('O', 32)`: take a flight-recorder snapshot.
+pub const IOC_SNAPSHOT: u64 = ioc(0, 32, 0);
 /// `_IOR('O', 4, __u32)`: whether recording is on.
 pub const IOC_GET_TRACING: u64 = ioc(IOC_READ, 4, 4);
 /// `_IOW('O', 33, struct oprofile_rs_config_text)`.
@@ -584,6 +594,22 @@ impl ModuleControl {
         }
         self.ioctls = Some(true);
         Ok(Some(r as i64))
+    }
+
+    /// Makes everything recorded readable now (`flush`).
+    pub fn flush(&mut self) -> io::Result<()> {
+        if self.ioctl(IOC_FLUSH, 0)?.is_some() {
+            return Ok(());
+        }
+        self.write_file("flush", "1")
+    }
+
+    /// Takes a flight-recorder snapshot (`snapshot`).
+    pub fn snapshot(&mut self) -> io::Result<()> {
+        if self.ioctl(IOC_SNAPSHOT, 0)?.is_some() {
+            return Ok(());
+        }
+        self.write_file("snapshot", "1")
     }
 
     fn read_file(&self, name: &str) -> io::Result<String> {
@@ -670,8 +696,7 @@ impl Control for ModuleControl {
         let both = freq_at.is_some() && changes.iter().any(|(k, _)| *k == "sample_period");
         // Likewise both modes may not be excluded (see `debugfs_order`); a
         // failure in either of a swapped pair counts both as changed.
-        let n = changes.len();
-        let (order, swap) = debugfs_order(changes);
+        let (order, swapped) = debugfs_order(changes);
         let mut cleared = false;
         for &i in &order {
             let (k, v) = &changes[i];
@@ -691,7 +716,10 @@ impl Control for ModuleControl {
             } else {
                 i
             };
-            let applied = if swap && i + 2 >= n { n } else { applied };
+            let applied = match swapped {
+                Some(later) if changes[i].0.starts_with("exclude_") => applied.max(later + 1),
+                _ => applied,
+            };
             self.write_file(k, v)
                 .map_err(|error| SetError { applied, error })?;
         }
@@ -708,19 +736,19 @@ impl Control for ModuleControl {
 
 /// The order in which the debugfs files take `changes` (in [`KEYS`] order),
 /// one at a time: as given, except that where user mode is to be excluded
-/// and kernel mode let in (the last two keys), kernel mode goes first, so
-/// that no write finds both modes excluded (refused). Also whether it
-/// swapped those two.
-fn debugfs_order(changes: &[(&'static str, String)]) -> (Vec<usize>, bool) {
-    let n = changes.len();
-    let swap = matches!(changes, [.., (a, av), (b, bv)]
-        if *a == "exclude_user" && *b == "exclude_kernel" && av == "1" && bv == "0");
-    let order = if swap {
-        (0..n - 2).chain([n - 1, n - 2]).collect()
-    } else {
-        (0..n).collect()
-    };
-    (order, swap)
+/// and kernel mode let in, kernel mode goes first, so that no write finds
+/// both modes excluded (refused). Also the position of the later of the two
+/// where it swapped them (a failure of either counts both as made).
+fn debugfs_order(changes: &[(&'static str, String)]) -> (Vec<usize>, Option<usize>) {
+    let at = |key: &str| changes.iter().position(|(k, _)| *k == key);
+    let mut order: Vec<usize> = (0..changes.len()).collect();
+    match (at("exclude_user"), at("exclude_kernel")) {
+        (Some(u), Some(k)) if changes[u].1 == "1" && changes[k].1 == "0" => {
+            order.swap(u, k);
+            (order, Some(u.max(k)))
+        }
+        _ => (order, None),
+    }
 }
 
 #[cfg(test)]
@@ -957,14 +985,21 @@ mod tests {
             ("exclude_user", "1"),
             ("exclude_kernel", "0"),
         ]);
-        assert_eq!(debugfs_order(&swapped), (vec![0, 2, 1], true));
+        assert_eq!(debugfs_order(&swapped), (vec![0, 2, 1], Some(2)));
+        // Not the last keys (`record --snapshot --all-kernel`: mode last).
+        let with_mode = ch(&[
+            ("exclude_user", "1"),
+            ("exclude_kernel", "0"),
+            ("mode", "overwrite"),
+        ]);
+        assert_eq!(debugfs_order(&with_mode), (vec![1, 0, 2], Some(1)));
         for kept in [
             ch(&[("exclude_user", "0"), ("exclude_kernel", "1")]),
             ch(&[("exclude_user", "0"), ("exclude_kernel", "0")]),
             ch(&[("backtrace_depth", "4")]),
             ch(&[]),
         ] {
-            assert_eq!(debugfs_order(&kept), ((0..kept.len()).collect(), false));
+            assert_eq!(debugfs_order(&kept), ((0..kept.len()).collect(), None));
         }
     }
 

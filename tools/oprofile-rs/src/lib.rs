@@ -4,6 +4,7 @@
 
 pub mod annotate;
 pub mod control;
+pub mod ctl;
 pub mod firefox;
 pub mod folded;
 pub mod mapevents;

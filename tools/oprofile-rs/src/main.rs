@@ -55,6 +55,11 @@ enum Cmd {
     /// Samples per instruction over the disassembly of a user function
     /// (x86 and x86-64 binaries).
     Annotate(AnnotateArgs),
+    /// Control the module: show its settings, switch recording on or off,
+    /// flush, take a snapshot, change settings (through the device's
+    /// ioctls, which work under lockdown=integrity; debugfs where the
+    /// module has none).
+    Ctl(CtlArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions(CompletionsArgs),
     /// Write the man pages (oprofile-rs.1 and one per command) into DIR.
@@ -399,6 +404,25 @@ struct DiffArgs {
 }
 
 #[derive(Args)]
+struct CtlArgs {
+    /// In order: show, on, off, flush, snapshot, KEY=VALUE (consecutive
+    /// KEY=VALUE words are one change, all or nothing; recording must be
+    /// off, see --pause). Without any: show.
+    #[arg(value_name = "ACTION")]
+    actions: Vec<String>,
+    /// Switch recording off around each change made while it is on, and
+    /// back on after it.
+    #[arg(long)]
+    pause: bool,
+    /// The module's device.
+    #[arg(long, default_value = "/dev/oprofile/buffer")]
+    device: PathBuf,
+    /// oprofile debugfs directory (for a module without control ioctls).
+    #[arg(long, default_value = "/sys/kernel/debug/oprofile")]
+    debugfs: PathBuf,
+}
+
+#[derive(Args)]
 struct AnnotateArgs {
     /// The function, exactly as `report` names it.
     #[arg(value_name = "SYMBOL")]
@@ -690,6 +714,24 @@ fn run(cli: Cli) -> Result<ExitCode> {
             )?;
             let mut out = BufWriter::new(std::io::stdout().lock());
             oprofile_tool::annotate::write(&ann, &mut out)?;
+            out.flush()?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Ctl(a) => {
+            let actions = oprofile_tool::ctl::parse(&a.actions)?;
+            // Written to only: a control file takes no reader slot.
+            let dev = std::fs::OpenOptions::new()
+                .write(true)
+                .open(&a.device)
+                .with_context(|| {
+                    format!(
+                        "cannot open {} for control (is the oprofile-rs module loaded? are you root?)",
+                        esc(&a.device.display().to_string())
+                    )
+                })?;
+            let mut ctl = oprofile_tool::control::ModuleControl::new(dev, a.debugfs);
+            let mut out = BufWriter::new(std::io::stdout().lock());
+            oprofile_tool::ctl::run(&mut ctl, &actions, a.pause, &mut out)?;
             out.flush()?;
             Ok(ExitCode::SUCCESS)
         }

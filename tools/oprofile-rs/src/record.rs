@@ -48,10 +48,7 @@ pub struct RecordOptions {
     pub settings: ModuleSettings,
 }
 
-/// The flush ioctl of the device (`_IO('O', 3)`, src/device.rs).
-pub const IOC_FLUSH: libc::c_ulong = ((b'O' as libc::c_ulong) << 8) | 3;
-/// The snapshot ioctl of the device (`_IO('O', 32)`, src/device.rs).
-pub const IOC_SNAPSHOT: libc::c_ulong = ((b'O' as libc::c_ulong) << 8) | 32;
+use crate::control::{IOC_FLUSH, IOC_SNAPSHOT};
 
 /// SIGUSR2s received (`record --snapshot`): each asks for a snapshot.
 static SNAPSHOT_REQUESTS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);

@@ -314,5 +314,6 @@ pub fn fake_debugfs(dir: &Path) -> PathBuf {
     std::fs::write(d.join("config"), config).unwrap();
     std::fs::write(d.join("tracing_on"), "1\n").unwrap();
     std::fs::write(d.join("flush"), "").unwrap();
+    std::fs::write(d.join("snapshot"), "").unwrap();
     d
 }
