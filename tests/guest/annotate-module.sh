@@ -27,19 +27,13 @@ n=$(echo "$row" | awk '{ print $1 }')
 check "a function of the module loaded while recording is hot ($sym, $n samples)" [ -n "$sym" ] && [ "${n:-0}" -gt 10 ]
 
 oprofile-rs annotate -q "$sym" -i /tmp/b.bin --all --modules /oprofile_rs_bench.ko >/tmp/b.ann 2>/tmp/b.err; rc=$?
-head -40 /tmp/b.ann; cat /tmp/b.err
-expect_eq "annotate --modules succeeds" "$rc" 0
-expect_eq "its header: the report's samples, all on instruction starts" "$(head -1 /tmp/b.ann)" \
-    "# $sym (/oprofile_rs_bench.ko), $n samples"
-placed=$(awk 'NR > 2 && NF >= 4 && $1 ~ /^[0-9]+\.[0-9]+$/ { n += $2 } END { print n + 0 }' /tmp/b.ann)
-expect_eq "the per-instruction samples add up" "$placed" "$n"
-first=$(awk 'NR > 2 && NF { print ($1 ~ /\./) ? $3 : $1; exit }' /tmp/b.ann)
+cat /tmp/b.err
 # (kallsyms has the mangled name: its last segment ends it.)
 seg=${sym##*::}
 want=$(awk -v s="$seg" '$3 ~ (s "$") && ($2 == "t" || $2 == "T") && $4 == "[oprofile_rs_bench]" { print $1; exit }' \
     /tmp/b.bin.meta/kallsyms.end | sed 's/^0*//')
+check_annotation /tmp/b.ann "$rc" "$sym" /oprofile_rs_bench.ko "$n" "$want"
 check "a relocation named in the code" grep -q '  ; ' /tmp/b.ann
-expect_eq "the code starts where kallsyms puts $sym" "$first" "$want"
 
 oprofile-rs annotate -q "$sym" -i /tmp/b.bin --all >/dev/null 2>/tmp/b.err; rc=$?
 check "without --modules, not in /lib/modules/$(uname -r): refused (status $rc)" [ "$rc" -ne 0 ]

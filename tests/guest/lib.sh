@@ -58,6 +58,20 @@ check_snapshots() {
     grep FAIL /tmp/snap.txt | head -20
     expect_eq "snapcheck $1: framing, merge order, names, newness, modes" "$rc" 0
 }
+# check_annotation ANN RC SYM IMAGE N ADDR: the output ANN (exit status RC)
+# of `oprofile-rs annotate SYM`, from IMAGE, holds the report's N samples
+# of SYM, all on instruction starts, and its code starts at ADDR (hex,
+# without leading zeros: where kallsyms puts SYM).
+check_annotation() {
+    head -40 "$1"
+    expect_eq "annotate $3 succeeds" "$2" 0
+    expect_eq "its header: the report's samples, all on instruction starts" "$(head -1 "$1")" \
+        "# $3 ($4), $5 samples"
+    expect_eq "the per-instruction samples add up" \
+        "$(awk 'NR > 2 && NF >= 4 && $1 ~ /^[0-9]+\.[0-9]+$/ { n += $2 } END { print n + 0 }' "$1")" "$5"
+    expect_eq "the code starts where kallsyms puts $3" \
+        "$(awk 'NR > 2 && NF { print ($1 ~ /\./) ? $3 : $1; exit }' "$1")" "$6"
+}
 # samples_while_off SCRIPT: SAMPLE lines (not LOST or CONFIG) of `oprofile-rs script --events`
 # output that stand between a TRACING off and the next TRACING on.
 samples_while_off() {

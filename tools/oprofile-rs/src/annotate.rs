@@ -255,13 +255,7 @@ fn annotate_kernel(
     // of the samples (static functions may share a name), and the image's
     // symbol of the same rank among those of the name.
     let ran = kallsyms.core_text_addresses(name);
-    let mut weight_at = vec![0u64; ran.len()];
-    for (addr, w) in hits {
-        if let Some(i) = ran.iter().rposition(|a| a <= addr) {
-            weight_at[i] += w;
-        }
-    }
-    let Some(rank) = (0..ran.len()).max_by_key(|&i| (weight_at[i], std::cmp::Reverse(i))) else {
+    let Some(rank) = hottest(&ran, hits) else {
         bail!("the recording's kallsyms has no kernel function {name}");
     };
     let linked = elf_addresses(&file, name);
@@ -297,17 +291,42 @@ fn annotate_kernel(
         .and_then(|o| data.get(o as usize..(o + extent) as usize))
         .with_context(|| format!("{shown}: the code of {name} is not in the file"))?;
     let start = ran[rank];
-    let total: u64 = hits.values().sum();
-    let (lines, outside) = disassemble(code, start, bitness, hits, &BTreeMap::new());
-    Ok(Annotated {
-        path: shown.to_string(),
+    let lines = disassemble(code, start, bitness, hits, &BTreeMap::new());
+    Ok(placed(p, name, shown.to_string(), start, hits, lines))
+}
+
+/// Of the addresses `ran` where functions of one name ran (static functions
+/// may share a name), the index of the one whose code (up to the next of
+/// them) holds the most weight of `hits`; the first among equals.
+fn hottest(ran: &[u64], hits: &BTreeMap<u64, u64>) -> Option<usize> {
+    let mut weight_at = vec![0u64; ran.len()];
+    for (addr, w) in hits {
+        if let Some(i) = ran.iter().rposition(|a| a <= addr) {
+            weight_at[i] += w;
+        }
+    }
+    (0..ran.len()).max_by_key(|&i| (weight_at[i], std::cmp::Reverse(i)))
+}
+
+/// The kernel or module function `name` of `path`, which ran at `start`:
+/// its disassembly with `hits` placed (from [`disassemble`]).
+fn placed(
+    p: &Profile,
+    name: &str,
+    path: String,
+    start: u64,
+    hits: &BTreeMap<u64, u64>,
+    (lines, unplaced): (Vec<(u64, String, u64)>, u64),
+) -> Annotated {
+    Annotated {
+        path,
         symbol: name.to_string(),
         start,
         lines,
-        total,
-        unplaced: outside,
+        total: hits.values().sum(),
+        unplaced,
         unit: crate::report::shown_event(p).map_or("samples", |e| e.weight_unit()),
-    })
+    }
 }
 
 /// The object file of module `module`: `--modules` (a file, or a directory
@@ -424,13 +443,7 @@ fn annotate_module(
     // The function as it ran: the kallsyms entry of that name holding most
     // of the samples, and the file's symbol of the same rank.
     let ran = kallsyms.text_addresses(Some(module), name);
-    let mut weight_at = vec![0u64; ran.len()];
-    for (addr, w) in hits {
-        if let Some(i) = ran.iter().rposition(|a| a <= addr) {
-            weight_at[i] += w;
-        }
-    }
-    let Some(rank) = (0..ran.len()).max_by_key(|&i| (weight_at[i], std::cmp::Reverse(i))) else {
+    let Some(rank) = hottest(&ran, hits) else {
         bail!("the recording's kallsyms has no function {name} of the module {module}");
     };
     let named = |s: &object::Symbol<'_, '_>| {
@@ -528,17 +541,8 @@ fn annotate_module(
         };
         notes.insert(start + (off - sym.address()), note);
     }
-    let total: u64 = hits.values().sum();
-    let (lines, outside) = disassemble(bytes, start, bitness, hits, &notes);
-    Ok(Annotated {
-        path: shown.to_string(),
-        symbol: name.to_string(),
-        start,
-        lines,
-        total,
-        unplaced: outside,
-        unit: crate::report::shown_event(p).map_or("samples", |e| e.weight_unit()),
-    })
+    let lines = disassemble(bytes, start, bitness, hits, &notes);
+    Ok(placed(p, name, shown.to_string(), start, hits, lines))
 }
 
 fn elf_bitness(data: &[u8]) -> Result<u32> {

@@ -10,7 +10,6 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::*;
-use oprofile_stream::{Comm, Encoder, Header, Record, Sample};
 
 /// A stand-in for vmlinux: `_stext`, then `kfunc` (push rbp; mov rbp,rsp;
 /// nop; pop rbp; ret), then `knext`, linked at the kernel's usual address.
@@ -64,29 +63,8 @@ fn kallsyms(stext: u64, kfunc: u64) -> String {
 /// A recording of kernel samples at `pcs` (kfunc's start + offset), with
 /// the given kallsyms.
 fn recording(dir: &Path, kfunc: u64, offsets: &[u64], kallsyms: &str) -> PathBuf {
-    let mut e = Encoder::new(&Header {
-        start_time: 1_000_000_000,
-        ..Header::default()
-    });
-    e.record(&Record::Comm(Comm::new(
-        0,
-        1_000_000_000,
-        PID,
-        PID,
-        "victim",
-    )));
-    for (i, off) in offsets.iter().enumerate() {
-        e.record(&Record::Sample(Sample {
-            kernel: true,
-            time: 1_000_000_001 + i as u64,
-            pc: kfunc + off,
-            pid: PID,
-            tgid: PID,
-            ..Default::default()
-        }));
-    }
-    let v = victim();
-    let file = write_recording(dir, &e.finish(), &fake_maps(v, &v.path));
+    let pcs: Vec<u64> = offsets.iter().map(|o| kfunc + o).collect();
+    let file = kernel_recording(dir, "victim", &pcs);
     std::fs::write(dir.join("oprofile.data.meta/kallsyms"), kallsyms).unwrap();
     file
 }

@@ -12,7 +12,6 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::*;
-use oprofile_stream::{Comm, Encoder, Header, Record, Sample};
 
 /// A stand-in module: `mod_first` (ret), `mod_hot` (push rbp; mov rbp,rsp;
 /// call ext_fn; mov eax,[counter]; pop rbp; ret: two relocations), then
@@ -73,29 +72,8 @@ fn kallsyms(last: u64) -> String {
 /// A recording of samples in mod_hot at `offsets` from its start, with the
 /// given kallsyms and the kernel release `release` in its side-car.
 fn recording(dir: &Path, offsets: &[u64], kallsyms: &str, release: &str) -> PathBuf {
-    let mut e = Encoder::new(&Header {
-        start_time: 1_000_000_000,
-        ..Header::default()
-    });
-    e.record(&Record::Comm(Comm::new(
-        0,
-        1_000_000_000,
-        PID,
-        PID,
-        "kthread",
-    )));
-    for (i, off) in offsets.iter().enumerate() {
-        e.record(&Record::Sample(Sample {
-            kernel: true,
-            time: 1_000_000_001 + i as u64,
-            pc: BASE + HOT + off,
-            pid: PID,
-            tgid: PID,
-            ..Default::default()
-        }));
-    }
-    let v = victim();
-    let file = write_recording(dir, &e.finish(), &fake_maps(v, &v.path));
+    let pcs: Vec<u64> = offsets.iter().map(|o| BASE + HOT + o).collect();
+    let file = kernel_recording(dir, "kthread", &pcs);
     let meta = dir.join("oprofile.data.meta");
     std::fs::write(meta.join("kallsyms"), kallsyms).unwrap();
     std::fs::write(

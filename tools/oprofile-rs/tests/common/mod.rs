@@ -317,3 +317,27 @@ pub fn fake_debugfs(dir: &Path) -> PathBuf {
     std::fs::write(d.join("snapshot"), "").unwrap();
     d
 }
+
+/// A recording of kernel-mode samples of one task (PID, comm `comm`) at
+/// `pcs`, one nanosecond apart, with the victim's maps; the caller writes
+/// the side-car's kallsyms (and what else it needs) into
+/// `DIR/oprofile.data.meta/`.
+pub fn kernel_recording(dir: &Path, comm: &str, pcs: &[u64]) -> PathBuf {
+    let mut e = Encoder::new(&Header {
+        start_time: 1_000_000_000,
+        ..Header::default()
+    });
+    e.record(&Record::Comm(Comm::new(0, 1_000_000_000, PID, PID, comm)));
+    for (i, pc) in pcs.iter().enumerate() {
+        e.record(&Record::Sample(Sample {
+            kernel: true,
+            time: 1_000_000_001 + i as u64,
+            pc: *pc,
+            pid: PID,
+            tgid: PID,
+            ..Default::default()
+        }));
+    }
+    let v = victim();
+    write_recording(dir, &e.finish(), &fake_maps(v, &v.path))
+}
