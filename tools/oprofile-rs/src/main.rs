@@ -52,8 +52,9 @@ enum Cmd {
     Firefox(FirefoxArgs),
     /// Per-symbol comparison of two recordings.
     Diff(DiffArgs),
-    /// Samples per instruction over the disassembly of a user function
-    /// (x86 and x86-64 binaries).
+    /// Samples per instruction over the disassembly of a function: of a
+    /// program or library, of the kernel (--vmlinux) or of a module
+    /// (--modules); x86 and x86-64 code.
     Annotate(AnnotateArgs),
     /// Control the module: show its settings, switch recording on or off,
     /// flush, take a snapshot, change settings (through the device's
