@@ -677,43 +677,57 @@ impl Buffers {
         self.snap.lock().replace_staging(staging);
     }
 
-    /// Gives CPU `cpu`'s buffer the storage `st` (its records carried
-    /// over); returns the old storage, or `st` back with `EBUSY` if a
-    /// writer or reader stayed in the buffer through a few retries.
-    fn resize_one(
+    /// Runs `op` on CPU `cpu`'s sampler with its buffer's own switch off
+    /// and its reader kept out (the CPU's sync lock: the sync is the only
+    /// reader in consume mode; in overwrite mode a snapshot is, which the
+    /// caller's `control` lock keeps out). Recording is off, so a writer
+    /// in flight is one that is giving up: while `op` finds a writer or a
+    /// reader in the buffer (`None`), it is tried again 1 ms later, 100
+    /// times at most (then `EBUSY`). `EINVAL` for a CPU out of range.
+    fn with_buffer_still<T>(
         &self,
         cpu: usize,
-        mut st: crate::sampler::Storage,
-    ) -> core::result::Result<crate::sampler::Storage, (crate::sampler::Storage, Error)> {
-        let Some(s) = self.cpus.get(cpu) else {
-            return Err((st, EINVAL));
-        };
-        // The CPU's reader: its sync in consume mode; in overwrite mode a
-        // snapshot, which the caller's `control` lock keeps out.
-        let Some(lock) = self.cpu_sync.get(cpu) else {
-            return Err((st, EINVAL));
+        mut op: impl FnMut(&CpuSampler) -> Option<Result<T>>,
+    ) -> Result<T> {
+        let (Some(s), Some(lock)) = (self.cpus.get(cpu), self.cpu_sync.get(cpu)) else {
+            return Err(EINVAL);
         };
         for _ in 0..100 {
             {
-                // The CPU's sync (the only reader in consume mode) waits
-                // meanwhile.
                 let _sync = lock.lock();
-                // Recording is off (tracing_on=0): a writer in flight is
-                // one that is giving up.
                 let _ = s.buffer.set_enabled(false);
-                let r = s.buffer.resize(st);
+                let r = op(s);
                 let _ = s.buffer.set_enabled(true);
-                match r {
-                    Ok(old) => return Ok(old),
-                    Err((back, ControlError::WritersActive | ControlError::ReaderBusy)) => {
-                        st = back
-                    }
-                    Err((back, _)) => return Err((back, EINVAL)),
+                if let Some(r) = r {
+                    return r;
                 }
             }
             kernel::time::delay::fsleep(kernel::time::Delta::from_millis(1));
         }
-        Err((st, EBUSY))
+        Err(EBUSY)
+    }
+
+    /// Gives CPU `cpu`'s buffer the storage `st` (its records carried
+    /// over); returns the old storage. `EBUSY` (`st` freed) if a writer or
+    /// reader stayed in the buffer through a few retries.
+    fn resize_one(
+        &self,
+        cpu: usize,
+        st: crate::sampler::Storage,
+    ) -> Result<crate::sampler::Storage> {
+        let mut st = Some(st);
+        self.with_buffer_still(cpu, |s| {
+            // Always there: a refusal below gives it back.
+            let storage = st.take()?;
+            match s.buffer.resize(storage) {
+                Ok(old) => Some(Ok(old)),
+                Err((back, ControlError::WritersActive | ControlError::ReaderBusy)) => {
+                    st = Some(back);
+                    None
+                }
+                Err(_) => Some(Err(EINVAL)),
+            }
+        })
     }
 
     /// Switches the CPU buffers to the mode `storage` is for (see
@@ -785,26 +799,11 @@ impl Buffers {
     /// Sets CPU `cpu`'s buffer to `mode`; `EBUSY` if a writer or reader
     /// stayed in it through a few retries.
     fn set_cpu_mode(&self, cpu: usize, mode: Mode) -> Result {
-        let (Some(s), Some(lock)) = (self.cpus.get(cpu), self.cpu_sync.get(cpu)) else {
-            return Err(EINVAL);
-        };
-        for _ in 0..100 {
-            {
-                let _sync = lock.lock();
-                // Recording is off: a writer in flight is one that is
-                // giving up.
-                let _ = s.buffer.set_enabled(false);
-                let r = s.buffer.set_mode(mode);
-                let _ = s.buffer.set_enabled(true);
-                match r {
-                    Ok(()) => return Ok(()),
-                    Err(ControlError::WritersActive | ControlError::ReaderBusy) => {}
-                    Err(_) => return Err(EINVAL),
-                }
-            }
-            kernel::time::delay::fsleep(kernel::time::Delta::from_millis(1));
-        }
-        Err(EBUSY)
+        self.with_buffer_still(cpu, |s| match s.buffer.set_mode(mode) {
+            Ok(()) => Some(Ok(())),
+            Err(ControlError::WritersActive | ControlError::ReaderBusy) => None,
+            Err(_) => Some(Err(EINVAL)),
+        })
     }
 
     /// Gives every CPU buffer its storage of `storages` (one per possible
@@ -818,7 +817,7 @@ impl Buffers {
                     // Room reserved above: no allocation.
                     let _ = old.push(o, GFP_KERNEL);
                 }
-                Err((_, e)) => {
+                Err(e) => {
                     for (cpu, o) in old.into_iter().enumerate() {
                         if self.resize_one(cpu, o).is_err() {
                             pr_ratelimited!(
