@@ -19,8 +19,8 @@
 //! for a change the module cannot make now without losing recorded data: a
 //! new `buffer_size` while the device's reader has the event buffer mapped
 //! or is copying from it, or too small for what waits in it; in the flight
-//! recorder (`mode=overwrite`) event, period, frequency, excluded-mode or
-//! `mode` changes while the CPU buffers hold records not yet snapshotted
+//! recorder (`mode=overwrite`) event, period, frequency, excluded-mode,
+//! `cgroup` or `mode` changes while the CPU buffers hold records not yet snapshotted
 //! (take a snapshot first; a `cpu_buffer_size` change keeps them, as many
 //! of the newest as fit, the others counted overwritten); and when the
 //! event buffer has no room for the CONFIG record (read the stream first).
@@ -34,6 +34,11 @@
 //! `ENOMEM` when the new buffers cannot be allocated; `EOPNOTSUPP` when an
 //! event cannot be counted on this machine (the previous events are
 //! restored).
+//!
+//! `cgroup` (the filter, `cgroup.rs`) is looked up before anything changes:
+//! `ENOENT` for a path or id that names no cgroup (in the writer's cgroup
+//! namespace), `ENOTDIR` for a path to a file, `EOPNOTSUPP` on a kernel
+//! without cgroups.
 
 use kernel::prelude::*;
 
@@ -134,8 +139,24 @@ fn number(key: &str, v: &[u8]) -> Result<u64> {
     })
 }
 
+/// The cgroup filter a `cgroup` value names (`None`: every task), its
+/// reference held: `EINVAL` for a value of the wrong form, the lookup's
+/// errors (`cgroup.rs`) for one that names no cgroup here.
+fn cgroup_filter(v: &[u8]) -> Result<Option<crate::cgroup::Cgroup>> {
+    let spec = crate::cgroup::Spec::parse(v)?;
+    crate::cgroup::Cgroup::lookup(spec).inspect_err(|e| {
+        pr_ratelimited!(
+            pr_info,
+            "config: cgroup={:?} names no cgroup here (error {})\n",
+            kernel::str::BStr::from_bytes(v.get(..v.len().min(64)).unwrap_or(&[])),
+            e.to_errno()
+        )
+    })
+}
+
 /// The configuration `cur` with `ch` applied, checked: `EINVAL` for
-/// anything not valid.
+/// anything not valid (the `cgroup` key, which needs a lookup, is
+/// [`Profiler::configure_changes`]'s).
 pub(crate) fn changed(cur: &Config, ch: &Changes<'_>) -> Result<Config> {
     let mut c = *cur;
     if ch.any(&["event", "sample_period", "sample_freq"]) {
@@ -224,7 +245,16 @@ impl Profiler {
             return Err(EBUSY);
         }
         let cur = self.settings();
-        let new = changed(&cur.config, ch)?;
+        let mut new = changed(&cur.config, ch)?;
+        // The cgroup filter named, looked up (a reference held) before
+        // anything changes: `None` if not given, `Some(None)` for every task.
+        let filter = match ch.get("cgroup") {
+            Some(v) => Some(cgroup_filter(v)?),
+            None => None,
+        };
+        if let Some(f) = &filter {
+            new.cgroup = f.as_ref().map_or(0, |c| c.id());
+        }
         if new == cur.config {
             return Ok(());
         }
@@ -239,7 +269,9 @@ impl Profiler {
             || (new.exclude_user, new.exclude_kernel)
                 != (cur.config.exclude_user, cur.config.exclude_kernel);
         let overwrite = self.buffers.overwrite();
-        if (mode_changed || (overwrite && counters_changed)) && self.buffers.cpus_hold_records() {
+        let recorded_differently = counters_changed || new.cgroup != cur.config.cgroup;
+        if (mode_changed || (overwrite && recorded_differently)) && self.buffers.cpus_hold_records()
+        {
             if overwrite {
                 pr_ratelimited!(
                     pr_info,
@@ -300,7 +332,7 @@ impl Profiler {
             }
         };
         let record = next.record(crate::sampler::now());
-        let mut rec = [0u8; format::config_len(format::MAX_EVENTS as u8)];
+        let mut rec = [0u8; format::CONFIG_MAX_LEN];
         let len = record
             .encode(format::Endian::native(), &mut rec)
             .ok_or(EINVAL)?;
@@ -315,6 +347,11 @@ impl Profiler {
         // the CONFIG record is in the stream already: on such a failure a
         // second record restates the configuration kept.
         drop(old_events);
+        if let Some(f) = filter {
+            // Recording is off: the samples after the record above are the
+            // new filter's.
+            self.filter.set(f);
+        }
         let mut result = Ok(());
         let mut mode_storage = mode_storage;
         if let Some(storages) = storages {

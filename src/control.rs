@@ -127,7 +127,8 @@ fn show_stats(p: &Arc<Profiler>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     for s in p.buffers.cpus.iter() {
         let c = &s.counters;
         let received = c.sample_received.load(Relaxed);
-        if received == 0 && s.buffer.stats().committed == 0 {
+        let other_cgroup = c.sample_other_cgroup.load(Relaxed);
+        if received == 0 && other_cgroup == 0 && s.buffer.stats().committed == 0 {
             continue;
         }
         let rb = s.buffer.stats();
@@ -138,7 +139,7 @@ fn show_stats(p: &Arc<Profiler>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
              user_backtrace_truncated={} handler_avg_ns={} handler_max_ns={} \
              buffer_entries={} buffer_dropped_full={} buffer_read={} \
              sample_lost_snapshot={} comm_records={} buffer_committed={} buffer_overrun={} \
-             sync_records={} sync_ns={} sample_wrong_cpu={} event_samples=",
+             sync_records={} sync_ns={} sample_wrong_cpu={} sample_other_cgroup={} event_samples=",
             s.cpu,
             received,
             c.sample_lost_overflow.load(Relaxed),
@@ -162,6 +163,7 @@ fn show_stats(p: &Arc<Profiler>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
             c.sync_records.load(Relaxed),
             c.sync_ns.load(Relaxed),
             c.sample_wrong_cpu.load(Relaxed),
+            other_cgroup,
         )?;
         write_list(f, c.event_samples.iter().take(n).map(|a| a.load(Relaxed)))?;
         writeln!(f)?;
@@ -320,6 +322,11 @@ impl ControlFiles {
                 name: c"mode",
                 show: Some(show_key::<10>),
                 store: Some(store_key::<10>),
+            },
+            FileSpec {
+                name: c"cgroup",
+                show: Some(show_key::<11>),
+                store: Some(store_key::<11>),
             },
             FileSpec {
                 name: c"event_info",

@@ -903,8 +903,9 @@ impl Tracing {
 /// frequencies, then the rest, `mode` last (a switch to overwrite mode may
 /// need the larger `buffer_size` set before it). (`exclude_user` and
 /// `exclude_kernel` are per event in the record's event flags, the same for
-/// every event; `mode` is the record's byte 7.)
-pub const CONFIG_KEYS: [&str; 11] = [
+/// every event; `mode` is the record's byte 7; `cgroup`, added after
+/// `mode`, is the record's extension, [`Config::cgroup`].)
+pub const CONFIG_KEYS: [&str; 12] = [
     "event",
     "sample_period",
     "sample_freq",
@@ -916,11 +917,18 @@ pub const CONFIG_KEYS: [&str; 11] = [
     "exclude_user",
     "exclude_kernel",
     "mode",
+    "cgroup",
 ];
 
 /// Bytes of a CONFIG record's fixed part (each event adds
 /// [`EVENT_DESC_LEN`]).
 pub const CONFIG_LEN: usize = 48;
+/// Bytes of a CONFIG record's extension, after its event descriptors: the
+/// cgroup filter's id (added within version 2; records without it, of the
+/// modules before, have no filter).
+pub const CONFIG_EXT_LEN: usize = 8;
+/// Bytes of the largest CONFIG record this version writes.
+pub const CONFIG_MAX_LEN: usize = config_len(MAX_EVENTS as u8) + CONFIG_EXT_LEN;
 /// Bytes of an event descriptor in a CONFIG record.
 pub const EVENT_DESC_LEN: usize = 48;
 /// Bytes of an event descriptor's name field (names are at most one byte
@@ -942,7 +950,8 @@ pub const MODE_CONSUME: u8 = 0;
 /// [`Config`] `mode`: flight recorder: the CPU buffers overwrite their
 /// oldest records and are drained only by snapshots.
 pub const MODE_OVERWRITE: u8 = 1;
-/// Bytes of a CONFIG record of `nr_events` events.
+/// Bytes of a CONFIG record of `nr_events` events without the extension
+/// (the least a reader needs; the module writes [`CONFIG_EXT_LEN`] more).
 pub const fn config_len(nr_events: u8) -> usize {
     CONFIG_LEN + EVENT_DESC_LEN * nr_events as usize
 }
@@ -1029,6 +1038,10 @@ pub struct Config {
     pub nr_events: u8,
     /// The events; those past `nr_events` are unused.
     pub events: [EventDesc; MAX_EVENTS],
+    /// The cgroup filter: only tasks of the cgroup (v2) with this id and of
+    /// its descendants are sampled; `0`, none (the extension's 8 bytes
+    /// after the event descriptors; `0` in a record without them).
+    pub cgroup: u64,
 }
 
 impl Default for Config {
@@ -1044,6 +1057,7 @@ impl Default for Config {
             buffer_watershed: 0,
             nr_events: 0,
             events: [EventDesc::default(); MAX_EVENTS],
+            cgroup: 0,
         }
     }
 }
@@ -1055,9 +1069,10 @@ impl Config {
         self.events.get(..n).unwrap_or(&[])
     }
 
-    /// Bytes of the record: [`config_len`] of its events.
+    /// Bytes of the record: [`config_len`] of its events and the
+    /// extension.
     pub fn encoded_len(&self) -> usize {
-        config_len(self.nr_events.min(MAX_EVENTS as u8))
+        config_len(self.nr_events.min(MAX_EVENTS as u8)) + CONFIG_EXT_LEN
     }
 
     /// Writes the record into the first [`Config::encoded_len`] bytes of
@@ -1088,6 +1103,7 @@ impl Config {
                 ev.encode(e, d);
             }
         }
+        put(out, config_len(n), &e.u64_bytes(self.cgroup));
         Some(len)
     }
 
@@ -1112,6 +1128,9 @@ impl Config {
             buffer_watershed: e.read_u64(rec, 40)?,
             nr_events: n,
             events,
+            // The extension, where the record has it (the byte count of
+            // the events it lists, not of the ones kept).
+            cgroup: e.read_u64(rec, config_len(p.b6)).unwrap_or(0),
         })
     }
 }
@@ -1291,6 +1310,8 @@ pub fn parse(e: Endian, buf: &[u8]) -> Result<Parsed<'_>, RecordError> {
         COMM => COMM_LEN,
         LOST => LOST_LEN,
         TRACING => TRACING_LEN,
+        // The extension is optional (records of earlier modules lack it).
+        CONFIG if size >= config_len(p.b6) + CONFIG_EXT_LEN => config_len(p.b6) + CONFIG_EXT_LEN,
         CONFIG => config_len(p.b6),
         SNAPSHOT => SNAPSHOT_LEN,
         _ => size,

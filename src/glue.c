@@ -6,6 +6,8 @@
  * the Rust caller); each says why Rust cannot do it. Rust declares them once,
  * in src/glue.rs, with the types of glue.h.
  */
+#include <linux/cgroup.h>
+#include <linux/err.h>
 #include <linux/hardirq.h>
 #include <linux/moduleparam.h>
 #include <linux/perf_event.h>
@@ -230,4 +232,105 @@ void oprofile_rs_perf_release(struct perf_event *event)
 u64 oprofile_rs_clock(void)
 {
 	return local_clock();
+}
+
+/*
+ * ---- the cgroup filter (src/cgroup.rs): struct cgroup is opaque to Rust's
+ * bindings (linux/cgroup.h is not included there), and cgroup_put(),
+ * cgroup_id(), cgroup_path(), cgroup_parent(), task_dfl_cgroup() and
+ * cgroup_is_descendant() are inline. Without CONFIG_CGROUPS every task is
+ * in the one root and nothing can be looked up (EOPNOTSUPP).
+ */
+#ifdef CONFIG_CGROUPS
+struct cgroup *oprofile_rs_cgroup_get_path(const char *path)
+{
+	return cgroup_get_from_path(path);
+}
+
+struct cgroup *oprofile_rs_cgroup_get_id(u64 id)
+{
+	return cgroup_get_from_id(id);
+}
+
+void oprofile_rs_cgroup_put(struct cgroup *cgrp)
+{
+	cgroup_put(cgrp);
+}
+
+u64 oprofile_rs_cgroup_id(struct cgroup *cgrp)
+{
+	return cgroup_id(cgrp);
+}
+
+bool oprofile_rs_cgroup_is_root(struct cgroup *cgrp)
+{
+	return !cgroup_parent(cgrp);
+}
+
+int oprofile_rs_cgroup_path(struct cgroup *cgrp, char *buf, size_t len)
+{
+	return cgroup_path(cgrp, buf, len);
+}
+
+/*
+ * Whether the current task is in @ancestor or below it on the default
+ * (v2) hierarchy. Safe in NMI context: an RCU read-side section and two
+ * pointer reads (perf's own cgroup events test the same in their NMI path).
+ */
+bool oprofile_rs_current_in_cgroup(struct cgroup *ancestor)
+{
+	bool in;
+
+	rcu_read_lock();
+	in = cgroup_is_descendant(task_dfl_cgroup(current), ancestor);
+	rcu_read_unlock();
+	return in;
+}
+#else
+struct cgroup *oprofile_rs_cgroup_get_path(const char *path)
+{
+	return ERR_PTR(-EOPNOTSUPP);
+}
+
+struct cgroup *oprofile_rs_cgroup_get_id(u64 id)
+{
+	return ERR_PTR(-EOPNOTSUPP);
+}
+
+void oprofile_rs_cgroup_put(struct cgroup *cgrp)
+{
+}
+
+u64 oprofile_rs_cgroup_id(struct cgroup *cgrp)
+{
+	return 0;
+}
+
+bool oprofile_rs_cgroup_is_root(struct cgroup *cgrp)
+{
+	return true;
+}
+
+int oprofile_rs_cgroup_path(struct cgroup *cgrp, char *buf, size_t len)
+{
+	return -EOPNOTSUPP;
+}
+
+bool oprofile_rs_current_in_cgroup(struct cgroup *ancestor)
+{
+	return true;
+}
+#endif
+
+/* ---- the cgroup= parameter (src/oprofile.rs): a string, as event=. */
+
+static char *cgroup = "";
+module_param(cgroup, charp, 0444);
+MODULE_PARM_DESC(cgroup, "Sample only the tasks of this cgroup (v2) and its descendants: its path "
+			 "below the cgroup2 root (as in /proc/PID/cgroup) or its id; / (default): "
+			 "every task");
+
+const char *oprofile_rs_cgroup_param(void)
+{
+	return cgroup ? cgroup : "";
 }

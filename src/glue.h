@@ -7,6 +7,7 @@
 #define OPROFILE_RS_GLUE_H
 #include <linux/types.h>
 
+struct cgroup;
 struct perf_event;
 struct pt_regs;
 
@@ -29,6 +30,15 @@ void oprofile_rs_current_task(u32 *pid, u32 *tgid, char comm[16]);
 /* src/oprofile.rs */
 const char *oprofile_rs_event_param(void);
 const char *oprofile_rs_mode_param(void);
+const char *oprofile_rs_cgroup_param(void);
+/* src/cgroup.rs */
+struct cgroup *oprofile_rs_cgroup_get_path(const char *path);
+struct cgroup *oprofile_rs_cgroup_get_id(u64 id);
+void oprofile_rs_cgroup_put(struct cgroup *cgrp);
+u64 oprofile_rs_cgroup_id(struct cgroup *cgrp);
+bool oprofile_rs_cgroup_is_root(struct cgroup *cgrp);
+int oprofile_rs_cgroup_path(struct cgroup *cgrp, char *buf, size_t len);
+bool oprofile_rs_current_in_cgroup(struct cgroup *ancestor);
 const char *oprofile_rs_sample_period_param(void);
 const char *oprofile_rs_sample_freq_param(void);
 

@@ -13,6 +13,12 @@ use kernel::{
     ffi::{c_char, c_int, c_ulong, c_void},
 };
 
+/// `struct cgroup`, opaque here (`linux/cgroup.h` is not in the bindings).
+#[repr(C)]
+pub(crate) struct RawCgroup {
+    _opaque: [u8; 0],
+}
+
 extern "C" {
     /// Creates a pinned sampling counter calling [`oprofile_rs_perf_overflow`]
     /// with `context`; a counter or an `ERR_PTR`.
@@ -64,4 +70,24 @@ extern "C" {
     pub(crate) fn oprofile_rs_sample_period_param() -> *const c_char;
     /// The `sample_freq=` module parameter: a NUL-terminated string.
     pub(crate) fn oprofile_rs_sample_freq_param() -> *const c_char;
+    /// The `cgroup=` module parameter: a NUL-terminated string.
+    pub(crate) fn oprofile_rs_cgroup_param() -> *const c_char;
+    /// `cgroup_get_from_path(path)`: a counted reference or an `ERR_PTR`.
+    pub(crate) fn oprofile_rs_cgroup_get_path(path: *const c_char) -> *mut RawCgroup;
+    /// `cgroup_get_from_id(id)`: a counted reference or an `ERR_PTR`.
+    pub(crate) fn oprofile_rs_cgroup_get_id(id: u64) -> *mut RawCgroup;
+    /// `cgroup_put(cgrp)`.
+    pub(crate) fn oprofile_rs_cgroup_put(cgrp: *mut RawCgroup);
+    /// `cgroup_id(cgrp)`.
+    pub(crate) fn oprofile_rs_cgroup_id(cgrp: *mut RawCgroup) -> u64;
+    /// Whether `cgrp` has no parent.
+    pub(crate) fn oprofile_rs_cgroup_is_root(cgrp: *mut RawCgroup) -> bool;
+    /// `cgroup_path(cgrp, buf, len)`: the path's length, or a negative errno.
+    pub(crate) fn oprofile_rs_cgroup_path(
+        cgrp: *mut RawCgroup,
+        buf: *mut c_char,
+        len: usize,
+    ) -> c_int;
+    /// Whether the current task is in `ancestor` or below it.
+    pub(crate) fn oprofile_rs_current_in_cgroup(ancestor: *mut RawCgroup) -> bool;
 }

@@ -10,6 +10,7 @@ use kernel::{prelude::*, sync::Arc};
 
 use poll_misc::PollMiscRegistration;
 
+mod cgroup;
 mod config;
 mod control;
 mod counter_table;
@@ -113,6 +114,29 @@ fn mode_param() -> &'static [u8] {
     unsafe { CStr::from_char_ptr(glue::oprofile_rs_mode_param()) }.to_bytes()
 }
 
+/// The `cgroup=` parameter (a C `charp` in glue.c, as `event=`).
+fn cgroup_param() -> &'static [u8] {
+    // SAFETY: glue.c returns a NUL-terminated string owned by the module
+    // parameter, which is not changed after load (the file is read-only).
+    unsafe { CStr::from_char_ptr(glue::oprofile_rs_cgroup_param()) }.to_bytes()
+}
+
+/// The cgroup filter `cgroup=` names (none if not given): its errors fail
+/// the load (`cgroup.rs`).
+fn load_filter() -> Result<Option<cgroup::Cgroup>> {
+    let v = cgroup_param();
+    if v.is_empty() {
+        return Ok(None);
+    }
+    cgroup::Cgroup::lookup(cgroup::Spec::parse(v)?).inspect_err(|e| {
+        pr_err!(
+            "cgroup={:?}: no such cgroup here (error {})\n",
+            kernel::str::BStr::from_bytes(v),
+            e.to_errno()
+        )
+    })
+}
+
 /// The `sample_period=` parameter (a C `charp` in glue.c, as `event=`).
 fn sample_period_param() -> &'static [u8] {
     // SAFETY: glue.c returns a NUL-terminated string owned by the module
@@ -143,7 +167,10 @@ impl kernel::InPlaceModule for OprofileModule {
                 user_backtrace_depth: module_parameters::user_backtrace_depth.value(),
                 mode: mode_param(),
             };
-            let profiler = profiler::Profiler::new(params::Config::validate(raw)?)?;
+            let mut config = params::Config::validate(raw)?;
+            let filter = load_filter()?;
+            config.cgroup = filter.as_ref().map_or(0, |c| c.id());
+            let profiler = profiler::Profiler::new(config, filter)?;
             Ok(try_pin_init!(Self {
                 control: control::ControlFiles::new(&profiler)?,
                 device <- device::register(profiler.clone()),

@@ -449,6 +449,9 @@ pub(crate) struct Config {
     pub(crate) user_backtrace_depth: u32,
     /// Consume or overwrite (flight recorder).
     pub(crate) mode: RecordMode,
+    /// The cgroup filter's id (0: every task; see `cgroup.rs`, which holds
+    /// the cgroup itself).
+    pub(crate) cgroup: u64,
 }
 
 /// The raw parameter values, as given to insmod.
@@ -571,6 +574,8 @@ impl Config {
                 limits::USER_BACKTRACE_DEPTH,
             )?,
             mode,
+            // Looked up by the caller (`cgroup=`, `cgroup.rs`).
+            cgroup: 0,
         })
     }
 }

@@ -134,11 +134,14 @@ pub(crate) struct Profiler {
     pub(crate) hotplug: Mutex<Option<hotplug::Registration<Profiler>>>,
     /// Set while `/dev/oprofile/buffer` is open (one reader at a time).
     pub(crate) reader_open: Atomic<bool>,
+    /// The cgroup filter in force (`config.cgroup` is its id); set under
+    /// `control`. Removed when the profiler goes, after its counters.
+    pub(crate) filter: crate::cgroup::Filter,
 }
 
 impl Profiler {
     /// Allocates everything and starts sampling.
-    pub(crate) fn new(config: Config) -> Result<Arc<Self>> {
+    pub(crate) fn new(config: Config, filter: Option<crate::cgroup::Cgroup>) -> Result<Arc<Self>> {
         TRACING_ON.set(true);
         let n = nr_cpu_ids();
         let switches = Switches {
@@ -198,6 +201,7 @@ impl Profiler {
                 starting: Atomic::new(false),
                 hotplug <- new_mutex!(None),
                 reader_open: Atomic::new(false),
+                filter: crate::cgroup::Filter::new(filter),
             }? Error),
             GFP_KERNEL,
         )?;

@@ -26,7 +26,7 @@ pub(crate) fn is_noted(kind: u16) -> bool {
 }
 
 /// Bytes of the longest noted record (a CONFIG of every event).
-pub(crate) const NOTED_MAX: usize = format::config_len(format::MAX_EVENTS as u8);
+pub(crate) const NOTED_MAX: usize = format::CONFIG_MAX_LEN;
 
 /// The delivered state. Owned by the profiler behind a mutex that only the
 /// reader of the moment takes (see `device.rs`).
@@ -65,7 +65,7 @@ impl ReaderState {
     pub(crate) fn start_stream(&mut self) -> Result {
         self.prefix.clear();
         self.prefix_read = 0;
-        let mut config = [0u8; format::config_len(format::MAX_EVENTS as u8)];
+        let mut config = [0u8; format::CONFIG_MAX_LEN];
         let restated = format::Config {
             time: crate::sampler::now(),
             ..self.config

@@ -166,6 +166,9 @@ pub(crate) struct Counters {
     /// Overflows delivered on another CPU than this sampler's (dropped;
     /// perf binds each counter to its CPU, so this stays 0).
     pub(crate) sample_wrong_cpu: Atomic<u64>,
+    /// Overflows while recording was on that interrupted a task outside the
+    /// cgroup filter (`cgroup.rs`): not recorded, not received.
+    pub(crate) sample_other_cgroup: Atomic<u64>,
 }
 
 impl Counters {
@@ -186,6 +189,7 @@ impl Counters {
             sync_ns: Atomic::new(0),
             event_samples: core::array::from_fn(|_| Atomic::new(0)),
             sample_wrong_cpu: Atomic::new(0),
+            sample_other_cgroup: Atomic::new(0),
         }
     }
 }
@@ -348,6 +352,10 @@ impl CpuSampler {
         // (and the reset, stored before, is visible: `is_recording`).
         if !self.buffer.is_recording() {
             return self.refused(gen, throttled);
+        }
+        if !crate::cgroup::admits_current() {
+            self.counters.sample_other_cgroup.add(1, Relaxed);
+            return;
         }
         // Read once: a runtime change (recording off) cannot tear a sample.
         let depth = (self.depth.load(Relaxed) as usize).min(MAX_DEPTH);

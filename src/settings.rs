@@ -75,6 +75,7 @@ impl Settings {
             buffer_size: c.buffer_size as u64,
             buffer_watershed: c.buffer_watershed as u64,
             nr_events: self.events().len() as u8,
+            cgroup: c.cgroup,
             ..format::Config::default()
         };
         for (i, d) in rec.events.iter_mut().enumerate() {
@@ -129,6 +130,7 @@ impl Settings {
             b"exclude_user" => write!(f, "{}", u8::from(c.exclude_user)),
             b"exclude_kernel" => write!(f, "{}", u8::from(c.exclude_kernel)),
             b"mode" => f.write_str(c.mode.name()),
+            b"cgroup" => crate::cgroup::write_value(c.cgroup, f),
             _ => Err(core::fmt::Error),
         }
     }

@@ -580,7 +580,7 @@ impl Buffers {
 
     /// Appends a CONFIG record to the event buffer, keeping the reserve.
     pub(crate) fn push_config(&self, rec: &format::Config) {
-        let mut b = [0u8; format::config_len(format::MAX_EVENTS as u8)];
+        let mut b = [0u8; format::CONFIG_MAX_LEN];
         let len = rec.encode(Endian::native(), &mut b).unwrap_or(0);
         let ok = self
             .events

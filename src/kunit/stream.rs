@@ -128,9 +128,9 @@ mod tests {
             );
         }
         // Encoded and read back with the format's parser.
-        let mut buf = [0u8; format::config_len(format::MAX_EVENTS as u8)];
+        let mut buf = [0u8; format::CONFIG_MAX_LEN];
         let len = rec.encode(Endian::native(), &mut buf);
-        assert_eq!(len, Some(format::config_len(2)));
+        assert_eq!(len, Some(format::config_len(2) + format::CONFIG_EXT_LEN));
         let recs = parse_all(buf.get(..len.unwrap_or(0)).unwrap_or(&[]));
         assert_eq!(recs.as_deref(), Some(&[Fields::Config(rec)][..]));
     }
@@ -182,7 +182,7 @@ mod tests {
             generation: 2,
             ..two.record(8)
         };
-        let mut cfg = [0u8; format::config_len(2)];
+        let mut cfg = [0u8; format::config_len(2) + format::CONFIG_EXT_LEN];
         assert_eq!(changed.encode(Endian::native(), &mut cfg), Some(cfg.len()));
         for r in [
             &comm.encoded(Endian::native())[..],
@@ -225,7 +225,7 @@ mod tests {
             }))
         ));
         // Only whole records: a chunk smaller than the CONFIG holds nothing.
-        let cl = format::config_len(2);
+        let cl = format::config_len(2) + format::CONFIG_EXT_LEN;
         assert!(st.prefix_chunk(cl - 8).is_empty());
         assert_eq!(st.prefix_chunk(cl).len(), cl);
     }
@@ -289,7 +289,7 @@ mod tests {
                 name: format::EventDesc::name_field(b"an-event-name-longer-than-its-field"),
             };
         }
-        let mut buf = [0u8; format::config_len(2)];
+        let mut buf = [0u8; format::config_len(2) + format::CONFIG_EXT_LEN];
         assert_eq!(cfg.encode(e, &mut buf), Some(buf.len()));
         let snap = format::Snapshot {
             cpu: 1,

@@ -44,6 +44,8 @@ static const char *errname(int e)
 	case ENOTTY: return "ENOTTY";
 	case EACCES: return "EACCES";
 	case EPERM: return "EPERM";
+	case ENOENT: return "ENOENT";
+	case ENOTDIR: return "ENOTDIR";
 	default: return strerror(e);
 	}
 }

@@ -3,8 +3,8 @@
  * Several events at once (tests/guest/events.sh, control.sh), checked
  * independently of the oprofile-rs tool.
  *
- * evcheck stream FILE [TGID]: reads a recorded /dev/oprofile/buffer stream
- * and checks that
+ * evcheck stream FILE [TGID[,TGID...]]: reads a recorded /dev/oprofile/buffer
+ * stream and checks that
  *  - a CONFIG record follows the header at once;
  *  - every SAMPLE is extended and its event index is below the event count
  *    of the latest CONFIG before it;
@@ -13,11 +13,13 @@
  *  - a SAMPLE is of a mode its event samples: not kernel mode where the
  *    CONFIG's event flags exclude it (0x04), not user mode where they
  *    exclude that (0x02);
- *  - CONFIG generations never decrease.
+ *  - CONFIG generations never decrease;
+ *  - a CONFIG record is 48 + 48 x events bytes, or 8 more with the cgroup
+ *    filter's id (the modules since that extension).
  * Prints "FAIL: ..." for each violation (exit 1), then
- *   config GEN EVENTS (NAME:VALUE[:freq][:u|:k],...) at record N
+ *   config GEN EVENTS (NAME:VALUE[:freq][:u|:k],...) cgroup ID at record N
  *   samples GEN NAME TOTAL TGID_SAMPLES TGID_PERIOD_SUM KERNEL USER
- * one samples line per event of every CONFIG seen (TGID_* for the tgid
+ * one samples line per event of every CONFIG seen (TGID_* for the tgids
  * given, else 0; `:u` user mode only, `:k` kernel mode only; KERNEL and
  * USER: its samples of each mode).
  *
@@ -58,7 +60,19 @@ struct gen {
 };
 static struct gen gens[MAXGEN];
 
-static int stream(const char *path, long tgid)
+#define MAXTGID 64
+static long tgids[MAXTGID];
+static int ntgids;
+
+static int mine(uint32_t tgid)
+{
+	for (int i = 0; i < ntgids; i++)
+		if (tgids[i] == (long)tgid)
+			return 1;
+	return 0;
+}
+
+static int stream(const char *path)
 {
 	FILE *f = fopen(path, "rb");
 	if (!f) { perror(path); return 2; }
@@ -81,7 +95,8 @@ static int stream(const char *path, long tgid)
 			c->nr = r[6];
 			if (g && c->generation < g->generation)
 				FAIL("CONFIG generation %u after %u", c->generation, g->generation);
-			if (c->nr < 1 || c->nr > MAXEV || size != 48 + 48 * c->nr)
+			int ext = size == 48 + 48 * c->nr + 8;
+			if (c->nr < 1 || c->nr > MAXEV || (size != 48 + 48 * c->nr && !ext))
 				FAIL("CONFIG of %d events is %u bytes", c->nr, size);
 			printf("config %u %d ", c->generation, c->nr);
 			for (int i = 0; i < c->nr && i < MAXEV; i++) {
@@ -94,7 +109,8 @@ static int stream(const char *path, long tgid)
 				       (unsigned long long)c->value[i], c->freq[i] ? ":freq" : "",
 				       c->exclude[i] == 4 ? ":u" : c->exclude[i] == 2 ? ":k" : "");
 			}
-			printf(" at record %d\n", records);
+			printf(" cgroup %llu at record %d\n",
+			       ext ? (unsigned long long)u64(r + 48 + 48 * c->nr) : 0ULL, records);
 			/* A restated CONFIG (a new stream) of the same generation: one entry. */
 			if (g && g->generation == c->generation) {
 				if (memcmp(g->name, c->name, sizeof(c->name)) || g->nr != c->nr)
@@ -129,7 +145,7 @@ static int stream(const char *path, long tgid)
 					else
 						g->user[ev]++;
 					g->samples[ev]++;
-					if (tgid >= 0 && stgid == (uint32_t)tgid) {
+					if (mine(stgid)) {
 						g->mine[ev]++;
 						g->mine_period[ev] += period;
 					}
@@ -170,10 +186,14 @@ static int faults(long pages)
 
 int main(int argc, char **argv)
 {
-	if (argc >= 3 && !strcmp(argv[1], "stream"))
-		return stream(argv[2], argc > 3 ? atol(argv[3]) : -1);
+	if (argc >= 3 && !strcmp(argv[1], "stream")) {
+		for (char *t = argc > 3 ? strtok(argv[3], ",") : NULL; t && ntgids < MAXTGID;
+		     t = strtok(NULL, ","))
+			tgids[ntgids++] = atol(t);
+		return stream(argv[2]);
+	}
 	if (argc == 3 && !strcmp(argv[1], "faults"))
 		return faults(atol(argv[2]));
-	fprintf(stderr, "usage: evcheck stream FILE [TGID] | evcheck faults PAGES\n");
+	fprintf(stderr, "usage: evcheck stream FILE [TGID[,TGID...]] | evcheck faults PAGES\n");
 	return 2;
 }

@@ -153,6 +153,7 @@ fn config_layout() {
         buffer_size: 1 << 20,
         buffer_watershed: 1 << 18,
         nr_events: 2,
+        cgroup: 0x1234_5678_9abc,
         ..Config::default()
     };
     c.events[0] = EventDesc {
@@ -169,10 +170,10 @@ fn config_layout() {
         value: 10,
         name: EventDesc::name_field(b"page-faults-with-a-very-long-name"),
     };
-    assert_eq!(c.encoded_len(), 48 + 96);
+    assert_eq!(c.encoded_len(), 48 + 96 + CONFIG_EXT_LEN);
     let mut b = vec![0u8; c.encoded_len()];
-    assert_eq!(c.encode(Endian::Little, &mut b), Some(144));
-    assert_eq!(&b[0..8], &[5, 0, 144, 0, 0, 0, 2, 1]);
+    assert_eq!(c.encode(Endian::Little, &mut b), Some(152));
+    assert_eq!(&b[0..8], &[5, 0, 152, 0, 0, 0, 2, 1]);
     assert_eq!(&b[8..16], &9u64.to_le_bytes());
     assert_eq!(&b[16..24], &[2, 0, 0, 0, 16, 32, 0, 0]);
     assert_eq!(&b[24..32], &65536u64.to_le_bytes());
@@ -186,8 +187,18 @@ fn config_layout() {
     // Names are cut at 23 bytes, NUL-terminated.
     assert_eq!(&b[120..143], b"page-faults-with-a-very");
     assert_eq!(b[143], 0);
+    // The extension: the cgroup filter's id.
+    assert_eq!(&b[144..152], &0x1234_5678_9abcu64.to_le_bytes());
     let p = parse(Endian::Little, &b).unwrap();
     assert_eq!(p.fields, Some(Fields::Config(c)));
+    assert!(!p.oversized());
+    // A record of the modules before the extension: no filter, and not
+    // oversized either.
+    let mut old = b[..144].to_vec();
+    old[2] = 144;
+    let p = parse(Endian::Little, &old).unwrap();
+    assert_eq!(p.fields, Some(Fields::Config(Config { cgroup: 0, ..c })));
+    assert!(!p.oversized());
     assert_eq!(c.events().len(), 2);
     assert_eq!(c.events()[1].name_bytes(), b"page-faults-with-a-very");
     // Short of its events: too small; a short buffer: nothing written.
@@ -199,7 +210,7 @@ fn config_layout() {
         }),
         Err(RecordError::TooSmall {
             kind: CONFIG,
-            size: 144,
+            size: 152,
             needed: 192
         })
     );
@@ -508,7 +519,7 @@ fn limits() {
         MAX_RECORD,
         sample_ext_len(MAX_DEPTH as u8, MAX_USER_DEPTH as u8)
     );
-    assert!(MAX_RECORD >= config_len(MAX_EVENTS as u8));
+    const { assert!(MAX_RECORD >= CONFIG_MAX_LEN) };
     assert!(MAX_RECORD <= usize::from(u16::MAX));
     assert_eq!(MAX_RECORD % RECORD_ALIGN, 0);
     assert_eq!(

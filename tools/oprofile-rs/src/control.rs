@@ -86,6 +86,56 @@ pub struct ModuleSettings {
     pub exclude: Option<(bool, bool)>,
     /// `--snapshot`: the module's `mode` (`overwrite`: flight recorder).
     pub mode: Option<String>,
+    /// `-G`: the module's `cgroup` filter, a value of [`cgroup_value`].
+    pub cgroup: Option<String>,
+}
+
+/// The magic number of a cgroup2 file system (`statfs`'s `f_type`).
+const CGROUP2_SUPER_MAGIC: i64 = 0x6367_7270;
+
+/// `-G CGROUP` as the module's `cgroup` value: a directory of a cgroup2 file
+/// system (`/sys/fs/cgroup/system.slice/nginx.service`) gives its id (the
+/// inode number, which names it whatever the mount); otherwise a path below
+/// the cgroup2 root as `/proc/PID/cgroup` shows it (`/system.slice/...`),
+/// or a name relative to that root as `perf record -G` takes it
+/// (`system.slice/...`). `/` samples every task.
+pub fn cgroup_value(arg: &str) -> Result<String> {
+    if arg.is_empty()
+        || arg
+            .chars()
+            .any(|c| c.is_whitespace() || c == '=' || c == '\0')
+    {
+        bail!(
+            "-G {:?}: not a cgroup path (for a name with white space or '=', give its directory \
+             under /sys/fs/cgroup: its id is used)",
+            crate::text::esc(arg)
+        );
+    }
+    let path = std::path::Path::new(arg);
+    if let Ok(m) = std::fs::metadata(path) {
+        if m.is_dir() && is_cgroup2(path) {
+            use std::os::unix::fs::MetadataExt;
+            return Ok(m.ino().to_string());
+        }
+    }
+    Ok(if arg.starts_with('/') {
+        arg.to_string()
+    } else {
+        format!("/{arg}")
+    })
+}
+
+/// Whether `path` is on a cgroup2 file system.
+fn is_cgroup2(path: &std::path::Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
+        return false;
+    };
+    // SAFETY: an all-zero statfs is a valid value of the plain C struct.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is NUL-terminated and `st` a writable statfs.
+    let r = unsafe { libc::statfs(c.as_ptr(), &mut st) };
+    r == 0 && st.f_type as i64 == CGROUP2_SUPER_MAGIC
 }
 
 /// A comma list of numbers (`-c`, `-F`).
@@ -307,6 +357,9 @@ impl ModuleSettings {
         }
         if let Some(m) = &self.mode {
             out.push(("mode", m.clone()));
+        }
+        if let Some(g) = &self.cgroup {
+            out.push(("cgroup", g.clone()));
         }
         out.sort_by_key(|(k, _)| KEYS.iter().position(|x| x == k));
         Ok(out)
@@ -973,6 +1026,55 @@ mod tests {
                 && problems[0].contains("take a snapshot"),
             "{problems:?}"
         );
+    }
+
+    #[test]
+    fn cgroup_values() {
+        // Not a directory here: a path below the cgroup2 root, or a name
+        // relative to it (perf's -G).
+        assert_eq!(
+            cgroup_value("/system.slice/x.service").unwrap(),
+            "/system.slice/x.service"
+        );
+        assert_eq!(cgroup_value("system.slice/x").unwrap(), "/system.slice/x");
+        assert_eq!(cgroup_value("/").unwrap(), "/");
+        // A directory that is not on cgroup2 is a path too.
+        let dir = std::env::temp_dir();
+        let d = dir.to_str().unwrap();
+        assert_eq!(cgroup_value(d).unwrap(), d);
+        for bad in ["", "a b", "/a=b", "a\tb", "a\0b"] {
+            let e = cgroup_value(bad).unwrap_err().to_string();
+            assert!(e.contains("not a cgroup path"), "{bad:?}: {e}");
+        }
+        // A cgroup2 directory (where this machine has one): its id.
+        let root = std::path::Path::new("/sys/fs/cgroup");
+        if is_cgroup2(root) {
+            use std::os::unix::fs::MetadataExt;
+            let ino = std::fs::metadata(root).unwrap().ino();
+            assert_eq!(cgroup_value("/sys/fs/cgroup").unwrap(), ino.to_string());
+        }
+    }
+
+    #[test]
+    fn the_cgroup_filter_is_the_last_change() {
+        let current = parse_config(
+            "event=cpu-clock\nsample_period=1000000\nsample_freq=0\nbacktrace_depth=0\n\
+             user_backtrace_depth=0\ncpu_buffer_size=65536\nbuffer_size=1048576\n\
+             buffer_watershed=262144\nexclude_user=0\nexclude_kernel=0\nmode=consume\ncgroup=/\n",
+        );
+        let s = ModuleSettings {
+            cgroup: Some("/box".into()),
+            mode: Some("overwrite".into()),
+            call_graph: Some((4, 4)),
+            ..ModuleSettings::default()
+        };
+        let ch = s.changes(&current).unwrap();
+        let keys: Vec<&str> = ch.iter().map(|(k, _)| *k).collect();
+        assert_eq!(
+            keys,
+            ["backtrace_depth", "user_backtrace_depth", "mode", "cgroup"]
+        );
+        assert_eq!(ch.last().unwrap().1, "/box");
     }
 
     #[test]

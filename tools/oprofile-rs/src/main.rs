@@ -152,6 +152,13 @@ struct RecordArgs {
     /// record's option of that name.
     #[arg(long)]
     all_kernel: bool,
+    /// Sample only the tasks of this cgroup (v2) and of its descendants (the
+    /// module's cgroup filter): its directory (/sys/fs/cgroup/...), its path
+    /// as /proc/PID/cgroup shows it (/system.slice/nginx.service), or that
+    /// path without the leading / as perf record's -G takes it. The filter
+    /// is put back after the recording.
+    #[arg(short = 'G', long, value_name = "CGROUP")]
+    cgroup: Option<String>,
     /// Never show the progress line.
     #[arg(short, long)]
     quiet: bool,
@@ -595,6 +602,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     _ => None,
                 },
                 mode: None,
+                cgroup: a.cgroup.as_deref().map(control::cgroup_value).transpose()?,
             };
             o.snapshot = a.snapshot;
             o.progress = !a.quiet && std::io::stderr().is_terminal();

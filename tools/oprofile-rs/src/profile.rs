@@ -936,7 +936,7 @@ fn config_summary(c: &Config) -> String {
         })
         .collect();
     format!(
-        "generation {}: {}; backtrace depth {} kernel, {} user; cpu_buffer_size {}, buffer_size {}, watershed {}{}",
+        "generation {}: {}; backtrace depth {} kernel, {} user; cpu_buffer_size {}, buffer_size {}, watershed {}{}{}",
         c.generation,
         events.join(", "),
         c.backtrace_depth,
@@ -948,6 +948,11 @@ fn config_summary(c: &Config) -> String {
             ", overwrite mode"
         } else {
             ""
+        },
+        if c.cgroup != 0 {
+            format!(", only cgroup {} and below", c.cgroup)
+        } else {
+            String::new()
         }
     )
 }

@@ -717,6 +717,11 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
             bail!("-p {p}: no such process");
         }
     }
+    if let Some(g) = &opts.settings.cgroup {
+        info.push(format!(
+            "cgroup: {g} (only its tasks and its descendants' are sampled)"
+        ));
+    }
     if opts.snapshot {
         catch_sigusr2()?;
         info.push(

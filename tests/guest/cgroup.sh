@@ -1,0 +1,184 @@
+#!/bin/sh
+# The cgroup filter (debugfs `cgroup`, the SET ioctl's key, `cgroup=` at
+# load, `oprofile-rs record -G`): only tasks of one cgroup (v2) and of its
+# descendants are sampled, the others counted as sample_other_cgroup.
+# - values: `/` (every task), a path below the cgroup2 root, an id (the
+#   directory's inode number); read back as the path; EINVAL for garbage,
+#   ENOENT for no such cgroup (`..` included), ENOTDIR for a file, EBUSY while
+#   recording, EACCES for an unprivileged user; nothing changed by a refusal;
+# - streams: with /box set, every SAMPLE is of the workloads in /box/inner
+#   (a descendant), none of those in /other, though both run on every CPU;
+#   the CONFIG record carries the filter's id; `/` samples both again;
+# - membership at sample time: a task moved out of /box is no longer sampled;
+# - a filtering cgroup removed (rmdir) while it filters: shown by its id,
+#   nothing sampled, `/` again; rmmod with a filter set; `cgroup=` at load
+#   (ENOENT and EINVAL fail the load with a log line);
+# - `oprofile-rs record -G DIR -- COMMAND`: the command's samples only, the
+#   filter put back after.
+. /tmp/lib.sh
+try() { /tmp/cfgctl write "$DBG/cgroup" "$1"; }
+cfg() { sed -n "s/^$1=//p" $DBG/config; }
+CG=/sys/fs/cgroup
+grep -q " $CG cgroup2 " /proc/mounts || mount -t cgroup2 none $CG || { fail "mount cgroup2"; exit 1; }
+mkdir -p $CG/box/inner $CG/other $CG/gone
+# inbox DIR SECS CPU: the workload on CPU, in cgroup DIR (its pid in $!).
+inbox() { sh -c "echo \$\$ >$CG/$1/cgroup.procs && exec taskset $(printf %x $((1 << $3))) /tmp/workload $2" >/dev/null & }
+# everywhere DIR SECS: inbox on every CPU; their pids, comma-separated, in $tg.
+everywhere() {
+    local c=0; tg=
+    while [ $c -lt "$NCPU" ]; do inbox "$1" "$2" $c; tg="$tg${tg:+,}$!"; c=$((c + 1)); done
+}
+# samples FILE TGIDS [CGROUP_ID]: "TOTAL MINE" (samples, and those of the
+# TGIDS) of the stream's last CONFIG generation, or of the last one whose
+# filter is CGROUP_ID.
+samples() {
+    /tmp/evcheck stream "$1" "$2" >/tmp/ev.out || fail "evcheck $1: $(grep FAIL /tmp/ev.out | head -3)"
+    local g
+    g=$(awk -v id="${3:-}" '$1 == "config" && (id == "" || $(NF - 3) == id) { g = $2 } END { print g }' /tmp/ev.out)
+    awk -v g="$g" '$1 == "samples" && $2 == g { print $4, $5 }' /tmp/ev.out | tail -1
+}
+
+check "insmod" insmod /oprofile_rs.ko event=cpu-clock sample_period=1000000 \
+    cpu_buffer_size=1048576 buffer_size=8388608
+expect_eq "no filter at load" "$(cat $DBG/cgroup)" "/"
+expect_eq "config lists it" "$(cfg cgroup)" "/"
+expect_eq "EBUSY while recording" "$(try /box)" "err EBUSY"
+expect_eq "ioctl: EBUSY while recording" "$(/tmp/cfgctl set cgroup=/box)" "err EBUSY"
+echo 0 >$DBG/tracing_on
+
+# --- hostile values: documented errors, nothing changed
+snap=$(cat $DBG/config)
+for bad in box 0 -1 0x5 18446744073709551616 "/box extra" " " "/box=1" ""; do
+    expect_eq "cgroup='$bad': EINVAL" "$(try "$bad")" "err EINVAL"
+done
+long=/$(head -c 600 /dev/zero | tr '\0' a)
+expect_eq "a 601-byte value: EINVAL" "$(try "$long")" "err EINVAL"
+longer=/$(head -c 4000 /dev/zero | tr '\0' a)
+expect_eq "ioctl: a 4001-byte path: ENOENT" "$(/tmp/cfgctl set "cgroup=$longer")" "err ENOENT"
+for nope in /nope /box/nope /box/.. /box/../other 999999999; do
+    expect_eq "cgroup=$nope: ENOENT" "$(try $nope)" "err ENOENT"
+done
+expect_eq "a file: ENOTDIR" "$(try /box/cgroup.procs)" "err ENOTDIR"
+expect_eq "ioctl: given twice: EINVAL" "$(/tmp/cfgctl set "cgroup=/box cgroup=/")" "err EINVAL"
+expect_eq "ioctl: empty: EINVAL" "$(/tmp/cfgctl set "cgroup=")" "err EINVAL"
+expect_eq "nobody cannot write it" "$(/tmp/probe -u 65534 write $DBG/cgroup /box)" "err EACCES"
+expect_eq "nothing changed by refused writes" "$(cat $DBG/config)" "$snap"
+
+# --- the values that name a cgroup, read back as its path
+id=$(stat -c %i $CG/box/inner)
+expect_eq "an id" "$(try "$id")" ok
+expect_eq "reads back as its path" "$(cat $DBG/cgroup)" "/box/inner"
+expect_eq "// is the root: no filter" "$(try //)" ok
+expect_eq "reads back as /" "$(cat $DBG/cgroup)" "/"
+expect_eq "a path, its newline allowed" "$(try '/box/\n')" ok
+expect_eq "reads back" "$(cat $DBG/cgroup)" "/box"
+expect_eq "config too" "$(cfg cgroup)" "/box"
+
+# --- one stream: /box set, workloads in /box/inner and in /other on every CPU
+other0=$(stat_total sample_other_cgroup)
+cat $DEV >/tmp/g1.bin & catpid=$!
+wait_for reading_device $catpid
+everywhere box/inner 3; intg=$tg
+everywhere other 3; outtg=$tg
+sleep 0.5
+echo 1 >$DBG/tracing_on; sleep 2; echo 0 >$DBG/tracing_on
+sleep 1; kill $catpid; wait $catpid 2>/dev/null
+# shellcheck disable=SC2046 # the pids are words
+wait $(echo "$intg,$outtg" | tr , ' ')
+set -- $(samples /tmp/g1.bin "$intg")
+echo "filtered stream: $1 samples, $2 of the /box/inner workloads"
+check "samples of /box/inner" [ "${1:-0}" -gt 0 ]
+expect_eq "every sample is of /box/inner" "${2:-x}" "${1:-y}"
+# The stream restates the load's CONFIG, then the changes above: the last is /box.
+expect_eq "the last CONFIG record carries /box's id" \
+    "$(awk '$1 == "config" { id = $(NF - 3) } END { print id }' /tmp/ev.out)" "$(stat -c %i $CG/box)"
+other1=$(stat_total sample_other_cgroup)
+echo "sample_other_cgroup: $other0 -> $other1"
+check "the others are counted in sample_other_cgroup" [ "$other1" -gt "$other0" ]
+
+# --- every task again (ioctl)
+expect_eq "ioctl: cgroup=/" "$(/tmp/cfgctl set cgroup=/)" ok
+cat $DEV >/tmp/g2.bin & catpid=$!
+wait_for reading_device $catpid
+everywhere other 2; outtg=$tg
+sleep 0.3
+echo 1 >$DBG/tracing_on; sleep 1; echo 0 >$DBG/tracing_on
+sleep 1; kill $catpid; wait $catpid 2>/dev/null
+# shellcheck disable=SC2046 # the pids are words
+wait $(echo "$outtg" | tr , ' ')
+set -- $(samples /tmp/g2.bin "$outtg")
+check "without a filter, /other is sampled ($2 of $1)" [ "${2:-0}" -gt 0 ]
+expect_eq "the last CONFIG: no filter" "$(awk '$1 == "config" { id = $(NF - 3) } END { print id }' /tmp/ev.out)" 0
+
+# --- membership at sample time: a task moved out is no longer sampled
+expect_eq "cgroup=/box" "$(try /box)" ok
+inbox box 6 0; mover=$!
+sleep 0.5
+cat $DEV >/tmp/g3.bin & catpid=$!
+wait_for reading_device $catpid
+echo 1 >$DBG/tracing_on; sleep 1; echo 0 >$DBG/tracing_on
+sleep 0.5; kill $catpid; wait $catpid 2>/dev/null
+echo $mover >$CG/other/cgroup.procs
+cat $DEV >/tmp/g4.bin & catpid=$!
+wait_for reading_device $catpid
+echo 1 >$DBG/tracing_on; sleep 1; echo 0 >$DBG/tracing_on
+sleep 0.5; kill $catpid; wait $catpid 2>/dev/null
+set -- $(samples /tmp/g3.bin "$mover")
+check "in /box: sampled ($2 of $1)" [ "${2:-0}" -gt 0 ]
+set -- $(samples /tmp/g4.bin "$mover")
+expect_eq "moved to /other: not sampled" "${2:-x}" 0
+kill $mover 2>/dev/null; wait $mover 2>/dev/null
+
+# --- the filtering cgroup removed while it filters
+expect_eq "cgroup=/gone" "$(try /gone)" ok
+gid=$(stat -c %i $CG/gone)
+check "rmdir of the filtering cgroup" rmdir $CG/gone
+expect_eq "shown by its id once removed" "$(cat $DBG/cgroup)" "$gid"
+expect_eq "its id no longer names a cgroup" "$(try "$gid")" "err ENOENT"
+other2=$(stat_total sample_other_cgroup)
+recv2=$(stat_total sample_received)
+echo 1 >$DBG/tracing_on; workload_every_cpu 1; echo 0 >$DBG/tracing_on
+expect_eq "nothing sampled in the removed cgroup" "$(stat_total sample_received)" "$recv2"
+check "the rest counted as other cgroups" [ "$(stat_total sample_other_cgroup)" -gt "$other2" ]
+expect_eq "back to every task" "$(try /)" ok
+expect_eq "reads back" "$(cat $DBG/cgroup)" "/"
+
+# --- rmmod with a filter set; cgroup= at load
+expect_eq "cgroup=/box before rmmod" "$(try /box)" ok
+check "rmmod with a filter set" rmmod oprofile_rs
+check "insmod cgroup=/box/inner" insmod /oprofile_rs.ko cgroup=/box/inner
+expect_eq "the load's filter" "$(cat $DBG/cgroup)" "/box/inner"
+expect_eq "the parameter keeps its text" "$(cat /sys/module/oprofile_rs/parameters/cgroup)" "/box/inner"
+check "rmmod" rmmod oprofile_rs
+mark cgbad1
+out=$(insmod /oprofile_rs.ko cgroup=/nope 2>&1) && fail "insmod cgroup=/nope succeeded"
+# (busybox's insmod words ENOENT as "unknown symbol in module, or unknown parameter")
+case $out in *"No such file"*|*"unknown symbol in module"*) pass "insmod cgroup=/nope fails" ;;
+    *) fail "insmod cgroup=/nope: $out" ;; esac
+dmesg_since cgbad1 | grep -q 'cgroup="/nope": no such cgroup here (error -2)' \
+    && pass "ENOENT, and the log names cgroup" \
+    || fail "log: $(dmesg_since cgbad1 | tail -3)"
+[ -e $DEV ] && fail "$DEV exists after a failed load"
+out=$(insmod /oprofile_rs.ko cgroup=box 2>&1) && fail "insmod cgroup=box succeeded"
+case $out in *"Invalid argument"*) pass "insmod cgroup=box: EINVAL" ;; *) fail "insmod cgroup=box: $out" ;; esac
+
+# --- oprofile-rs record -G: only the command's cgroup
+check "insmod" insmod /oprofile_rs.ko event=cpu-clock sample_period=1000000
+everywhere other 4; outtg=$tg
+box=$(stat -c %i $CG/box)
+oprofile-rs record -q -G $CG/box -o /tmp/r.data -- \
+    sh -c "echo \$\$ >/tmp/cmd.pid; echo \$\$ >$CG/box/cgroup.procs && exec /tmp/workload 2" \
+    2>/tmp/rec.err || fail "record -G: $(cat /tmp/rec.err)"
+# shellcheck disable=SC2046 # the pids are words
+wait $(echo "$outtg" | tr , ' ')
+expect_eq "record put the filter back" "$(cat $DBG/cgroup)" "/"
+set -- $(samples /tmp/r.data "$(cat /tmp/cmd.pid)" "$box")
+check "record -G: samples under the filter ($1)" [ "${1:-0}" -gt 0 ]
+expect_eq "record -G: all of them the command's" "${2:-x}" "${1:-y}"
+oprofile-rs report -i /tmp/r.data -n 3 >/tmp/rep.txt 2>&1 || fail "report: $(cat /tmp/rep.txt)"
+grep -q "workload" /tmp/rep.txt && pass "report shows the command" || fail "report: $(head -20 /tmp/rep.txt)"
+grep -q "cgroup: $box" /tmp/r.data.meta/info 2>/dev/null \
+    && pass "the side-car says so" || fail "side-car: $(cat /tmp/r.data.meta/info 2>/dev/null)"
+check "rmmod" rmmod oprofile_rs
+check_kmemleak
+finish
