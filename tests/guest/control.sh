@@ -19,7 +19,7 @@ drain() { cat $DEV >/dev/null & dp=$!; sleep 0.3; echo 1 >$DBG/flush; sleep 0.5;
 
 check "insmod" insmod /oprofile_rs.ko event=cpu-clock sample_period=1000000
 cat $DBG/config
-for f in event sample_period sample_freq backtrace_depth user_backtrace_depth cpu_buffer_size buffer_size buffer_watershed exclude_user exclude_kernel mode; do
+for f in event sample_period sample_freq backtrace_depth user_backtrace_depth cpu_buffer_size buffer_size buffer_watershed exclude_user exclude_kernel mode cgroup; do
     expect_eq "$f reads as config says" "$(cat $DBG/$f)" "$(cfg $f)"
 done
 
@@ -133,9 +133,9 @@ fi
 target=$(( (waiting / 65536 + 2) * 65536 ))
 echo $target >$DBG/buffer_size
 expect_eq "buffer_size shrinks to $target with $waiting bytes waiting" "$(cat $DBG/buffer_size)" $target
-# Kept, and the change's CONFIG record (of two events: 48 + 2 * 48 bytes) after them.
+# Kept, and the change's CONFIG record (of two events: 48 + 2 * 48 + 8 bytes) after them.
 expect_eq "the waiting bytes are kept" "$(sed -n 's/.*bytes_waiting=\([0-9]*\).*/\1/p' $DBG/stats)" \
-    "$((waiting + 144))"
+    "$((waiting + 152))"
 timeout 1 cat $DEV >/tmp/r.bin
 /tmp/evcheck stream /tmp/r.bin >/tmp/r.out; rc=$?
 expect_eq "the records that waited read back whole" "$rc" 0
@@ -159,16 +159,20 @@ expect_eq "all or nothing: a bad key spoils the good ones" "$(/tmp/cfgctl set "b
 expect_eq "nothing applied" "$(cat $DBG/backtrace_depth)" 4
 
 # --- concurrency: two writers, a tracing_on toggler and CPU hotplug
+# (the debugfs writer also makes, filters on and removes a cgroup, /s2)
+grep -q " /sys/fs/cgroup cgroup2 " /proc/mounts || mount -t cgroup2 none /sys/fs/cgroup
+mkdir -p /sys/fs/cgroup/s1
 dmesg -c >/dev/null
 /tmp/cfgctl hammer 8 "event=cpu-clock,page-faults" "event=cpu-clock sample_period=100000" "backtrace_depth=3" \
     "cpu_buffer_size=16384" "cpu_buffer_size=8192" "buffer_size=131072" "buffer_size=196608" \
     "exclude_user=1 exclude_kernel=0" "exclude_user=0 exclude_kernel=1" "exclude_user=0" \
-    "mode=overwrite" "mode=consume" >/tmp/h1.out &
+    "mode=overwrite" "mode=consume" "cgroup=/s1" "cgroup=/" >/tmp/h1.out &
 h1=$!
 (end=$(($(date +%s) + 8)); while [ "$(date +%s)" -lt $end ]; do
     echo 2 >$DBG/user_backtrace_depth; echo 0,0 >$DBG/sample_freq; echo cpu-clock,task-clock >$DBG/event
     echo 4 >$DBG/user_backtrace_depth; echo 1 >$DBG/exclude_kernel; echo 0 >$DBG/exclude_kernel
     echo overwrite >$DBG/mode; echo 1 >$DBG/snapshot; echo consume >$DBG/mode
+    mkdir /sys/fs/cgroup/s2; echo /s2 >$DBG/cgroup; rmdir /sys/fs/cgroup/s2; echo / >$DBG/cgroup
     done) 2>/dev/null &
 h2=$!
 (end=$(($(date +%s) + 8)); while [ "$(date +%s)" -lt $end ]; do
@@ -187,6 +191,7 @@ echo 0 >$DBG/tracing_on
 # buffers, then consume mode again.
 [ "$(cat $DBG/mode)" = overwrite ] && echo 1 >$DBG/snapshot
 expect_eq "consume mode again after the storm" "$(try mode consume)" ok
+expect_eq "every task again after the storm" "$(try cgroup /)" ok
 kill $catpid; wait $catpid
 cat $DBG/config
 echo cpu-clock >$DBG/event

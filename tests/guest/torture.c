@@ -455,8 +455,9 @@ static void control(void)
 				violation("write to %s: %s", path, e ? strerrorname_np(e) : "accepted");
 			/* A configuration file: a bad value is EINVAL, or EBUSY while recording. */
 			static const char *const config_files[] = { "event", "backtrace_depth",
-								    "exclude_user", "exclude_kernel", "mode" };
-			const char *cf = config_files[below(5)];
+								    "exclude_user", "exclude_kernel", "mode",
+								    "cgroup" };
+			const char *cf = config_files[below(6)];
 			snprintf(path, sizeof(path), DBG "%s", cf);
 			e = write_file(path, "x", 1);
 			if (e != EINVAL && e != EBUSY)

@@ -390,7 +390,13 @@ pub fn refusal_hint(e: &io::Error) -> &'static str {
         Some(libc::EBUSY) => {
             " (EBUSY: recording is on, or the change would lose recorded data or needs the buffer unmapped)"
         }
-        Some(libc::EOPNOTSUPP) => " (EOPNOTSUPP: an event this machine cannot count)",
+        Some(libc::EOPNOTSUPP) => {
+            " (EOPNOTSUPP: an event this machine cannot count, or a cgroup filter on a kernel without cgroups)"
+        }
+        Some(libc::ENOENT) => {
+            " (ENOENT: no such cgroup: give its directory under /sys/fs/cgroup, or its path as /proc/PID/cgroup shows it)"
+        }
+        Some(libc::ENOTDIR) => " (ENOTDIR: a cgroup path that names a file)",
         _ => "",
     }
 }

@@ -56,6 +56,9 @@ pub fn parse(args: &[String]) -> Result<Vec<Action>> {
                 crate::control::parse_size(v)
                     .map_err(|e| anyhow::anyhow!("{key}: {}", esc(&e)))?
                     .to_string()
+            } else if key == "cgroup" {
+                // As `record -G`: a cgroup2 directory goes by its id.
+                crate::control::cgroup_value(v)?
             } else {
                 v.to_string()
             };

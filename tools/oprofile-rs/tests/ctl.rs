@@ -61,6 +61,10 @@ fn actions_run_in_order_through_the_debugfs_files() {
         (file(&dbg, "backtrace_depth"), file(&dbg, "tracing_on")),
         ("2".into(), "1".into())
     );
+    // A cgroup filter as perf's -G names it: below the cgroup2 root.
+    let (ok, _, err) = ctl(&["off", "cgroup=system.slice/nginx.service", "on"]);
+    assert!(ok, "{err}");
+    assert_eq!(file(&dbg, "cgroup"), "/system.slice/nginx.service");
     // Refused before anything is touched: an unknown key or action, a key
     // twice, a value of two words; the files are as they were.
     for bad in [

@@ -311,6 +311,8 @@ pub fn fake_debugfs(dir: &Path) -> PathBuf {
     }
     std::fs::write(d.join("mode"), "consume\n").unwrap();
     config += "mode=consume\n";
+    std::fs::write(d.join("cgroup"), "/\n").unwrap();
+    config += "cgroup=/\n";
     std::fs::write(d.join("config"), config).unwrap();
     std::fs::write(d.join("tracing_on"), "1\n").unwrap();
     std::fs::write(d.join("flush"), "").unwrap();
