@@ -9,8 +9,9 @@
 //! `/system.slice/nginx.service`) or a cgroup id (the inode number of its
 //! directory in cgroup2, `stat -c %i`). The kernel's counters keep sampling
 //! every task; the sample path tests the interrupted task against the
-//! filter ([`admits_current`]) and counts the others
-//! (`sample_other_cgroup`, not received). The stream's CONFIG records carry
+//! filter ([`admits_current`]) first and counts the others
+//! (`sample_other_cgroup`, neither received nor lost: also not when a
+//! snapshot's pause refuses samples). The stream's CONFIG records carry
 //! the filter's id (stream-format.md).
 //!
 //! [`Cgroup`] is a counted reference; [`Filter`] owns the one in force and

@@ -167,7 +167,8 @@ pub(crate) struct Counters {
     /// perf binds each counter to its CPU, so this stays 0).
     pub(crate) sample_wrong_cpu: Atomic<u64>,
     /// Overflows while recording was on that interrupted a task outside the
-    /// cgroup filter (`cgroup.rs`): not recorded, not received.
+    /// cgroup filter (`cgroup.rs`): not recorded, neither received nor lost
+    /// (also not during a snapshot's pause, which refuses the others).
     pub(crate) sample_other_cgroup: Atomic<u64>,
 }
 
@@ -350,12 +351,17 @@ impl CpuSampler {
         // overwritten). Seen on here, recording was on before the pause
         // (whose grace period waits for this handler) or is on after it
         // (and the reset, stored before, is visible: `is_recording`).
+        // A task outside the cgroup filter: never recorded, so neither
+        // received nor lost, also while a snapshot's pause would refuse it;
+        // counted as such while recording is on.
+        if !crate::cgroup::admits_current() {
+            if self.buffer.is_recording() {
+                self.counters.sample_other_cgroup.add(1, Relaxed);
+            }
+            return;
+        }
         if !self.buffer.is_recording() {
             return self.refused(gen, throttled);
-        }
-        if !crate::cgroup::admits_current() {
-            self.counters.sample_other_cgroup.add(1, Relaxed);
-            return;
         }
         // Read once: a runtime change (recording off) cannot tear a sample.
         let depth = (self.depth.load(Relaxed) as usize).min(MAX_DEPTH);

@@ -143,6 +143,25 @@ check "the rest counted as other cgroups" [ "$(stat_total sample_other_cgroup)" 
 expect_eq "back to every task" "$(try /)" ok
 expect_eq "reads back" "$(cat $DBG/cgroup)" "/"
 
+# --- the flight recorder, filtering on an empty cgroup while the workloads run
+# elsewhere: a snapshot's pause refuses samples (counted received and lost), but
+# not those of other cgroups, which are only counted as such
+check "rmmod" rmmod oprofile_rs
+check "insmod mode=overwrite cgroup=/box/inner" insmod /oprofile_rs.ko mode=overwrite event=cpu-clock \
+    sample_period=100000 cgroup=/box/inner
+cat $DEV >/dev/null & catpid=$!
+everywhere other 4; outtg=$tg
+n=0; while [ $n -lt 150 ]; do echo 1 >$DBG/snapshot; n=$((n + 1)); done
+# shellcheck disable=SC2046 # the pids are words
+wait $(echo "$outtg" | tr , ' ')
+kill $catpid; wait $catpid 2>/dev/null
+echo "$(grep -c . $DBG/stats) stats lines; snapshot: $(cat $DBG/snapshot)"
+expect_eq "nothing received from an empty cgroup" "$(stat_total sample_received)" 0
+expect_eq "nothing lost to the snapshots' pauses" "$(stat_total sample_lost_snapshot)" 0
+check "the workloads counted as other cgroups ($(stat_total sample_other_cgroup))" \
+    [ "$(stat_total sample_other_cgroup)" -gt 0 ]
+echo 0 >$DBG/tracing_on
+
 # --- rmmod with a filter set; cgroup= at load
 expect_eq "cgroup=/box before rmmod" "$(try /box)" ok
 check "rmmod with a filter set" rmmod oprofile_rs
