@@ -28,6 +28,13 @@ everywhere() {
     local c=0; tg=
     while [ $c -lt "$NCPU" ]; do inbox "$1" "$2" $c; tg="$tg${tg:+,}$!"; c=$((c + 1)); done
 }
+# streamed FILE SECS: a new stream into FILE while recording is on for SECS s.
+streamed() {
+    cat $DEV >"$1" & catpid=$!
+    wait_for reading_device $catpid
+    echo 1 >$DBG/tracing_on; sleep "$2"; echo 0 >$DBG/tracing_on
+    sleep 0.5; kill $catpid; wait $catpid 2>/dev/null
+}
 # samples FILE TGIDS [CGROUP_ID]: "TOTAL MINE" (samples, and those of the
 # TGIDS) of the stream's last CONFIG generation, or of the last one whose
 # filter is CGROUP_ID.
@@ -76,13 +83,10 @@ expect_eq "config too" "$(cfg cgroup)" "/box"
 
 # --- one stream: /box set, workloads in /box/inner and in /other on every CPU
 other0=$(stat_total sample_other_cgroup)
-cat $DEV >/tmp/g1.bin & catpid=$!
-wait_for reading_device $catpid
-everywhere box/inner 3; intg=$tg
-everywhere other 3; outtg=$tg
+everywhere box/inner 4; intg=$tg
+everywhere other 4; outtg=$tg
 sleep 0.5
-echo 1 >$DBG/tracing_on; sleep 2; echo 0 >$DBG/tracing_on
-sleep 1; kill $catpid; wait $catpid 2>/dev/null
+streamed /tmp/g1.bin 2
 # shellcheck disable=SC2046 # the pids are words
 wait $(echo "$intg,$outtg" | tr , ' ')
 set -- $(samples /tmp/g1.bin "$intg")
@@ -98,12 +102,9 @@ check "the others are counted in sample_other_cgroup" [ "$other1" -gt "$other0" 
 
 # --- every task again (ioctl)
 expect_eq "ioctl: cgroup=/" "$(/tmp/cfgctl set cgroup=/)" ok
-cat $DEV >/tmp/g2.bin & catpid=$!
-wait_for reading_device $catpid
-everywhere other 2; outtg=$tg
+everywhere other 3; outtg=$tg
 sleep 0.3
-echo 1 >$DBG/tracing_on; sleep 1; echo 0 >$DBG/tracing_on
-sleep 1; kill $catpid; wait $catpid 2>/dev/null
+streamed /tmp/g2.bin 1
 # shellcheck disable=SC2046 # the pids are words
 wait $(echo "$outtg" | tr , ' ')
 set -- $(samples /tmp/g2.bin "$outtg")
@@ -114,15 +115,9 @@ expect_eq "the last CONFIG: no filter" "$(awk '$1 == "config" { id = $(NF - 3) }
 expect_eq "cgroup=/box" "$(try /box)" ok
 inbox box 6 0; mover=$!
 sleep 0.5
-cat $DEV >/tmp/g3.bin & catpid=$!
-wait_for reading_device $catpid
-echo 1 >$DBG/tracing_on; sleep 1; echo 0 >$DBG/tracing_on
-sleep 0.5; kill $catpid; wait $catpid 2>/dev/null
+streamed /tmp/g3.bin 1
 echo $mover >$CG/other/cgroup.procs
-cat $DEV >/tmp/g4.bin & catpid=$!
-wait_for reading_device $catpid
-echo 1 >$DBG/tracing_on; sleep 1; echo 0 >$DBG/tracing_on
-sleep 0.5; kill $catpid; wait $catpid 2>/dev/null
+streamed /tmp/g4.bin 1
 set -- $(samples /tmp/g3.bin "$mover")
 check "in /box: sampled ($2 of $1)" [ "${2:-0}" -gt 0 ]
 set -- $(samples /tmp/g4.bin "$mover")
