@@ -150,7 +150,7 @@ fn show_stats(p: &Arc<Profiler>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
             c.user_backtrace_truncated.load(Relaxed),
             c.handler_ns_sum
                 .load(Relaxed)
-                .checked_div(received)
+                .checked_div(c.handler_calls.load(Relaxed))
                 .unwrap_or(0),
             c.handler_ns_max.load(Relaxed),
             rb.entries,

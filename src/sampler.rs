@@ -149,8 +149,11 @@ pub(crate) struct Counters {
     /// User callchains cut at `user_backtrace_depth` with a frame still to
     /// follow.
     pub(crate) user_backtrace_truncated: Atomic<u64>,
-    /// Overflow handler cost: sum and maximum in ns.
+    /// Overflow handler cost: sum and maximum in ns, and the overflows
+    /// timed (recorded or not: also those of other cgroups and those while
+    /// recording is off), which the average divides by.
     pub(crate) handler_ns_sum: Atomic<u64>,
+    pub(crate) handler_calls: Atomic<u64>,
     pub(crate) handler_ns_max: Atomic<u64>,
     /// Of `sample_lost_overflow`: samples that arrived while a snapshot
     /// paused recording.
@@ -183,6 +186,7 @@ impl Counters {
             user_backtrace_aborted: Atomic::new(0),
             user_backtrace_truncated: Atomic::new(0),
             handler_ns_sum: Atomic::new(0),
+            handler_calls: Atomic::new(0),
             handler_ns_max: Atomic::new(0),
             sample_lost_snapshot: Atomic::new(0),
             comm_records: Atomic::new(0),
@@ -536,6 +540,7 @@ impl OverflowHandler for CpuSampler {
         self.log_sample(regs, o.tag, o.period, o.throttled);
         let cost = now().wrapping_sub(start);
         self.counters.handler_ns_sum.add(cost, Relaxed);
+        self.counters.handler_calls.add(1, Relaxed);
         store_max(&self.counters.handler_ns_max, cost);
     }
 }

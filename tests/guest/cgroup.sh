@@ -155,6 +155,10 @@ expect_eq "nothing received from an empty cgroup" "$(stat_total sample_received)
 expect_eq "nothing lost to the snapshots' pauses" "$(stat_total sample_lost_snapshot)" 0
 check "the workloads counted as other cgroups ($(stat_total sample_other_cgroup))" \
     [ "$(stat_total sample_other_cgroup)" -gt 0 ]
+# The handler's average is over every overflow it handled (it was over the
+# received ones only: 0 here, and doubled where half the samples were filtered).
+check "handler_avg_ns covers the overflows of other cgroups ($(stat_max handler_avg_ns))" \
+    [ "$(stat_max handler_avg_ns)" -gt 0 ]
 echo 0 >$DBG/tracing_on
 
 # --- rmmod with a filter set; cgroup= at load
