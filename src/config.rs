@@ -22,8 +22,10 @@
 //! recorder (`mode=overwrite`) event, period, frequency, excluded-mode,
 //! `cgroup` or `mode` changes while the CPU buffers hold records not yet snapshotted
 //! (take a snapshot first; a `cpu_buffer_size` change keeps them, as many
-//! of the newest as fit, the others counted overwritten); and when the
-//! event buffer has no room for the CONFIG record (read the stream first).
+//! of the newest as fit, the others counted overwritten); in consume mode a
+//! `mode` change while records wait to be synced that still find no room
+//! (a switch first syncs them, as a flush does); and when the event buffer
+//! has no room for the CONFIG record (read the stream first).
 //!
 //! `mode` switches between consume mode and the flight recorder at run
 //! time: the CPU buffers change mode, the periodic syncs stop or start, the
@@ -269,6 +271,15 @@ impl Profiler {
             || (new.exclude_user, new.exclude_kernel)
                 != (cur.config.exclude_user, cur.config.exclude_kernel);
         let overwrite = self.buffers.overwrite();
+        if mode_changed && !overwrite && self.buffers.cpus_hold_records() {
+            // Consume mode: what waits to be synced (a LOST record that the
+            // full event buffer refused at tracing_on=0, in a sync's staging
+            // area) moves now if the stream was read since, as a flush would
+            // move it, not only at the CPU's next periodic sync: a user who
+            // read the stream and switches at once is not refused.
+            self.buffers.sync_all();
+            self.buffers.wake_readers();
+        }
         let recorded_differently = counters_changed || new.cgroup != cur.config.cgroup;
         if (mode_changed || (overwrite && recorded_differently)) && self.buffers.cpus_hold_records()
         {

@@ -13,6 +13,9 @@
  *                        one write(2) of VALUE (a literal "\\n" in it is a
  *                        newline) to FILE (a debugfs file); prints "ok" or
  *                        "err ENAME" (shells do not say which error)
+ *   cfgctl drainset TEXT  reads the stream (a reader's open, O_NONBLOCK) until
+ *                        EAGAIN, then at once SET_CONFIG with TEXT on that
+ *                        file; prints "drained B ok" or "drained B err ENAME"
  *   cfgctl hammer SECS TEXT...
  *                        applies the TEXTs in turn for SECS seconds; prints
  *                        "hammer ok N ebusy N einval N other N" (other:
@@ -75,6 +78,19 @@ int main(int argc, char **argv)
 	if (argc == 3 && !strcmp(argv[1], "set")) {
 		int e = set(dev(), argv[2], strlen(argv[2]));
 		if (e) printf("err %s\n", errname(e)); else printf("ok\n");
+		return 0;
+	}
+	if (argc == 3 && !strcmp(argv[1], "drainset")) {
+		int fd = open("/dev/oprofile/buffer", O_RDONLY | O_NONBLOCK);
+		if (fd < 0) { printf("open: %s\n", errname(errno)); return 0; }
+		static char buf[1 << 20];
+		long total = 0;
+		ssize_t n;
+		while ((n = read(fd, buf, sizeof(buf))) > 0)
+			total += n;
+		if (n < 0 && errno != EAGAIN) { printf("read: %s\n", errname(errno)); return 0; }
+		int e = set(fd, argv[2], strlen(argv[2]));
+		if (e) printf("drained %ld err %s\n", total, errname(e)); else printf("drained %ld ok\n", total);
 		return 0;
 	}
 	if (argc == 3 && !strcmp(argv[1], "get")) {

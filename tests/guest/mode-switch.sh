@@ -14,7 +14,11 @@
 # whole stream: SAMPLEs + LOST counts == sample_received -
 # sample_invalid_eip (what the stream has reported of each CPU's losses
 # passes between the sync and the snapshots at each switch: nothing twice,
-# nothing missing).
+# nothing missing). Last, consume mode with a full event buffer and no
+# reader: mode=overwrite is EBUSY until the stream is read (no room for the
+# CONFIG record, or a LOST record that tracing_on=0 could not append waits);
+# read, the switch succeeds at once (a waiting LOST record is moved by the
+# switch itself: it waited for the CPU's next periodic sync before).
 . /tmp/lib.sh
 SNAP=$DBG/snapshot
 CPU1=/sys/devices/system/cpu/cpu1/online
@@ -106,6 +110,21 @@ check "ctl off mode=overwrite on; ctl snapshot; ctl off snapshot mode=consume on
     sh -c 'oprofile-rs ctl off mode=overwrite on && sleep 0.3 && oprofile-rs ctl snapshot && oprofile-rs ctl off snapshot mode=consume on'
 expect_eq "ctl show: consume mode, recording on" "$(oprofile-rs ctl | grep -E '^(mode|tracing_on)=' | tr '\n' ' ')" \
     "mode=consume tracing_on=1 "
+check "rmmod" rmmod oprofile_rs
+
+# --- a LOST record waits for room: EBUSY, then read and switch at once
+check "insmod (64 KiB event buffer, 4 KiB CPU buffers, 10 kHz)" insmod /oprofile_rs.ko \
+    buffer_size=65536 cpu_buffer_size=4096 sample_period=100000
+workload_every_cpu 1
+echo 0 >$DBG/tracing_on
+echo "event buffer: $(sed -n 's/^event_buffer //p' $DBG/stats)"
+mark full
+expect_eq "mode=overwrite with the event buffer full: EBUSY" "$(try mode overwrite)" "err EBUSY"
+echo "why: $(dmesg_since full | grep -o 'config: .*' | tail -1)"
+out=$(/tmp/cfgctl drainset mode=overwrite)
+case $out in "drained "*" ok") pass "the stream read, mode=overwrite at once ($out)" ;;
+    *) fail "the stream read, mode=overwrite at once: $out" ;; esac
+expect_eq "mode reads overwrite" "$(cat $DBG/mode)" overwrite
 check "rmmod" rmmod oprofile_rs
 check_kmemleak
 finish
