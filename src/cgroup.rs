@@ -128,8 +128,10 @@ impl Cgroup {
     }
 
     /// Writes the cgroup's path below the cgroup2 root if it is at most
-    /// [`SHOWN_PATH_MAX`] bytes of UTF-8; an error if not, or if it cannot be
-    /// had (no memory, or the cgroup was removed).
+    /// [`SHOWN_PATH_MAX`] bytes of UTF-8 that a value can carry (no white
+    /// space, control character or `=`: a cgroup's name may hold them, the
+    /// `config` text's lines cannot); an error if not, or if it cannot be had
+    /// (no memory, or the cgroup was removed).
     fn write_path(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut buf = KVec::<u8>::with_capacity(PATH_MAX, GFP_KERNEL).map_err(|_| fmt::Error)?;
         buf.resize(PATH_MAX, 0, GFP_KERNEL)
@@ -140,9 +142,12 @@ impl Cgroup {
             glue::oprofile_rs_cgroup_path(self.ptr.as_ptr(), buf.as_mut_ptr().cast(), PATH_MAX)
         };
         let n = usize::try_from(n).map_err(|_| fmt::Error)?;
-        let path = buf
-            .get(..n)
-            .filter(|p| p.first() == Some(&b'/') && p.len() <= SHOWN_PATH_MAX);
+        let path = buf.get(..n).filter(|p| {
+            p.first() == Some(&b'/')
+                && p.len() <= SHOWN_PATH_MAX
+                && p.iter()
+                    .all(|&c| (c.is_ascii_graphic() && c != b'=') || c >= 0x80)
+        });
         let path = path.and_then(|p| core::str::from_utf8(p).ok());
         f.write_str(path.ok_or(fmt::Error)?)
     }
@@ -156,8 +161,8 @@ impl Drop for Cgroup {
 }
 
 /// Writes the `cgroup` value of the filter with id `id` (0: none): `/`, the
-/// cgroup's path, or its id if the path cannot be had (removed since) or is
-/// longer than [`SHOWN_PATH_MAX`].
+/// cgroup's path, or its id if the path cannot be had (removed since), is
+/// longer than [`SHOWN_PATH_MAX`] or holds what a value cannot.
 pub(crate) fn write_value(id: u64, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     if id == 0 {
         return f.write_str("/");

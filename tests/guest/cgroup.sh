@@ -80,6 +80,16 @@ expect_eq "reads back as /" "$(cat $DBG/cgroup)" "/"
 expect_eq "a path, its newline allowed" "$(try '/box/\n')" ok
 expect_eq "reads back" "$(cat $DBG/cgroup)" "/box"
 expect_eq "config too" "$(cfg cgroup)" "/box"
+# A name a key=value word cannot carry (a space, a tab, '='; cgroup refuses
+# newlines): set by its id, shown by its id; config keeps one line per key.
+odd=$(printf '%s/a b\tc=d' $CG)
+mkdir "$odd"
+oddid=$(stat -c %i "$odd")
+expect_eq "a cgroup with an odd name, by its id" "$(try "$oddid")" ok
+expect_eq "shown by its id" "$(cat $DBG/cgroup)" "$oddid"
+expect_eq "config: one line per key" "$(wc -l <$DBG/config)" 12
+expect_eq "back to /box" "$(try /box)" ok
+rmdir "$odd"
 
 # --- one stream: /box set, workloads in /box/inner and in /other on every CPU
 other0=$(stat_total sample_other_cgroup)
