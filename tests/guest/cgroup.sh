@@ -138,6 +138,9 @@ kill $mover 2>/dev/null; wait $mover 2>/dev/null
 expect_eq "cgroup=/gone" "$(try /gone)" ok
 gid=$(stat -c %i $CG/gone)
 check "rmdir of the filtering cgroup" rmdir $CG/gone
+# dying: removed, but a reference (the filter's) keeps it
+dying() { sed -n 's/^nr_dying_descendants //p' $CG/cgroup.stat; }
+check "the filter holds the removed cgroup ($(dying) dying)" [ "$(dying)" -ge 1 ]
 expect_eq "shown by its id once removed" "$(cat $DBG/cgroup)" "$gid"
 expect_eq "its id no longer names a cgroup" "$(try "$gid")" "err ENOENT"
 other2=$(stat_total sample_other_cgroup)
@@ -147,6 +150,10 @@ expect_eq "nothing sampled in the removed cgroup" "$(stat_total sample_received)
 check "the rest counted as other cgroups" [ "$(stat_total sample_other_cgroup)" -gt "$other2" ]
 expect_eq "back to every task" "$(try /)" ok
 expect_eq "reads back" "$(cat $DBG/cgroup)" "/"
+# The filter's reference dropped: the removed cgroup is freed (no dying one
+# left; the kernel frees it after RCU grace periods and a work item).
+n=0; while [ "$(dying)" != 0 ] && [ $n -lt 100 ]; do sleep 0.1; n=$((n + 1)); done
+expect_eq "the removed cgroup is released with the filter" "$(dying)" 0
 
 # --- the flight recorder, filtering on an empty cgroup while the workloads run
 # elsewhere: a snapshot's pause refuses samples (counted received and lost), but

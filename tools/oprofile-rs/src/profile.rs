@@ -172,6 +172,8 @@ pub enum Event {
         generation: u32,
         summary: String,
         segment: u32,
+        /// The module's cgroup filter from here on (its id; 0: none).
+        cgroup: u64,
     },
     Lost {
         time: u64,
@@ -396,6 +398,20 @@ pub struct Profile {
 }
 
 impl Profile {
+    /// The cgroup filters the module sampled under (their ids, in order of
+    /// appearance; empty if it sampled every task throughout).
+    pub fn cgroup_filters(&self) -> Vec<u64> {
+        let mut ids = Vec::new();
+        for e in &self.events {
+            if let Event::Config { cgroup, .. } = e {
+                if *cgroup != 0 && !ids.contains(cgroup) {
+                    ids.push(*cgroup);
+                }
+            }
+        }
+        ids
+    }
+
     /// Samples the analysis uses (those the filter kept).
     pub fn total_samples(&self) -> u64 {
         self.samples.len() as u64
@@ -701,6 +717,7 @@ impl Profile {
                         generation: c.generation,
                         summary: config_summary(&c),
                         segment,
+                        cgroup: c.cgroup,
                     });
                     config = Some(c);
                 }

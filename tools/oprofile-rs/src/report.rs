@@ -376,6 +376,15 @@ fn write_header(p: &Profile, out: &mut dyn Write) -> std::io::Result<()> {
         write!(out, ", throttled by perf: {throttled}")?;
     }
     writeln!(out)?;
+    let cgroups = p.cgroup_filters();
+    if !cgroups.is_empty() {
+        let ids: Vec<String> = cgroups.iter().map(u64::to_string).collect();
+        writeln!(
+            out,
+            "# recorded with the module's cgroup filter: only the tasks of cgroup {} and below",
+            ids.join(", then ")
+        )?;
+    }
     if !p.filter.is_empty() {
         writeln!(
             out,
