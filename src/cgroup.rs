@@ -68,7 +68,7 @@ impl<'a> Spec<'a> {
         spec.ok_or_else(|| {
             pr_ratelimited!(
                 pr_warn,
-                "config: cgroup={:?} is neither a path starting with / nor a cgroup id (EINVAL)\n",
+                "cgroup={:?} is neither a path starting with / nor a cgroup id (EINVAL)\n",
                 kernel::str::BStr::from_bytes(v.get(..v.len().min(64)).unwrap_or(&[]))
             );
             EINVAL
@@ -119,6 +119,21 @@ impl Cgroup {
             return Ok(None);
         }
         Ok(Some(c))
+    }
+
+    /// The cgroup a `cgroup` value names (`None`: every task), for the
+    /// parameter and a runtime change alike: [`Spec::parse`]'s `EINVAL`,
+    /// then [`Cgroup::lookup`]'s errors, each with a (rate-limited) log line
+    /// naming the value.
+    pub(crate) fn named(v: &[u8]) -> Result<Option<Self>> {
+        Self::lookup(Spec::parse(v)?).inspect_err(|e| {
+            pr_ratelimited!(
+                pr_warn,
+                "cgroup={:?}: no such cgroup here (error {})\n",
+                kernel::str::BStr::from_bytes(v.get(..v.len().min(64)).unwrap_or(&[])),
+                e.to_errno()
+            )
+        })
     }
 
     /// The cgroup's id (the inode number of its directory).

@@ -141,21 +141,6 @@ fn number(key: &str, v: &[u8]) -> Result<u64> {
     })
 }
 
-/// The cgroup filter a `cgroup` value names (`None`: every task), its
-/// reference held: `EINVAL` for a value of the wrong form, the lookup's
-/// errors (`cgroup.rs`) for one that names no cgroup here.
-fn cgroup_filter(v: &[u8]) -> Result<Option<crate::cgroup::Cgroup>> {
-    let spec = crate::cgroup::Spec::parse(v)?;
-    crate::cgroup::Cgroup::lookup(spec).inspect_err(|e| {
-        pr_ratelimited!(
-            pr_info,
-            "config: cgroup={:?} names no cgroup here (error {})\n",
-            kernel::str::BStr::from_bytes(v.get(..v.len().min(64)).unwrap_or(&[])),
-            e.to_errno()
-        )
-    })
-}
-
 /// The configuration `cur` with `ch` applied, checked: `EINVAL` for
 /// anything not valid (the `cgroup` key, which needs a lookup, is
 /// [`Profiler::configure_changes`]'s).
@@ -251,7 +236,7 @@ impl Profiler {
         // The cgroup filter named, looked up (a reference held) before
         // anything changes: `None` if not given, `Some(None)` for every task.
         let filter = match ch.get("cgroup") {
-            Some(v) => Some(cgroup_filter(v)?),
+            Some(v) => Some(crate::cgroup::Cgroup::named(v)?),
             None => None,
         };
         if let Some(f) = &filter {

@@ -128,13 +128,7 @@ fn load_filter() -> Result<Option<cgroup::Cgroup>> {
     if v.is_empty() {
         return Ok(None);
     }
-    cgroup::Cgroup::lookup(cgroup::Spec::parse(v)?).inspect_err(|e| {
-        pr_err!(
-            "cgroup={:?}: no such cgroup here (error {})\n",
-            kernel::str::BStr::from_bytes(v),
-            e.to_errno()
-        )
-    })
+    cgroup::Cgroup::named(v)
 }
 
 /// The `sample_period=` parameter (a C `charp` in glue.c, as `event=`).

@@ -345,6 +345,15 @@ impl CpuSampler {
     /// events; `throttled`: perf throttled the counter after it.
     pub(crate) fn log_sample(&self, regs: &Regs, event: u16, period: u64, throttled: bool) {
         let gen = PAUSE_GEN.load(Acquire);
+        // A task outside the cgroup filter: never recorded, so neither
+        // received nor lost, also while a snapshot's pause would refuse it;
+        // counted as such while recording is on.
+        if !crate::cgroup::admits_current() {
+            if self.buffer.is_recording() {
+                self.counters.sample_other_cgroup.add(1, Relaxed);
+            }
+            return;
+        }
         // Recording off when the handler starts: refused, even if recording
         // is back on by the time it would reserve. What follows reads
         // `last_pid`, which a snapshot resets while recording is paused
@@ -355,15 +364,6 @@ impl CpuSampler {
         // overwritten). Seen on here, recording was on before the pause
         // (whose grace period waits for this handler) or is on after it
         // (and the reset, stored before, is visible: `is_recording`).
-        // A task outside the cgroup filter: never recorded, so neither
-        // received nor lost, also while a snapshot's pause would refuse it;
-        // counted as such while recording is on.
-        if !crate::cgroup::admits_current() {
-            if self.buffer.is_recording() {
-                self.counters.sample_other_cgroup.add(1, Relaxed);
-            }
-            return;
-        }
         if !self.buffer.is_recording() {
             return self.refused(gen, throttled);
         }
