@@ -89,6 +89,11 @@ expect_eq "a cgroup with an odd name, by its id" "$(try "$oddid")" ok
 expect_eq "shown by its id" "$(cat $DBG/cgroup)" "$oddid"
 expect_eq "config: one line per key" "$(wc -l <$DBG/config)" 12
 expect_eq "back to /box" "$(try /box)" ok
+# record -G takes its directory (by id), whatever the name.
+oprofile-rs record -q -G "$odd" -o /tmp/odd.data -d 0.2 2>/tmp/odd.err && \
+    grep -q "cgroup: $oddid " /tmp/odd.data.meta/info && pass "record -G DIR with an odd name: by its id" \
+    || fail "record -G DIR with an odd name: $(cat /tmp/odd.err)"
+expect_eq "the filter put back" "$(cat $DBG/cgroup)" "/box"
 rmdir "$odd"
 
 # --- one stream: /box set, workloads in /box/inner and in /other on every CPU

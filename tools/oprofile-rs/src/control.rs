@@ -100,6 +100,14 @@ const CGROUP2_SUPER_MAGIC: i64 = 0x6367_7270;
 /// or a name relative to that root as `perf record -G` takes it
 /// (`system.slice/...`). `/` samples every task.
 pub fn cgroup_value(arg: &str) -> Result<String> {
+    // A directory first: its id carries any name.
+    let path = std::path::Path::new(arg);
+    if let Ok(m) = std::fs::metadata(path) {
+        if m.is_dir() && is_cgroup2(path) {
+            use std::os::unix::fs::MetadataExt;
+            return Ok(m.ino().to_string());
+        }
+    }
     if arg.is_empty()
         || arg
             .chars()
@@ -110,13 +118,6 @@ pub fn cgroup_value(arg: &str) -> Result<String> {
              under /sys/fs/cgroup: its id is used)",
             crate::text::esc(arg)
         );
-    }
-    let path = std::path::Path::new(arg);
-    if let Ok(m) = std::fs::metadata(path) {
-        if m.is_dir() && is_cgroup2(path) {
-            use std::os::unix::fs::MetadataExt;
-            return Ok(m.ino().to_string());
-        }
     }
     Ok(if arg.starts_with('/') {
         arg.to_string()
