@@ -180,6 +180,10 @@ pub(crate) fn changed(cur: &Config, ch: &Changes<'_>) -> Result<Config> {
     if let Some(v) = ch.get("cpu_buffer_size") {
         c.cpu_buffer_size = params::check_cpu_buffer_size(number("cpu_buffer_size", v)?)?;
     }
+    if let Some(v) = ch.get("user_stack_size") {
+        c.user_stack_size = params::check_user_stack_size(number("user_stack_size", v)?)?;
+    }
+    params::check_user_stack_room(c.cpu_buffer_size, c.user_stack_size)?;
     if let Some(v) = ch.get("buffer_size") {
         c.buffer_size = params::check_buffer_size(number("buffer_size", v)?)?;
     }
@@ -418,6 +422,7 @@ impl Profiler {
             applied.config.backtrace_depth,
             applied.config.user_backtrace_depth,
         );
+        self.buffers.set_user_stack(applied.config.user_stack_size);
         if applied.generation != next.generation {
             self.buffers
                 .push_config(&applied.record(crate::sampler::now()));
@@ -447,6 +452,7 @@ mod tests {
             exclude_kernel: false,
             backtrace_depth: 0,
             user_backtrace_depth: 32,
+            user_stack_size: 0,
             mode: b"consume",
         })
     }
@@ -477,6 +483,28 @@ mod tests {
                 c.buffer_watershed
             )),
             Ok((4, 0, 1000))
+        );
+    }
+
+    #[test]
+    fn user_stack_size_changes_with_room_in_the_cpu_buffers() {
+        // 64 KiB CPU buffers at load.
+        assert_eq!(
+            apply(b"user_stack_size=8192").map(|c| c.user_stack_size),
+            Ok(8192)
+        );
+        for bad in [
+            &b"user_stack_size=12"[..],
+            b"user_stack_size=8193",
+            b"user_stack_size=",
+            b"user_stack_size=8192 cpu_buffer_size=16384",
+        ] {
+            assert_eq!(apply(bad), Err(EINVAL));
+        }
+        assert_eq!(
+            apply(b"cpu_buffer_size=16384 user_stack_size=4096")
+                .map(|c| (c.cpu_buffer_size, c.user_stack_size)),
+            Ok((16384, 4096))
         );
     }
 

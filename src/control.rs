@@ -11,7 +11,8 @@
 //! - `stats` (0400): per-CPU counters (see `Documentation/design.md`).
 //! - `event`, `sample_period`, `sample_freq`, `backtrace_depth`,
 //!   `user_backtrace_depth`, `cpu_buffer_size`, `buffer_size`,
-//!   `buffer_watershed`, `exclude_user`, `exclude_kernel`, `mode` (0600):
+//!   `buffer_watershed`, `exclude_user`, `exclude_kernel`, `mode`, `cgroup`,
+//!   `user_stack_size` (0600):
 //!   the setting in the parameter's syntax; a
 //!   write (one value, a trailing newline allowed) changes it while
 //!   recording is off (`config.rs`: `EBUSY` while on, `EINVAL` for garbage,
@@ -139,7 +140,8 @@ fn show_stats(p: &Arc<Profiler>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
              user_backtrace_truncated={} handler_avg_ns={} handler_max_ns={} \
              buffer_entries={} buffer_dropped_full={} buffer_read={} \
              sample_lost_snapshot={} comm_records={} buffer_committed={} buffer_overrun={} \
-             sync_records={} sync_ns={} sample_wrong_cpu={} sample_other_cgroup={} event_samples=",
+             sync_records={} sync_ns={} sample_wrong_cpu={} sample_other_cgroup={} \
+             user_stack_short={} event_samples=",
             s.cpu,
             received,
             c.sample_lost_overflow.load(Relaxed),
@@ -164,6 +166,7 @@ fn show_stats(p: &Arc<Profiler>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
             c.sync_ns.load(Relaxed),
             c.sample_wrong_cpu.load(Relaxed),
             other_cgroup,
+            c.user_stack_short.load(Relaxed),
         )?;
         write_list(f, c.event_samples.iter().take(n).map(|a| a.load(Relaxed)))?;
         writeln!(f)?;
@@ -327,6 +330,11 @@ impl ControlFiles {
                 name: c"cgroup",
                 show: Some(show_key::<11>),
                 store: Some(store_key::<11>),
+            },
+            FileSpec {
+                name: c"user_stack_size",
+                show: Some(show_key::<12>),
+                store: Some(store_key::<12>),
             },
             FileSpec {
                 name: c"event_info",

@@ -464,6 +464,19 @@ pub const SAMPLE_FLAG_EXT: u8 = 2;
 /// event comes from this CPU until perf's next tick unthrottles it. Readers
 /// that do not know a flag bit ignore it.
 pub const SAMPLE_FLAG_THROTTLED: u8 = 4;
+/// SAMPLE flags (byte 6) bit, extended form only: a copy of the sampled
+/// task's user stack follows the callchains ([`UserStack`]: the user
+/// registers, the bytes copied, then [`SampleHead::user_stack`] bytes of
+/// stack from the stack pointer up), for unwinding with the binaries'
+/// `.eh_frame` (perf's `--call-graph dwarf`). Readers that do not know it
+/// skip the part as appended fields.
+pub const SAMPLE_FLAG_USER_STACK: u8 = 8;
+/// Bytes of a user stack part's fixed fields: `ip`, `sp`, `bp` and the
+/// count of bytes copied, 8 each.
+pub const USER_STACK_REGS_LEN: usize = 32;
+/// The largest user stack copy (the `user_stack_size` parameter's maximum,
+/// perf's default dump size for `--call-graph dwarf`).
+pub const MAX_USER_STACK: usize = 8192;
 /// The deepest kernel callchain the module records (the `backtrace_depth`
 /// parameter's maximum; the depth byte could say 255).
 pub const MAX_DEPTH: usize = 64;
@@ -474,7 +487,21 @@ pub const MAX_USER_DEPTH: usize = 64;
 pub const MAX_EVENTS: usize = 8;
 /// The largest record the module writes: a SAMPLE with the deepest
 /// callchains (larger than a [`Config`] of [`MAX_EVENTS`]).
+/// Records with a user stack copy are larger: see [`max_record`].
 pub const MAX_RECORD: usize = sample_ext_len(MAX_DEPTH as u8, MAX_USER_DEPTH as u8);
+/// The largest record the module writes when it copies `user_stack` bytes
+/// of user stack per sample (0: none, [`MAX_RECORD`]).
+pub const fn max_record(user_stack: usize) -> usize {
+    if user_stack == 0 {
+        MAX_RECORD
+    } else {
+        MAX_RECORD + USER_STACK_REGS_LEN + user_stack
+    }
+}
+/// The largest record of any configuration.
+pub const MAX_STACK_RECORD: usize = max_record(MAX_USER_STACK);
+/// The SAMPLE fixed part's offset of the user stack copy's size (`u16`).
+const USER_STACK_AT: usize = 44;
 
 /// Field offsets shared by several record types.
 const TIME_AT: usize = 8;
@@ -590,6 +617,11 @@ pub struct SampleHead {
     /// perf throttled the event's counter after this overflow
     /// ([`SAMPLE_FLAG_THROTTLED`]).
     pub throttled: bool,
+    /// Bytes of the user stack copy after the callchains (a multiple of 8,
+    /// at most [`MAX_USER_STACK`]); with it, a [`USER_STACK_REGS_LEN`]-byte
+    /// [`UserStack`] part precedes them ([`SAMPLE_FLAG_USER_STACK`]; 0:
+    /// no such part). Extended form only.
+    pub user_stack: u16,
 }
 
 impl SampleHead {
@@ -603,10 +635,10 @@ impl SampleHead {
         }
     }
 
-    /// Bytes of the whole record, callchains included.
+    /// Bytes of the whole record, callchains and user stack part included.
     pub const fn size(&self) -> usize {
         if self.ext {
-            sample_ext_len(self.depth, self.user_depth)
+            sample_ext_len(self.depth, self.user_depth) + user_stack_part_len(self.user_stack)
         } else {
             sample_len(self.depth)
         }
@@ -627,6 +659,9 @@ impl SampleHead {
         if self.throttled {
             flags |= SAMPLE_FLAG_THROTTLED;
         }
+        if self.ext && self.user_stack != 0 {
+            flags |= SAMPLE_FLAG_USER_STACK;
+        }
         let size = u16::try_from(self.size()).unwrap_or(u16::MAX);
         out.fill(0);
         Prefix {
@@ -645,6 +680,7 @@ impl SampleHead {
             put(out, 32, &e.u64_bytes(self.period));
             put(out, 40, &e.u16_bytes(self.event));
             put(out, 42, &[self.user_depth]);
+            put(out, USER_STACK_AT, &e.u16_bytes(self.user_stack));
         }
     }
 
@@ -665,6 +701,11 @@ impl SampleHead {
         } else {
             (0, 0, 0)
         };
+        let user_stack = if ext && p.b6 & SAMPLE_FLAG_USER_STACK != 0 {
+            e.read_u16(rec, USER_STACK_AT)?
+        } else {
+            0
+        };
         Some(SampleHead {
             cpu: p.cpu,
             kernel: p.b6 & SAMPLE_FLAG_KERNEL != 0,
@@ -678,8 +719,57 @@ impl SampleHead {
             user_depth,
             ext,
             throttled: p.b6 & SAMPLE_FLAG_THROTTLED != 0,
+            user_stack,
         })
     }
+}
+
+/// Bytes of a user stack part with `user_stack` bytes of stack (0 without).
+pub const fn user_stack_part_len(user_stack: u16) -> usize {
+    if user_stack == 0 {
+        0
+    } else {
+        USER_STACK_REGS_LEN + user_stack as usize
+    }
+}
+
+/// A SAMPLE's user stack part ([`SAMPLE_FLAG_USER_STACK`]), after its
+/// callchains (read by the host tools: the module writes it word by word,
+/// see `sampler.rs`): the sampled task's user registers (for a kernel-mode sample,
+/// those it entered the kernel with) and a copy of its stack from `sp` up.
+#[cfg(format_host)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UserStack<'a> {
+    /// The user instruction pointer.
+    pub ip: u64,
+    /// The user stack pointer: the address of `data[0]`.
+    pub sp: u64,
+    /// The user frame pointer (`rbp`).
+    pub bp: u64,
+    /// The bytes copied from `sp` up (at most the part's size: the copy
+    /// stops at the first page it could not read; the rest is zeros).
+    pub data: &'a [u8],
+}
+
+/// The user stack part of the SAMPLE record `rec`, if it has one (and holds
+/// it whole).
+#[cfg(format_host)]
+pub fn user_stack(e: Endian, rec: &[u8]) -> Option<UserStack<'_>> {
+    let head = SampleHead::read(e, rec)?;
+    if head.user_stack == 0 {
+        return None;
+    }
+    let at = sample_ext_len(head.depth, head.user_depth);
+    let ip = e.read_u64(rec, at)?;
+    let sp = e.read_u64(rec, at + 8)?;
+    let bp = e.read_u64(rec, at + 16)?;
+    let copied = e.read_u64(rec, at + 24)?;
+    let n = usize::try_from(copied.min(u64::from(head.user_stack))).ok()?;
+    let start = at + USER_STACK_REGS_LEN;
+    let data = rec.get(start..start.checked_add(n)?)?;
+    // The whole part must be there, not only the bytes copied.
+    rec.get(start..start + usize::from(head.user_stack))?;
+    Some(UserStack { ip, sp, bp, data })
 }
 
 /// Writes `kernel` and then `user` as the callchains of a SAMPLE record
@@ -905,7 +995,7 @@ impl Tracing {
 /// `exclude_kernel` are per event in the record's event flags, the same for
 /// every event; `mode` is the record's byte 7; `cgroup`, added after
 /// `mode`, is the record's extension, [`Config::cgroup`].)
-pub const CONFIG_KEYS: [&str; 12] = [
+pub const CONFIG_KEYS: [&str; 13] = [
     "event",
     "sample_period",
     "sample_freq",
@@ -918,6 +1008,7 @@ pub const CONFIG_KEYS: [&str; 12] = [
     "exclude_kernel",
     "mode",
     "cgroup",
+    "user_stack_size",
 ];
 
 /// Bytes of a CONFIG record's fixed part (each event adds
@@ -1262,6 +1353,15 @@ impl Parsed<'_> {
             _ => callchain(self.endian, &[]),
         }
     }
+
+    /// A SAMPLE's user stack part, if it has one.
+    #[cfg(format_host)]
+    pub fn user_stack(&self) -> Option<UserStack<'_>> {
+        match self.fields {
+            Some(Fields::Sample(_)) => user_stack(self.endian, self.bytes),
+            _ => None,
+        }
+    }
 }
 
 /// Why a record cannot be read.
@@ -1304,7 +1404,12 @@ pub fn parse(e: Endian, buf: &[u8]) -> Result<Parsed<'_>, RecordError> {
         // The user depth (byte 42) counts only if the fixed part is there;
         // a record too short for it is too small for any depth.
         SAMPLE if p.b6 & SAMPLE_FLAG_EXT != 0 => {
-            sample_ext_len(p.b7, rec.get(42).copied().unwrap_or(0))
+            let stack = if p.b6 & SAMPLE_FLAG_USER_STACK != 0 {
+                e.read_u16(rec, USER_STACK_AT).unwrap_or(0)
+            } else {
+                0
+            };
+            sample_ext_len(p.b7, rec.get(42).copied().unwrap_or(0)) + user_stack_part_len(stack)
         }
         SAMPLE => sample_len(p.b7),
         COMM => COMM_LEN,

@@ -89,6 +89,10 @@ module! {
             default: 32,
             description: "User callchain entries recorded per sample, by frame pointers (0..64; 0: none)",
         },
+        user_stack_size: u64 {
+            default: 0,
+            description: "Bytes of user stack copied per sample for DWARF unwinding (0: none; a multiple of 8 up to 8192)",
+        },
     },
 }
 
@@ -159,6 +163,7 @@ impl kernel::InPlaceModule for OprofileModule {
                 exclude_kernel: module_parameters::exclude_kernel.value(),
                 backtrace_depth: module_parameters::backtrace_depth.value(),
                 user_backtrace_depth: module_parameters::user_backtrace_depth.value(),
+                user_stack_size: module_parameters::user_stack_size.value(),
                 mode: mode_param(),
             };
             let mut config = params::Config::validate(raw)?;

@@ -34,6 +34,8 @@ pub(crate) mod limits {
     /// User callchain entries recorded per sample (the stream format's
     /// limit).
     pub(crate) const USER_BACKTRACE_DEPTH: (u64, u64) = (0, crate::format::MAX_USER_DEPTH as u64);
+    /// Bytes of user stack copied per sample (a multiple of 8; 0: none).
+    pub(crate) const USER_STACK_SIZE: (u64, u64) = (0, crate::format::MAX_USER_STACK as u64);
 }
 
 /// Events sampled at once, at most (the stream format's CONFIG record).
@@ -452,6 +454,9 @@ pub(crate) struct Config {
     /// The cgroup filter's id (0: every task; see `cgroup.rs`, which holds
     /// the cgroup itself).
     pub(crate) cgroup: u64,
+    /// Bytes of user stack copied per sample (0: none; see
+    /// `user_stack.rs`).
+    pub(crate) user_stack_size: u32,
 }
 
 /// The raw parameter values, as given to insmod.
@@ -470,6 +475,7 @@ pub(crate) struct Raw<'a> {
     pub(crate) exclude_kernel: bool,
     pub(crate) backtrace_depth: u64,
     pub(crate) user_backtrace_depth: u64,
+    pub(crate) user_stack_size: u64,
     /// `mode=`, as given (without the NUL).
     pub(crate) mode: &'a [u8],
 }
@@ -537,6 +543,46 @@ pub(crate) fn parse_bool(name: &str, v: &[u8]) -> Result<bool> {
     }
 }
 
+/// Checks `user_stack_size`: 0, or a multiple of 8 up to the format's
+/// [`crate::format::MAX_USER_STACK`].
+pub(crate) fn check_user_stack_size(v: u64) -> Result<u32> {
+    let v = in_range("user_stack_size", v, limits::USER_STACK_SIZE)?;
+    if v % 8 != 0 {
+        pr_ratelimited!(
+            pr_err,
+            "invalid user_stack_size={v}: must be a multiple of 8\n"
+        );
+        return Err(EINVAL);
+    }
+    u32::try_from(v).map_err(|_| EINVAL)
+}
+
+/// The smallest `cpu_buffer_size` for `user_stack_size` bytes of stack per
+/// sample: room for two of the largest records (a power of two).
+pub(crate) fn min_cpu_buffer_size(user_stack_size: u32) -> usize {
+    if user_stack_size == 0 {
+        return limits::CPU_BUFFER_SIZE.0 as usize;
+    }
+    // The ring adds a header word per record.
+    (2 * (crate::format::max_record(user_stack_size as usize) + 8))
+        .next_power_of_two()
+        .max(limits::CPU_BUFFER_SIZE.0 as usize)
+}
+
+/// Checks `cpu_buffer_size` and `user_stack_size` together: the CPU
+/// buffers must hold two of the largest records.
+pub(crate) fn check_user_stack_room(cpu_buffer_size: usize, user_stack_size: u32) -> Result {
+    let min = min_cpu_buffer_size(user_stack_size);
+    if cpu_buffer_size < min {
+        pr_ratelimited!(
+            pr_err,
+            "invalid user_stack_size={user_stack_size} with cpu_buffer_size={cpu_buffer_size}: needs cpu_buffer_size of at least {min}\n"
+        );
+        return Err(EINVAL);
+    }
+    Ok(())
+}
+
 /// Checks a callchain depth.
 pub(crate) fn check_depth(name: &str, v: u64, range: (u64, u64)) -> Result<u32> {
     u32::try_from(in_range(name, v, range)?).map_err(|_| EINVAL)
@@ -555,6 +601,8 @@ impl Config {
         let events = event_list(&names, periods.as_ref(), freqs.as_ref(), None)?;
         let mode = parse_mode(raw.mode)?;
         check_exclusions(raw.exclude_user, raw.exclude_kernel)?;
+        let user_stack_size = check_user_stack_size(raw.user_stack_size)?;
+        check_user_stack_room(cpu_buffer_size, user_stack_size)?;
         Ok(Config {
             cpu_buffer_size,
             buffer_size,
@@ -576,6 +624,7 @@ impl Config {
             mode,
             // Looked up by the caller (`cgroup=`, `cgroup.rs`).
             cgroup: 0,
+            user_stack_size,
         })
     }
 }
@@ -612,6 +661,7 @@ mod tests {
             backtrace_depth: 0,
             // The parameter's default (oprofile.rs): user stacks are on.
             user_backtrace_depth: 32,
+            user_stack_size: 0,
             mode: b"consume",
         }
     }
@@ -647,6 +697,47 @@ mod tests {
             ..good()
         })
         .is_ok());
+    }
+
+    #[test]
+    fn user_stack_size_is_words_up_to_8k_and_fits_the_cpu_buffers() {
+        for bad in [1, 4, 9, 8193, 8200, 16384, u64::MAX] {
+            assert_eq!(
+                Config::validate(Raw {
+                    user_stack_size: bad,
+                    ..good()
+                })
+                .map(|c| c.user_stack_size),
+                Err(EINVAL)
+            );
+        }
+        for ok in [0u32, 8, 512, 8192] {
+            assert_eq!(
+                Config::validate(Raw {
+                    user_stack_size: u64::from(ok),
+                    ..good()
+                })
+                .map(|c| c.user_stack_size),
+                Ok(ok)
+            );
+        }
+        // Two of the largest records: 9.3 KiB each with 8 KiB copies.
+        assert_eq!(min_cpu_buffer_size(0), 4096);
+        assert_eq!(min_cpu_buffer_size(512), 4096);
+        assert_eq!(min_cpu_buffer_size(4096), 16384);
+        assert_eq!(min_cpu_buffer_size(8192), 32768);
+        for (cpu, stack, ok) in [
+            (16384, 8192, false),
+            (32768, 8192, true),
+            (8192, 4096, false),
+        ] {
+            let r = Config::validate(Raw {
+                cpu_buffer_size: cpu,
+                user_stack_size: stack,
+                ..good()
+            });
+            assert_eq!((cpu, stack, r.is_ok()), (cpu, stack, ok));
+        }
     }
 
     #[test]

@@ -150,17 +150,16 @@ impl Profiler {
         };
         let mut cpus = KVVec::with_capacity(n as usize, GFP_KERNEL)?;
         for cpu in 0..n {
-            cpus.push(
-                CpuSampler::new(
-                    cpu,
-                    config.cpu_buffer_size,
-                    config.backtrace_depth,
-                    config.user_backtrace_depth,
-                    switches,
-                    config.mode == RecordMode::Overwrite,
-                )?,
-                GFP_KERNEL,
+            let sampler = CpuSampler::new(
+                cpu,
+                config.cpu_buffer_size,
+                config.backtrace_depth,
+                config.user_backtrace_depth,
+                switches,
+                config.mode == RecordMode::Overwrite,
             )?;
+            sampler.set_user_stack(config.user_stack_size);
+            cpus.push(sampler, GFP_KERNEL)?;
         }
         // Each counter's overflow context: the sampler of its CPU and the
         // event's index. They point into the heap buffer of `cpus`, which

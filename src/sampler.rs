@@ -36,36 +36,49 @@ use crate::{
 /// user chain.
 const CHAIN_LEN: usize = MAX_DEPTH + MAX_USER_DEPTH;
 
-/// A CPU's callchain scratch space, so that the NMI stack does not hold it.
+/// A CPU's callchain scratch space, so that the NMI stack does not hold it,
+/// and its user stack copy area (`user_stack_size`).
 ///
 /// # Invariants
 ///
-/// `chain` is only accessed between a successful acquire of `busy` and its
-/// release, so at most one `&mut` to it exists (an overflow that interrupts
-/// another on the same CPU finds it busy and records no callchain).
+/// `chain` and `stack` are only accessed between a successful acquire of
+/// `busy` and its release, so at most one `&mut` to each exists (an
+/// overflow that interrupts another on the same CPU finds it busy and
+/// records no callchain and no stack copy). `stack` holds
+/// [`STACK_WORDS`] words.
 struct Scratch {
     busy: Atomic<bool>,
     chain: UnsafeCell<[u64; CHAIN_LEN]>,
+    stack: UnsafeCell<KVVec<u64>>,
 }
 
-// SAFETY: access to `chain` is exclusive by the invariant.
+// SAFETY: access to `chain` and `stack` is exclusive by the invariant.
 unsafe impl Sync for Scratch {}
 
+/// Words of a CPU's user stack copy area.
+const STACK_WORDS: usize = format::MAX_USER_STACK / 8;
+
 impl Scratch {
-    fn new() -> Self {
-        Self {
+    fn new() -> Result<Self> {
+        // INVARIANT: not busy; `stack` has its `STACK_WORDS` words.
+        Ok(Self {
             busy: Atomic::new(false),
             chain: UnsafeCell::new([0; CHAIN_LEN]),
-        }
+            stack: UnsafeCell::new(KVVec::from_elem(0, STACK_WORDS, GFP_KERNEL)?),
+        })
     }
 
-    /// Runs `f` on the scratch space, or returns `None` if it is in use.
-    fn with<R>(&self, f: impl FnOnce(&mut [u64; CHAIN_LEN]) -> R) -> Option<R> {
+    /// Runs `f` on the scratch space (the chain, the stack copy area), or
+    /// returns `None` if it is in use.
+    fn with<R>(&self, f: impl FnOnce(&mut [u64; CHAIN_LEN], &mut [u64]) -> R) -> Option<R> {
         if self.busy.xchg(true, Acquire) {
             return None;
         }
-        // SAFETY: `busy` was clear and is now ours: no other reference exists.
-        let r = f(unsafe { &mut *self.chain.get() });
+        // SAFETY: `busy` was clear and is now ours: no other reference to
+        // `chain` or `stack` exists.
+        let r = f(unsafe { &mut *self.chain.get() }, unsafe {
+            (*self.stack.get()).as_mut_slice()
+        });
         self.busy.store(false, Release);
         Some(r)
     }
@@ -173,6 +186,10 @@ pub(crate) struct Counters {
     /// cgroup filter (`cgroup.rs`): not recorded, neither received nor lost
     /// (also not during a snapshot's pause, which refuses the others).
     pub(crate) sample_other_cgroup: Atomic<u64>,
+    /// Samples whose user stack copy (`user_stack_size`) ended before the
+    /// size asked for: the stack's top is nearer, or a page of it is not
+    /// present (not faulted in from the handler).
+    pub(crate) user_stack_short: Atomic<u64>,
 }
 
 impl Counters {
@@ -195,6 +212,7 @@ impl Counters {
             event_samples: core::array::from_fn(|_| Atomic::new(0)),
             sample_wrong_cpu: Atomic::new(0),
             sample_other_cgroup: Atomic::new(0),
+            user_stack_short: Atomic::new(0),
         }
     }
 }
@@ -226,6 +244,9 @@ pub(crate) struct CpuSampler {
     depth: Atomic<u32>,
     /// User callchain entries to record (0: none); as `depth`.
     user_depth: Atomic<u32>,
+    /// Bytes of user stack copied per sample (0: none, else a multiple of
+    /// 8 up to [`format::MAX_USER_STACK`]); as `depth`.
+    user_stack: Atomic<u32>,
     scratch: Scratch,
     /// Overwrite mode: the running task is named again (a new COMM record)
     /// after an eighth of the buffer's bytes of SAMPLE records, so that a
@@ -267,7 +288,8 @@ impl CpuSampler {
             counters: Counters::new(),
             depth: Atomic::new(depth.min(MAX_DEPTH as u32)),
             user_depth: Atomic::new(user_depth.min(MAX_USER_DEPTH as u32)),
-            scratch: Scratch::new(),
+            user_stack: Atomic::new(0),
+            scratch: Scratch::new()?,
             renames: Atomic::new(overwrite),
             since_comm: Atomic::new(0),
             up: Atomic::new(false),
@@ -281,6 +303,14 @@ impl CpuSampler {
         self.depth.store(depth.min(MAX_DEPTH as u32), Relaxed);
         self.user_depth
             .store(user_depth.min(MAX_USER_DEPTH as u32), Relaxed);
+    }
+
+    /// Sets the bytes of user stack copied per sample (0: none), while
+    /// recording is off (`config.rs`); rounded down to whole words and
+    /// capped at the format's [`format::MAX_USER_STACK`].
+    pub(crate) fn set_user_stack(&self, bytes: u32) {
+        self.user_stack
+            .store(bytes.min(format::MAX_USER_STACK as u32) / 8 * 8, Relaxed);
     }
 
     /// Bytes of SAMPLE records after which the task is named again: an
@@ -308,11 +338,21 @@ impl CpuSampler {
     }
 
     /// Writes one record: the bytes of `head` (a multiple of 8 long), then
-    /// the words of `tail`.
-    fn write(&self, head: &[u8], tail: &[u64], ts: u64) -> core::result::Result<(), ReserveError> {
-        let mut slot = self.buffer.reserve(head.len() + 8 * tail.len(), ts)?;
+    /// the words of each of `tails`, in order.
+    fn write(
+        &self,
+        head: &[u8],
+        tails: &[&[u64]],
+        ts: u64,
+    ) -> core::result::Result<(), ReserveError> {
+        let words: usize = tails.iter().map(|t| t.len()).sum();
+        let mut slot = self.buffer.reserve(head.len() + 8 * words, ts)?;
         slot.write_bytes(0, head);
-        slot.write_words(head.len() / 8, tail);
+        let mut at = head.len() / 8;
+        for t in tails {
+            slot.write_words(at, t);
+            at += t.len();
+        }
         slot.commit();
         Ok(())
     }
@@ -370,6 +410,7 @@ impl CpuSampler {
         // Read once: a runtime change (recording off) cannot tear a sample.
         let depth = (self.depth.load(Relaxed) as usize).min(MAX_DEPTH);
         let user_depth = (self.user_depth.load(Relaxed) as usize).min(MAX_USER_DEPTH);
+        let stack_bytes = (self.user_stack.load(Relaxed) as usize).min(format::MAX_USER_STACK);
         let pc = regs.ip();
         let kernel_mode = !regs.user_mode();
         let ts = now();
@@ -415,8 +456,11 @@ impl CpuSampler {
             return;
         }
         // The SAMPLE record with `chain` after it: `kernel` kernel entries
-        // (at most MAX_DEPTH), then the user entries (at most MAX_USER_DEPTH).
-        let sample = |chain: &[u64], kernel: usize| {
+        // (at most MAX_DEPTH), then the user entries (at most
+        // MAX_USER_DEPTH); then, with `stack`, the user stack part: the
+        // registers and bytes copied, then the copy (`format::UserStack`).
+        let sample = |chain: &[u64], kernel: usize, stack: Option<(&[u64; 4], &[u64])>| {
+            let area = stack.map_or(0, |(_, words)| 8 * words.len());
             let head = format::SampleHead {
                 cpu,
                 kernel: kernel_mode,
@@ -430,17 +474,21 @@ impl CpuSampler {
                 user_depth: chain.len().saturating_sub(kernel) as u8,
                 ext: true,
                 throttled,
+                user_stack: area as u16,
             };
             let head = head.encoded(Endian::native());
-            let r = self.write(&head, chain, ts);
+            let r = match stack {
+                Some((regs, words)) => self.write(&head, &[chain, regs, words], ts),
+                None => self.write(&head, &[chain], ts),
+            };
             if r.is_ok() && rename_bytes != 0 {
-                let bytes = head.len() + 8 * chain.len();
+                let bytes = head.len() + 8 * chain.len() + format::user_stack_part_len(area as u16);
                 self.since_comm.add(bytes as u64, Relaxed);
             }
             r
         };
         let want_kernel = kernel_mode && depth > 0;
-        let user = if user_depth > 0 {
+        let user = if user_depth > 0 || stack_bytes > 0 {
             UserRegs::of(regs)
         } else {
             None
@@ -449,7 +497,7 @@ impl CpuSampler {
         // buffer took or lost: not for one refused because recording is off.
         let (result, cut) = if want_kernel || user.is_some() {
             self.scratch
-                .with(|chain| {
+                .with(|chain, stack| {
                     let mut cut = 0;
                     let mut k = 0;
                     if want_kernel {
@@ -461,7 +509,7 @@ impl CpuSampler {
                         k = n;
                     }
                     let mut u = 0;
-                    if let Some(start) = &user {
+                    if let Some(start) = user.as_ref().filter(|_| user_depth > 0) {
                         let out = chain.get_mut(k..k + user_depth).unwrap_or(&mut []);
                         let (n, stop) = user_stack::walk(start, out, user_stack::read_frame);
                         if stop.aborted() {
@@ -471,20 +519,37 @@ impl CpuSampler {
                         }
                         u = n;
                     }
-                    (sample(chain.get(..k + u).unwrap_or(&[]), k), cut)
+                    let chain = chain.get(..k + u).unwrap_or(&[]);
+                    match user.as_ref().filter(|_| stack_bytes > 0) {
+                        Some(start) => {
+                            let area = stack.get_mut(..stack_bytes / 8).unwrap_or(&mut []);
+                            let copied = user_stack::copy_stack(start, area);
+                            if copied < area.len() * 8 {
+                                c.user_stack_short.add(1, Relaxed);
+                            }
+                            // At least one word: the part says the copy's
+                            // size, and the registers alone still unwind
+                            // the sampled function.
+                            let words = copied.div_ceil(8).max(1);
+                            let area = area.get(..words).unwrap_or(&[]);
+                            let regs = [start.ip, start.sp, start.bp, copied as u64];
+                            (sample(chain, k, Some((&regs, area))), cut)
+                        }
+                        None => (sample(chain, k, None), cut),
+                    }
                 })
                 .unwrap_or_else(|| {
                     let mut cut = 0;
                     if want_kernel {
                         cut |= CUT_KERNEL_ABORTED;
                     }
-                    if user.is_some() {
+                    if user.is_some() && user_depth > 0 {
                         cut |= CUT_USER_ABORTED;
                     }
-                    (sample(&[], 0), cut)
+                    (sample(&[], 0, None), cut)
                 })
         } else {
-            (sample(&[], 0), 0)
+            (sample(&[], 0, None), 0)
         };
         if !matches!(result, Err(ReserveError::Disabled)) {
             if cut & CUT_KERNEL_ABORTED != 0 {

@@ -131,6 +131,7 @@ impl Settings {
             b"exclude_kernel" => write!(f, "{}", u8::from(c.exclude_kernel)),
             b"mode" => f.write_str(c.mode.name()),
             b"cgroup" => crate::cgroup::write_value(c.cgroup, f),
+            b"user_stack_size" => write!(f, "{}", c.user_stack_size),
             _ => Err(core::fmt::Error),
         }
     }

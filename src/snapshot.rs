@@ -107,7 +107,7 @@ impl StagedCpu {
             let Some(room) = self.bytes.get_mut(off..) else {
                 break;
             };
-            if room.len() < format::MAX_RECORD {
+            if room.len() < format::MAX_STACK_RECORD {
                 break;
             }
             match cpu.buffer.consume(room) {
@@ -226,7 +226,7 @@ impl SnapshotState {
         } else {
             (
                 cpu_buffer_size / 40 + 1,
-                cpu_buffer_size + format::MAX_RECORD,
+                cpu_buffer_size + format::MAX_STACK_RECORD,
             )
         };
         for _ in 0..nr_cpus {

@@ -71,8 +71,9 @@ pub(crate) struct CpuSync {
     /// Records consumed from the CPU buffer (and LOST records), not yet in
     /// the event buffer.
     stage: Stage,
-    /// Where the CPU buffer's reader copies each record.
-    scratch: [u8; format::MAX_RECORD],
+    /// Where the CPU buffer's reader copies each record
+    /// ([`format::MAX_STACK_RECORD`] bytes: any record the module writes).
+    scratch: KVVec<u8>,
     /// Lost samples already reported in LOST records (staged or moved).
     lost_reported: u64,
 }
@@ -86,9 +87,10 @@ impl CpuSync {
         } else {
             Stage::new()?
         };
+        let scratch = KVVec::from_elem(0, format::MAX_STACK_RECORD, GFP_KERNEL)?;
         Ok(new_mutex!(CpuSync {
             stage,
-            scratch: [0; format::MAX_RECORD],
+            scratch,
             lost_reported: 0,
         }))
     }
@@ -343,7 +345,7 @@ impl Buffers {
         let reserve = Reserve::new(n);
         // Room for the reserve and a few of the largest records besides
         // (and in overwrite mode a snapshot's framing).
-        let min_consume = 2 * reserve.bytes() + 4 * format::MAX_RECORD;
+        let min_consume = 2 * reserve.bytes() + 4 * format::MAX_STACK_RECORD;
         let min = min_size(min_consume, n, overwrite);
         let staging = if overwrite { cpu_buffer_size } else { 0 };
         if buffer_size < min {
@@ -423,7 +425,8 @@ impl Buffers {
     /// more: readers are woken then, whatever the watershed.
     pub(crate) fn nearly_full(&self, eb: &EventBuffer) -> bool {
         eb.free()
-            < (self.buffer_size.load(Relaxed) / 8).max(self.reserve.bytes() + format::MAX_RECORD)
+            < (self.buffer_size.load(Relaxed) / 8)
+                .max(self.reserve.bytes() + format::MAX_STACK_RECORD)
     }
 
     /// The fill of the event buffer that wakes readers.
@@ -566,6 +569,13 @@ impl Buffers {
     pub(crate) fn set_depths(&self, depth: u32, user_depth: u32) {
         for s in self.cpus.iter() {
             s.set_depths(depth, user_depth);
+        }
+    }
+
+    /// Sets the bytes of user stack every sampler copies per sample.
+    pub(crate) fn set_user_stack(&self, bytes: u32) {
+        for s in self.cpus.iter() {
+            s.set_user_stack(bytes);
         }
     }
 

@@ -32,10 +32,14 @@ const STAGE_NOTED: usize = 128;
 // The noted offsets are `u16`: every offset in the area must fit.
 const _: () = assert!(STAGE_BYTES <= u16::MAX as usize + 1);
 
-/// Bytes of a CPU's staging area: about 300 samples without callchains (the
-/// records one CPU's periodic sync moves at several kHz), 15 of the largest
-/// records. At least [`format::MAX_RECORD`].
-pub(crate) const STAGE_BYTES: usize = 16 << 10;
+/// Bytes of a CPU's staging area: about 700 samples without callchains (the
+/// records one CPU's periodic sync moves at several kHz), 30 with the
+/// deepest callchains, 3 with the largest user stack copies. At least
+/// twice [`format::MAX_STACK_RECORD`], so that a batch moves more than one
+/// such record.
+pub(crate) const STAGE_BYTES: usize = 32 << 10;
+
+const _: () = assert!(STAGE_BYTES >= 2 * format::MAX_STACK_RECORD);
 
 /// What [`Stage::discard`] dropped.
 #[derive(Default, Debug, PartialEq, Eq)]
@@ -120,7 +124,7 @@ impl Stage {
 
     /// Whether a record of any size fits (after [`Self::compact`]).
     pub(crate) fn has_room(&self) -> bool {
-        self.buf.len() - self.end >= format::MAX_RECORD
+        self.buf.len() - self.end >= format::MAX_STACK_RECORD
     }
 
     /// Moves the staged records to the front of the area, so that its room
@@ -294,6 +298,7 @@ mod tests {
             user_depth: 0,
             ext: true,
             throttled: false,
+            user_stack: 0,
         };
         let mut v = KVec::new();
         let _ = v.extend_from_slice(&head.encoded(Endian::native()), GFP_KERNEL);

@@ -17,6 +17,11 @@
 //! return address outside it.
 //!
 //! 32-bit (compat) tasks are not walked: their samples carry no user chain.
+//!
+//! With `user_stack_size`, [`copy_stack`] also copies the top of the user
+//! stack into the sample for the tool to unwind with the binaries'
+//! `.eh_frame` (perf's `--call-graph dwarf`): the way to callers of code
+//! built without frame pointers, which the walk cannot follow.
 
 use kernel::{bindings, ffi::c_void};
 
@@ -157,6 +162,55 @@ pub(crate) fn read_frame(fp: u64) -> Option<[u64; 2]> {
         )
     };
     (left == 0).then_some(frame)
+}
+
+/// Copies the current task's user stack from `start.sp` up into `out`, in
+/// any context (NMI included), without faulting pages in (as perf's
+/// `PERF_SAMPLE_STACK_USER`): at most `out.len()` words, and never past the
+/// end of the user address space. Returns the bytes copied: the copy stops
+/// at the first byte it could not read (a page not present, the end of the
+/// stack's mapping). The rest of `out` is zeroed (no bytes of an earlier
+/// sample's task are left in it).
+pub(crate) fn copy_stack(start: &UserRegs, out: &mut [u64]) -> usize {
+    let want = core::mem::size_of_val(out);
+    let n = (start.limit.saturating_sub(start.sp)).min(want as u64) as usize;
+    let left = if n == 0 {
+        0
+    } else {
+        // SAFETY: `out` is valid for `want >= n` bytes of writes.
+        // copy_from_user_nmi() may be called in any context with any
+        // address: it checks that the range is user space and that the
+        // current mm is the loaded one (nmi_uaccess_okay()), and copies with
+        // page faults disabled (a fault ends the copy through the exception
+        // table; what it returns is the bytes not copied).
+        unsafe {
+            bindings::copy_from_user_nmi(
+                out.as_mut_ptr().cast::<c_void>(),
+                start.sp as usize as *const c_void,
+                n,
+            )
+        }
+    };
+    let copied = n.saturating_sub(left as usize);
+    zero_after(out, copied);
+    copied
+}
+
+/// Zeroes the bytes of `out` from byte `copied` on: the words after the
+/// last one copied into, and that word's bytes past the copy.
+fn zero_after(out: &mut [u64], copied: usize) {
+    if let Some(rest) = out.get_mut(copied.div_ceil(8)..) {
+        rest.fill(0);
+    }
+    if copied % 8 != 0 {
+        if let Some(w) = out.get_mut(copied / 8) {
+            let mut bytes = w.to_ne_bytes();
+            if let Some(tail) = bytes.get_mut(copied % 8..) {
+                tail.fill(0);
+            }
+            *w = u64::from_ne_bytes(bytes);
+        }
+    }
 }
 
 #[cfg(oprofile_rs_kunit)]
@@ -300,6 +354,33 @@ mod tests {
             assert!(!r.1.aborted());
             assert_eq!(reads, depth);
             assert_eq!(out[depth - 1], 0x40_0000 + depth as u64 - 1);
+        }
+    }
+
+    #[test]
+    fn what_was_not_copied_is_zeroed() {
+        let junk = 0x1122_3344_5566_7788u64;
+        for copied in [0usize, 3, 8, 13, 31, 32] {
+            let mut out = [junk; 4];
+            zero_after(&mut out, copied);
+            for (i, w) in out.iter().enumerate() {
+                for (j, b) in w.to_ne_bytes().iter().enumerate() {
+                    let kept = 8 * i + j < copied;
+                    assert_eq!(*b, if kept { junk.to_ne_bytes()[j] } else { 0 });
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_copy_without_user_memory_is_empty_and_zeroed() {
+        // A KUnit thread has no user memory: nothing is copied, from a user
+        // address, from the last bytes below the limit, or from above it.
+        for sp in [STACK, LIMIT - 8, LIMIT, u64::MAX - 7] {
+            let mut out = [u64::MAX; 8];
+            let regs = UserRegs { sp, ..start(0) };
+            assert_eq!(copy_stack(&regs, &mut out), 0);
+            assert_eq!(out, [0u64; 8]);
         }
     }
 }

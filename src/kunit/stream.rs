@@ -38,6 +38,7 @@ fn settings(event: Event, extra: Option<Event>) -> Result<Settings> {
         exclude_kernel: true,
         backtrace_depth: format::MAX_DEPTH as u64,
         user_backtrace_depth: 0,
+        user_stack_size: 0,
         mode: b"consume",
     })?;
     Ok(Settings::new(config, Event::CpuClock, 1))
@@ -248,6 +249,7 @@ mod tests {
             user_depth: 3,
             ext: true,
             throttled: true,
+            user_stack: 0,
         };
         let mut rec = KVec::new();
         assert!(rec.extend_from_slice(&head.encoded(e), GFP_KERNEL).is_ok());

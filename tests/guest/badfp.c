@@ -15,6 +15,15 @@
  *   misaligned rbp = a stack address + 4
  *   deep       rbp -> 1000 ascending records: only the depth is read
  *
+ * and, for the user stack copy (user_stack_size, tests/guest/ustack-dwarf.sh),
+ * a garbage stack pointer (rsp) instead, rbp left as it is:
+ *
+ *   sp-kernel      rsp = a kernel address
+ *   sp-unmapped    rsp = an unmapped page above the stack
+ *   sp-notpresent  rsp = a mapped page above the stack that was never touched
+ *   sp-top         rsp = 24 bytes below the end of the user address space
+ *   sp-misaligned  rsp = a stack address + 3
+ *
  * The walk must stay bounded (at most the depth), record no more than the
  * records it can read (see tests/guest/ustack.sh), and never oops. Prints the
  * address rbp holds and the number of user frames a walk can find (-1: as
@@ -42,6 +51,19 @@ __attribute__((noinline)) void spin(unsigned long fp, unsigned long n)
 			 "mov %%r12, %%rbp"
 			 : "+S"(n)
 			 : "D"(fp)
+			 : "r12", "cc", "memory");
+}
+
+/* Spins with rsp = sp until n reaches 0 (nothing may touch the stack meanwhile); rsp restored after. */
+__attribute__((noinline)) void spin_sp(unsigned long sp, unsigned long n)
+{
+	__asm__ volatile("mov %%rsp, %%r12\n\t"
+			 "mov %1, %%rsp\n\t"
+			 "1: dec %0\n\t"
+			 "jnz 1b\n\t"
+			 "mov %%r12, %%rsp"
+			 : "+S"(n)
+			 : "D"(sp)
 			 : "r12", "cc", "memory");
 }
 
@@ -74,7 +96,7 @@ int main(int argc, char **argv)
 	const char *mode = argc > 1 ? argv[1] : "self";
 	double secs = argc > 2 ? atof(argv[2]) : 1;
 	unsigned long stack[8] __attribute__((aligned(16)));
-	unsigned long fp;
+	unsigned long fp, sp = 0;
 	int frames;
 	struct timespec start, now;
 
@@ -118,9 +140,29 @@ int main(int argc, char **argv)
 		chain[2000] = 0;
 		chain[2001] = 0;
 		fp = (unsigned long)&chain[0], frames = -1;
+	} else if (!strcmp(mode, "sp-kernel")) {
+		sp = 0xffffffff81000000UL, fp = 0, frames = 0;
+	} else if (!strcmp(mode, "sp-unmapped")) {
+		sp = above_stack(0), fp = 0, frames = 0;
+	} else if (!strcmp(mode, "sp-notpresent")) {
+		sp = above_stack(1), fp = 0, frames = 0;
+	} else if (!strcmp(mode, "sp-top")) {
+		sp = 0x7ffffffff000UL - 24, fp = 0, frames = 0;
+	} else if (!strcmp(mode, "sp-misaligned")) {
+		sp = (unsigned long)&stack[0] + 3, fp = 0, frames = 0;
 	} else {
 		fprintf(stderr, "badfp: unknown mode %s\n", mode);
 		return 2;
+	}
+	if (sp) {
+		printf("badfp %s: rsp=%#lx frames=%d\n", mode, sp, frames);
+		fflush(stdout);
+		clock_gettime(CLOCK_MONOTONIC, &start);
+		do {
+			spin_sp(sp, 20000000);
+			clock_gettime(CLOCK_MONOTONIC, &now);
+		} while ((now.tv_sec - start.tv_sec) + (now.tv_nsec - start.tv_nsec) / 1e9 < secs);
+		return 0;
 	}
 	printf("badfp %s: rbp=%#lx frames=%d\n", mode, fp, frames);
 	fflush(stdout);

@@ -19,7 +19,7 @@ drain() { cat $DEV >/dev/null & dp=$!; sleep 0.3; echo 1 >$DBG/flush; sleep 0.5;
 
 check "insmod" insmod /oprofile_rs.ko event=cpu-clock sample_period=1000000
 cat $DBG/config
-for f in event sample_period sample_freq backtrace_depth user_backtrace_depth cpu_buffer_size buffer_size buffer_watershed exclude_user exclude_kernel mode cgroup; do
+for f in event sample_period sample_freq backtrace_depth user_backtrace_depth cpu_buffer_size buffer_size buffer_watershed exclude_user exclude_kernel mode cgroup user_stack_size; do
     expect_eq "$f reads as config says" "$(cat $DBG/$f)" "$(cfg $f)"
 done
 
@@ -166,13 +166,15 @@ dmesg -c >/dev/null
 /tmp/cfgctl hammer 8 "event=cpu-clock,page-faults" "event=cpu-clock sample_period=100000" "backtrace_depth=3" \
     "cpu_buffer_size=16384" "cpu_buffer_size=8192" "buffer_size=131072" "buffer_size=196608" \
     "exclude_user=1 exclude_kernel=0" "exclude_user=0 exclude_kernel=1" "exclude_user=0" \
-    "mode=overwrite" "mode=consume" "cgroup=/s1" "cgroup=/" >/tmp/h1.out &
+    "mode=overwrite" "mode=consume" "cgroup=/s1" "cgroup=/" "user_stack_size=4096" \
+    "cpu_buffer_size=32768 user_stack_size=8192" "user_stack_size=0" >/tmp/h1.out &
 h1=$!
 (end=$(($(date +%s) + 8)); while [ "$(date +%s)" -lt $end ]; do
     echo 2 >$DBG/user_backtrace_depth; echo 0,0 >$DBG/sample_freq; echo cpu-clock,task-clock >$DBG/event
     echo 4 >$DBG/user_backtrace_depth; echo 1 >$DBG/exclude_kernel; echo 0 >$DBG/exclude_kernel
     echo overwrite >$DBG/mode; echo 1 >$DBG/snapshot; echo consume >$DBG/mode
     mkdir /sys/fs/cgroup/s2; echo /s2 >$DBG/cgroup; rmdir /sys/fs/cgroup/s2; echo / >$DBG/cgroup
+    echo 512 >$DBG/user_stack_size; echo 0 >$DBG/user_stack_size
     done) 2>/dev/null &
 h2=$!
 (end=$(($(date +%s) + 8)); while [ "$(date +%s)" -lt $end ]; do
@@ -192,6 +194,7 @@ echo 0 >$DBG/tracing_on
 [ "$(cat $DBG/mode)" = overwrite ] && echo 1 >$DBG/snapshot
 expect_eq "consume mode again after the storm" "$(try mode consume)" ok
 expect_eq "every task again after the storm" "$(try cgroup /)" ok
+expect_eq "no stack copies after the storm" "$(try user_stack_size 0)" ok
 kill $catpid; wait $catpid
 cat $DBG/config
 echo cpu-clock >$DBG/event

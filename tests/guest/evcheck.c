@@ -3,7 +3,7 @@
  * Several events at once (tests/guest/events.sh, control.sh), checked
  * independently of the oprofile-rs tool.
  *
- * evcheck stream FILE [TGID[,TGID...]]: reads a recorded /dev/oprofile/buffer
+ * evcheck stream FILE [TGID[,TGID...] [MAXSTACK]]: reads a recorded /dev/oprofile/buffer
  * stream and checks that
  *  - a CONFIG record follows the header at once;
  *  - every SAMPLE is extended and its event index is below the event count
@@ -15,10 +15,17 @@
  *    exclude that (0x02);
  *  - CONFIG generations never decrease;
  *  - a CONFIG record is 48 + 48 x events bytes, or 8 more with the cgroup
- *    filter's id (the modules since that extension).
+ *    filter's id (the modules since that extension);
+ *  - a SAMPLE with a user stack copy (flag 0x08, user_stack_size) is extended,
+ *    exactly as long as its callchains and its part say, the part's area a
+ *    non-zero multiple of 8 and at most MAXSTACK (the third argument, else
+ *    8192), its copied count at most the area, the area's bytes past it
+ *    zero, and for a user-mode sample its ip is the sample's pc.
  * Prints "FAIL: ..." for each violation (exit 1), then
  *   config GEN EVENTS (NAME:VALUE[:freq][:u|:k],...) cgroup ID at record N
  *   samples GEN NAME TOTAL TGID_SAMPLES TGID_PERIOD_SUM KERNEL USER
+ *   ustack STACK_SAMPLES TGID_SAMPLES TGID_STACK_SAMPLES COPIED_SUM MAX_AREA TGID_USER_WITHOUT
+ * (TGID_USER_WITHOUT: user-mode samples of the tgids without a copy)
  * one samples line per event of every CONFIG seen (TGID_* for the tgids
  * given, else 0; `:u` user mode only, `:k` kernel mode only; KERNEL and
  * USER: its samples of each mode).
@@ -63,6 +70,8 @@ static struct gen gens[MAXGEN];
 #define MAXTGID 64
 static long tgids[MAXTGID];
 static int ntgids;
+static unsigned long maxstack = 8192;
+static unsigned long long st_samples, st_mine, mine_all, st_copied, st_max_area, mine_user_bare;
 
 static int mine(uint32_t tgid)
 {
@@ -121,6 +130,43 @@ static int stream(const char *path)
 			}
 		} else if (kind == 1) { /* SAMPLE */
 			uint32_t stgid = u32(r + 28);
+			if (mine(stgid))
+				mine_all++;
+			if (mine(stgid) && !(r[6] & 1) && !(r[6] & 8))
+				mine_user_bare++;
+			if (r[6] & 8) { /* the user stack part */
+				unsigned area = u16(r + 44);
+				size_t at = 48 + 8 * ((size_t)r[7] + r[42]);
+				if (!(r[6] & 2))
+					FAIL("SAMPLE at %zu: a user stack part in a version-1 SAMPLE", pos);
+				else if (size != at + 32 + area)
+					FAIL("SAMPLE at %zu: %u bytes, its chains and user stack part say %zu",
+					     pos, size, at + 32 + area);
+				else if (area == 0 || area % 8 || area > maxstack)
+					FAIL("SAMPLE at %zu: user stack area of %u bytes", pos, area);
+				else {
+					uint64_t copied = u64(r + at + 24);
+					if (copied > area)
+						FAIL("SAMPLE at %zu: %llu bytes copied in an area of %u", pos,
+						     (unsigned long long)copied, area);
+					else
+						for (size_t i = at + 32 + copied; i < at + 32 + area; i++)
+							if (r[i]) {
+								FAIL("SAMPLE at %zu: byte %zu of the area past the copy is not 0",
+								     pos, i - at - 32);
+								break;
+							}
+					if (!(r[6] & 1) && u64(r + at) != u64(r + 16))
+						FAIL("SAMPLE at %zu: user-mode sample at %#llx, its stack part's ip %#llx",
+						     pos, (unsigned long long)u64(r + 16), (unsigned long long)u64(r + at));
+					st_samples++;
+					st_copied += copied;
+					if (area > st_max_area)
+						st_max_area = area;
+					if (mine(stgid))
+						st_mine++;
+				}
+			}
 			if (!(r[6] & 2)) FAIL("SAMPLE at %zu is not extended", pos);
 			else if (!g) FAIL("SAMPLE at %zu before any CONFIG", pos);
 			else {
@@ -162,6 +208,8 @@ static int stream(const char *path)
 			       (unsigned long long)gens[i].mine[e],
 			       (unsigned long long)gens[i].mine_period[e],
 			       (unsigned long long)gens[i].kernel[e], (unsigned long long)gens[i].user[e]);
+	printf("ustack %llu %llu %llu %llu %llu %llu\n", st_samples, mine_all, st_mine, st_copied,
+	       st_max_area, mine_user_bare);
 	return failures ? 1 : 0;
 }
 
@@ -190,10 +238,12 @@ int main(int argc, char **argv)
 		for (char *t = argc > 3 ? strtok(argv[3], ",") : NULL; t && ntgids < MAXTGID;
 		     t = strtok(NULL, ","))
 			tgids[ntgids++] = atol(t);
+		if (argc > 4)
+			maxstack = strtoul(argv[4], NULL, 0);
 		return stream(argv[2]);
 	}
 	if (argc == 3 && !strcmp(argv[1], "faults"))
 		return faults(atol(argv[2]));
-	fprintf(stderr, "usage: evcheck stream FILE [TGID[,TGID...]] | evcheck faults PAGES\n");
+	fprintf(stderr, "usage: evcheck stream FILE [TGID[,TGID...] [MAXSTACK]] | evcheck faults PAGES\n");
 	return 2;
 }

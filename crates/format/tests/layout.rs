@@ -21,6 +21,7 @@ fn sample_layout_version_1() {
         user_depth: 0,
         ext: false,
         throttled: false,
+        user_stack: 0,
     };
     assert_eq!(head.size(), SAMPLE_LEN + 16);
     let mut rec = vec![0u8; head.size()];
@@ -69,6 +70,7 @@ fn sample_layout_version_2() {
         user_depth: 3,
         ext: true,
         throttled: false,
+        user_stack: 0,
     };
     assert_eq!(head.size(), SAMPLE_EXT_LEN + 40);
     let mut rec = vec![0u8; head.size()];
@@ -484,6 +486,7 @@ fn parse_checks_sizes() {
         user_depth: 0,
         ext: false,
         throttled: false,
+        user_stack: 0,
     };
     let mut s = [0u8; SAMPLE_LEN];
     head.encode(e, &mut s);
@@ -527,4 +530,80 @@ fn limits() {
         Some(Endian::native())
     );
     assert_eq!(Endian::from_code(0), None);
+}
+
+/// The user stack part (`SAMPLE_FLAG_USER_STACK`): after the callchains, the
+/// registers, the count copied and the area, whose size is at byte 44.
+#[test]
+fn sample_user_stack_part() {
+    let e = Endian::Little;
+    let head = SampleHead {
+        cpu: 1,
+        kernel: false,
+        depth: 0,
+        time: 7,
+        pc: 0x40_1000,
+        pid: 9,
+        tgid: 9,
+        period: 100,
+        event: 0,
+        user_depth: 1,
+        ext: true,
+        throttled: false,
+        user_stack: 16,
+    };
+    assert_eq!(head.size(), SAMPLE_EXT_LEN + 8 + USER_STACK_REGS_LEN + 16);
+    let mut rec = vec![0u8; head.size()];
+    rec[..SAMPLE_EXT_LEN].copy_from_slice(&head.encoded(e));
+    assert_eq!(rec[6], SAMPLE_FLAG_EXT | SAMPLE_FLAG_USER_STACK);
+    assert_eq!(SAMPLE_FLAG_USER_STACK, 8);
+    assert_eq!(&rec[2..4], &le16(head.size() as u16));
+    assert_eq!(&rec[44..46], &le16(16));
+    let at = SAMPLE_EXT_LEN + 8;
+    rec[SAMPLE_EXT_LEN..at].copy_from_slice(&0x40_2000u64.to_le_bytes());
+    for (i, v) in [0x40_1000u64, 0x7ffd_0000, 0x7ffd_0040, 12]
+        .iter()
+        .enumerate()
+    {
+        rec[at + 8 * i..at + 8 * i + 8].copy_from_slice(&v.to_le_bytes());
+    }
+    rec[at + 32..at + 44].copy_from_slice(b"stack bytes!");
+    assert_eq!(SampleHead::read(e, &rec), Some(head));
+    let p = parse(e, &rec).unwrap();
+    assert_eq!(p.needed, rec.len());
+    assert!(!p.oversized());
+    assert_eq!(p.user_callchain().collect::<Vec<_>>(), [0x40_2000]);
+    let s = p.user_stack().unwrap();
+    assert_eq!((s.ip, s.sp, s.bp), (0x40_1000, 0x7ffd_0000, 0x7ffd_0040));
+    assert_eq!(s.data, b"stack bytes!");
+    // A count copied above the area is clamped to it.
+    let mut over = rec.clone();
+    over[at + 24..at + 32].copy_from_slice(&1000u64.to_le_bytes());
+    assert_eq!(user_stack(e, &over).unwrap().data.len(), 16);
+    // A record too short for its part: too small, and no part read.
+    let mut short = rec.clone();
+    short.truncate(rec.len() - 8);
+    let short_len = short.len() as u16;
+    short[2..4].copy_from_slice(&le16(short_len));
+    assert!(matches!(
+        parse(e, &short),
+        Err(RecordError::TooSmall { needed, .. }) if needed == rec.len()
+    ));
+    assert_eq!(user_stack(e, &short), None);
+    // Without the flag the bytes at 44 mean nothing and no part is read:
+    // the earlier records.
+    let mut plain = rec.clone();
+    plain[6] &= !SAMPLE_FLAG_USER_STACK;
+    let p = parse(e, &plain).unwrap();
+    assert_eq!(p.needed, SAMPLE_EXT_LEN + 8);
+    assert!(p.oversized());
+    assert_eq!(p.user_stack(), None);
+    // Sizes: the largest record with the largest copy still fits the u16.
+    assert_eq!(max_record(0), MAX_RECORD);
+    assert_eq!(
+        MAX_STACK_RECORD,
+        MAX_RECORD + USER_STACK_REGS_LEN + MAX_USER_STACK
+    );
+    const { assert!(MAX_STACK_RECORD <= u16::MAX as usize) };
+    assert_eq!(CONFIG_KEYS.last(), Some(&"user_stack_size"));
 }

@@ -197,6 +197,39 @@ pub struct Sample {
     /// after this sample (no sample of it from this CPU until perf's next
     /// tick).
     pub throttled: bool,
+    /// flags bit 3: the task's user registers and a copy of its user stack,
+    /// for unwinding with the binaries' `.eh_frame` (version 2, extended
+    /// form only).
+    pub user_stack: Option<UserStack>,
+}
+
+/// A SAMPLE's user stack part ([`format::SAMPLE_FLAG_USER_STACK`]): the
+/// sampled task's user registers (for a kernel-mode sample, those it
+/// entered the kernel with) and the bytes copied from its stack pointer up.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct UserStack {
+    /// The user instruction pointer.
+    pub ip: u64,
+    /// The user stack pointer: the address of `data[0]`.
+    pub sp: u64,
+    /// The user frame pointer (`rbp`).
+    pub bp: u64,
+    /// Bytes of the record's copy area (the module's `user_stack_size` when
+    /// it was taken; a multiple of 8). The [`Encoder`] writes at least
+    /// `data.len()` rounded up to 8.
+    pub size: u16,
+    /// The bytes copied (at most `size`: the copy stops at the first page
+    /// the module could not read, e.g. the top of the stack). A `copied`
+    /// count larger than the area is read as the whole area.
+    pub data: Vec<u8>,
+}
+
+impl UserStack {
+    /// Bytes of the copy area the [`Encoder`] writes: `size`, or `data`
+    /// rounded up to 8 if larger.
+    pub fn area(&self) -> usize {
+        usize::from(self.size).max(self.data.len().div_ceil(8) * 8)
+    }
 }
 
 /// COMM record: a task's name.
@@ -301,7 +334,11 @@ impl Record {
         match self {
             Record::Sample(s) if version < 2 => format::SAMPLE_LEN + 8 * s.callchain.len(),
             Record::Sample(s) => {
-                format::SAMPLE_EXT_LEN + 8 * (s.callchain.len() + s.user_callchain.len())
+                format::SAMPLE_EXT_LEN
+                    + 8 * (s.callchain.len() + s.user_callchain.len())
+                    + s.user_stack
+                        .as_ref()
+                        .map_or(0, |u| format::USER_STACK_REGS_LEN + u.area())
             }
             Record::Comm(_) => COMM_SIZE,
             Record::Lost(_) => LOST_SIZE,
@@ -475,6 +512,13 @@ pub fn decode_record(buf: &[u8], endian: Endian, offset: u64) -> Result<Decoded1
             })
         }
         Some(format::Fields::Sample(s)) => Record::Sample(Sample {
+            user_stack: p.user_stack().map(|u| UserStack {
+                ip: u.ip,
+                sp: u.sp,
+                bp: u.bp,
+                size: s.user_stack,
+                data: u.data.to_vec(),
+            }),
             cpu: s.cpu,
             kernel: s.kernel,
             time: s.time,
@@ -669,7 +713,9 @@ impl Encoder {
     ///
     /// # Panics
     /// If a SAMPLE has more than 255 entries in a callchain (not
-    /// representable), or a user callchain in a version-1 stream.
+    /// representable), a user stack part that makes it larger than a
+    /// record can be, or a user callchain or user stack in a version-1
+    /// stream.
     pub fn record(&mut self, r: &Record) -> &mut Self {
         let out = encode_record_version(r, self.endian, self.version);
         self.buf.extend_from_slice(&out);
@@ -735,8 +781,9 @@ pub fn encode_record(r: &Record, e: Endian) -> Vec<u8> {
 /// without period, event and user chain).
 ///
 /// # Panics
-/// If a SAMPLE has more than 255 entries in a callchain, or a user
-/// callchain, a period or an event in version 1.
+/// If a SAMPLE has more than 255 entries in a callchain, a user stack
+/// part that makes it larger than a record can be (65528 bytes), or a
+/// user callchain, a user stack, a period or an event in version 1.
 pub fn encode_record_version(r: &Record, e: Endian, version: u16) -> Vec<u8> {
     match r {
         Record::Sample(s) => {
@@ -744,9 +791,14 @@ pub fn encode_record_version(r: &Record, e: Endian, version: u16) -> Vec<u8> {
             assert!(s.user_callchain.len() <= 255, "user callchain depth > 255");
             let ext = version >= 2;
             assert!(
-                ext || (s.user_callchain.is_empty() && s.period == 0 && s.event == 0),
-                "version 1 SAMPLEs have no user chain, period or event"
+                ext || (s.user_callchain.is_empty()
+                    && s.period == 0
+                    && s.event == 0
+                    && s.user_stack.is_none()),
+                "version 1 SAMPLEs have no user chain, user stack, period or event"
             );
+            let area = s.user_stack.as_ref().map_or(0, UserStack::area);
+            let area = u16::try_from(area).expect("user stack area > 65535 bytes");
             let head = format::SampleHead {
                 cpu: s.cpu,
                 kernel: s.kernel,
@@ -760,7 +812,13 @@ pub fn encode_record_version(r: &Record, e: Endian, version: u16) -> Vec<u8> {
                 user_depth: s.user_callchain.len() as u8,
                 ext,
                 throttled: s.throttled,
+                user_stack: area,
             };
+            assert!(
+                head.size() <= usize::from(u16::MAX) & !7,
+                "SAMPLE of {} bytes: larger than a record can be",
+                head.size()
+            );
             let mut out = vec![0u8; head.size()];
             head.encode(e, &mut out);
             format::encode_callchains(
@@ -770,6 +828,10 @@ pub fn encode_record_version(r: &Record, e: Endian, version: u16) -> Vec<u8> {
                 &s.user_callchain,
                 &mut out,
             );
+            if let Some(u) = &s.user_stack {
+                let at = format::sample_ext_len(head.depth, head.user_depth);
+                encode_user_stack(e, u, &mut out[at..]);
+            }
             out
         }
         Record::Config(c) => {
@@ -802,6 +864,17 @@ pub fn encode_record_version(r: &Record, e: Endian, version: u16) -> Vec<u8> {
         .encoded(e)
         .to_vec(),
     }
+}
+
+/// Writes a user stack part (registers, `copied`, then the bytes; the rest
+/// of `out` stays zero) at the start of `out`, which holds the whole part.
+fn encode_user_stack(e: Endian, u: &UserStack, out: &mut [u8]) {
+    let regs = [u.ip, u.sp, u.bp, u.data.len() as u64];
+    for (i, v) in regs.into_iter().enumerate() {
+        out[8 * i..8 * i + 8].copy_from_slice(&e.u64_bytes(v));
+    }
+    let start = format::USER_STACK_REGS_LEN;
+    out[start..start + u.data.len()].copy_from_slice(&u.data);
 }
 
 fn nul_str(b: &[u8]) -> String {

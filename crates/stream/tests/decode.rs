@@ -136,6 +136,7 @@ fn exact_byte_layout_version_2() {
         period: 250_000,
         event: 1,
         throttled: false,
+        user_stack: None,
     }));
     let b = e.finish();
     assert_eq!(&b[8..14], &[2, 0, HEADER_SIZE as u8, 0, 8, 1]);

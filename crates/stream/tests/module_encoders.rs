@@ -10,12 +10,48 @@ use proptest::prelude::*;
 #[allow(clippy::large_enum_variant)] // a test's few dozen values
 #[derive(Debug, Clone)]
 enum Written {
-    Sample(format::SampleHead, Vec<u64>, Vec<u64>),
+    Sample(format::SampleHead, Vec<u64>, Vec<u64>, Option<Stack>),
     Comm(format::Comm),
     Lost(format::Lost),
     Tracing(format::Tracing),
     Config(format::Config),
     Snapshot(format::Snapshot),
+}
+
+/// A user stack part as `src/sampler.rs` writes it after the callchains:
+/// the registers, `copied`, then the head's `user_stack` bytes (those past
+/// `copied` zero).
+#[derive(Debug, Clone)]
+struct Stack {
+    ip: u64,
+    sp: u64,
+    bp: u64,
+    copied: u64,
+    bytes: Vec<u8>,
+}
+
+fn arb_stack() -> impl Strategy<Value = Option<Stack>> {
+    let area = prop_oneof![1..=64usize, Just(format::MAX_USER_STACK / 8)].prop_map(|k| 8 * k);
+    let some = (any::<(u64, u64, u64)>(), area)
+        .prop_flat_map(|(regs, area)| {
+            (
+                Just(regs),
+                Just(area),
+                0..=area,
+                prop::collection::vec(any::<u8>(), area),
+            )
+        })
+        .prop_map(|((ip, sp, bp), _, copied, mut bytes)| {
+            bytes[copied..].fill(0);
+            Some(Stack {
+                ip,
+                sp,
+                bp,
+                copied: copied as u64,
+                bytes,
+            })
+        });
+    prop_oneof![3 => Just(None), 1 => some]
 }
 
 fn arb_event() -> impl Strategy<Value = format::EventDesc> {
@@ -36,10 +72,17 @@ fn arb_written() -> impl Strategy<Value = Written> {
             any::<(u16, bool, u64, u64, u32, u32)>(),
             any::<(u64, u16, bool)>(),
             prop::collection::vec(any::<u64>(), 0..=format::MAX_DEPTH),
-            prop::collection::vec(any::<u64>(), 0..=format::MAX_USER_DEPTH)
+            prop::collection::vec(any::<u64>(), 0..=format::MAX_USER_DEPTH),
+            arb_stack(),
         )
             .prop_map(
-                |((cpu, kernel, time, pc, pid, tgid), (period, event, throttled), chain, user)| {
+                |(
+                    (cpu, kernel, time, pc, pid, tgid),
+                    (period, event, throttled),
+                    chain,
+                    user,
+                    stack,
+                )| {
                     let head = format::SampleHead {
                         cpu,
                         kernel,
@@ -53,8 +96,9 @@ fn arb_written() -> impl Strategy<Value = Written> {
                         user_depth: user.len() as u8,
                         ext: true,
                         throttled,
+                        user_stack: stack.as_ref().map_or(0, |s| s.bytes.len() as u16),
                     };
-                    Written::Sample(head, chain, user)
+                    Written::Sample(head, chain, user, stack)
                 }
             ),
         (
@@ -140,10 +184,16 @@ fn module_stream(name: &str, recs: &[Written]) -> Vec<u8> {
     let mut out = header.to_vec();
     for r in recs {
         match r {
-            Written::Sample(head, chain, user) => {
+            Written::Sample(head, chain, user, stack) => {
                 out.extend_from_slice(&head.encoded(e));
                 for w in chain.iter().chain(user) {
                     out.extend_from_slice(&e.u64_bytes(*w));
+                }
+                if let Some(s) = stack {
+                    for w in [s.ip, s.sp, s.bp, s.copied] {
+                        out.extend_from_slice(&e.u64_bytes(w));
+                    }
+                    out.extend_from_slice(&s.bytes);
                 }
             }
             Written::Comm(c) => out.extend_from_slice(&c.encoded(e)),
@@ -163,7 +213,7 @@ fn module_stream(name: &str, recs: &[Written]) -> Vec<u8> {
 /// What the decoder must return for `r`.
 fn expected(r: &Written) -> Record {
     match r {
-        Written::Sample(h, chain, user) => Record::Sample(Sample {
+        Written::Sample(h, chain, user, stack) => Record::Sample(Sample {
             cpu: h.cpu,
             kernel: h.kernel,
             time: h.time,
@@ -175,6 +225,13 @@ fn expected(r: &Written) -> Record {
             period: h.period,
             event: h.event,
             throttled: h.throttled,
+            user_stack: stack.as_ref().map(|s| UserStack {
+                ip: s.ip,
+                sp: s.sp,
+                bp: s.bp,
+                size: h.user_stack,
+                data: s.bytes[..s.copied as usize].to_vec(),
+            }),
         }),
         Written::Config(c) => Record::Config(Box::new(*c)),
         Written::Snapshot(s) => Record::Snapshot(*s),
@@ -285,12 +342,13 @@ fn a_full_depth_sample_is_the_largest_record() {
         user_depth: format::MAX_USER_DEPTH as u8,
         ext: true,
         throttled: true,
+        user_stack: 0,
     };
     let chain: Vec<u64> = (0..format::MAX_DEPTH as u64).collect();
     let user: Vec<u64> = (100..100 + format::MAX_USER_DEPTH as u64).collect();
     let data = module_stream(
         "cycles",
-        &[Written::Sample(head, chain.clone(), user.clone())],
+        &[Written::Sample(head, chain.clone(), user.clone(), None)],
     );
     assert_eq!(data.len(), HEADER_SIZE + format::MAX_RECORD);
     let d = decode(&data).unwrap();

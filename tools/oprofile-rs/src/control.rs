@@ -25,6 +25,20 @@ pub use oprofile_stream::oprofile_format::CONFIG_KEYS as KEYS;
 /// The depths `-g` (and `--call-graph fp`) ask for.
 pub const DEFAULT_CALL_GRAPH: (u32, u32) = (32, 32);
 
+/// The user stack bytes per sample `--call-graph dwarf` asks for without a
+/// size (perf's default).
+pub const DEFAULT_USER_STACK: u32 = oprofile_stream::oprofile_format::MAX_USER_STACK as u32;
+
+/// With `--call-graph dwarf`, the CPU ring buffers are raised (unless
+/// `--cpu-buffer-size` is given) to hold at least this many of the largest
+/// records: a sample is kilobytes then, and the default 64 KiB buffer would
+/// hold a handful.
+pub const DWARF_CPU_BUFFER_RECORDS: u64 = 64;
+
+/// With `--call-graph dwarf`, the event buffer is raised (unless
+/// `--buffer-size` is given) to at least this many CPU buffers.
+pub const DWARF_BUFFER_CPU_BUFFERS: u64 = 4;
+
 /// Events a recording lists at most (`format::MAX_EVENTS`).
 pub const MAX_EVENTS: usize = oprofile_stream::oprofile_format::MAX_EVENTS;
 
@@ -78,6 +92,11 @@ pub struct ModuleSettings {
     pub freq: Option<Vec<u64>>,
     /// `-g` / `--call-graph`: kernel and user callchain depths.
     pub call_graph: Option<(u32, u32)>,
+    /// `--call-graph dwarf[,SIZE]`: the module's `user_stack_size`, the
+    /// bytes of user stack copied into each sample (0: none). With a size,
+    /// the CPU ring buffers and the event buffer are raised to hold such
+    /// samples where `cpu_buffer_size` and `buffer_size` are not given.
+    pub user_stack: Option<u32>,
     pub cpu_buffer_size: Option<u64>,
     pub buffer_size: Option<u64>,
     pub watershed: Option<u64>,
@@ -186,6 +205,61 @@ pub fn parse_call_graph(s: &str) -> Result<(u32, u32), String> {
             Ok((k, k))
         }
     }
+}
+
+/// What `--call-graph` asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CallGraph {
+    /// Kernel and user (frame-pointer) callchain depths.
+    pub depths: (u32, u32),
+    /// `dwarf`: the user stack bytes copied into each sample (the module's
+    /// `user_stack_size`); `None` leaves the module's setting as it is.
+    pub user_stack: Option<u32>,
+}
+
+/// `--call-graph`: `KDEPTH[,UDEPTH]`, `fp`, `no` (see [`parse_call_graph`])
+/// or `dwarf[,SIZE]` as perf takes it: the depths of `-g` (the user
+/// frame-pointer chain is kept, for samples the unwind cannot help) and
+/// `SIZE` bytes of user stack per sample (default 8192; a multiple of 8,
+/// at most 8192; K suffix allowed) for the analyses to unwind with the
+/// binaries' `.eh_frame`.
+pub fn parse_call_graph_arg(s: &str) -> Result<CallGraph, String> {
+    let t = s.trim();
+    let (mode, size) = match t.split_once(',') {
+        Some((m, size)) => (m.trim(), Some(size)),
+        None => (t, None),
+    };
+    if mode != "dwarf" {
+        return parse_call_graph(s).map(|depths| CallGraph {
+            depths,
+            user_stack: None,
+        });
+    }
+    let size = match size {
+        None => DEFAULT_USER_STACK,
+        Some(v) => user_stack_size(v).map_err(|e| format!("--call-graph {s:?}: {e}"))?,
+    };
+    Ok(CallGraph {
+        depths: DEFAULT_CALL_GRAPH,
+        user_stack: Some(size),
+    })
+}
+
+/// A user stack size: bytes (or K), a multiple of 8 from 8 to 8192.
+pub fn user_stack_size(v: &str) -> Result<u32, String> {
+    let max = u64::from(DEFAULT_USER_STACK);
+    match parse_size(v)? {
+        n if n == 0 || n % 8 != 0 || n > max => Err(format!(
+            "a user stack size of {n} bytes: give a multiple of 8 from 8 to {max}"
+        )),
+        n => Ok(n as u32),
+    }
+}
+
+/// The largest record the module writes with `user_stack` bytes of user
+/// stack per sample.
+pub fn max_record(user_stack: u32) -> u64 {
+    oprofile_stream::oprofile_format::max_record(user_stack as usize) as u64
 }
 
 /// The `config` text as a map (lines or words of `key=value`).
@@ -343,10 +417,48 @@ impl ModuleSettings {
             out.push(("backtrace_depth", k.to_string()));
             out.push(("user_backtrace_depth", u.to_string()));
         }
-        if let Some(v) = self.cpu_buffer_size {
+        let (mut cpu_buffer_size, mut buffer_size) = (self.cpu_buffer_size, self.buffer_size);
+        if let Some(n) = self.user_stack {
+            if !current.contains_key("user_stack_size") {
+                bail!(
+                    "--call-graph dwarf: the module has no user_stack_size setting (it predates \
+                     user stack copies): load a newer oprofile-rs module"
+                );
+            }
+            out.push(("user_stack_size", n.to_string()));
+            // Samples of kilobytes: buffers that hold a few dozen of them,
+            // unless the sizes are given.
+            if n > 0 {
+                let size = |k: &str| -> Result<u64> {
+                    cur(k)?
+                        .parse::<u64>()
+                        .with_context(|| format!("the module's {k} is not a number"))
+                };
+                let record = max_record(n);
+                let cpu = match cpu_buffer_size {
+                    Some(v) => v,
+                    None => {
+                        let now = size("cpu_buffer_size")?;
+                        let want = (DWARF_CPU_BUFFER_RECORDS * record).next_power_of_two();
+                        if now < want {
+                            cpu_buffer_size = Some(want);
+                        }
+                        now.max(want)
+                    }
+                };
+                if buffer_size.is_none() {
+                    let now = size("buffer_size")?;
+                    let want = DWARF_BUFFER_CPU_BUFFERS.saturating_mul(cpu);
+                    if now < want {
+                        buffer_size = Some(want);
+                    }
+                }
+            }
+        }
+        if let Some(v) = cpu_buffer_size {
             out.push(("cpu_buffer_size", v.to_string()));
         }
-        if let Some(v) = self.buffer_size {
+        if let Some(v) = buffer_size {
             out.push(("buffer_size", v.to_string()));
         }
         if let Some(v) = self.watershed {
@@ -400,6 +512,27 @@ pub fn refusal_hint(e: &io::Error) -> &'static str {
         Some(libc::ENOTDIR) => " (ENOTDIR: a cgroup path that names a file)",
         _ => "",
     }
+}
+
+/// What to do when the module refuses `user_stack_size=n` with EINVAL:
+/// the value itself, or an event buffer (or CPU buffer) too small for the
+/// records it makes.
+fn user_stack_hint(n: &str, changes: &[(&'static str, String)]) -> String {
+    let record = n.parse::<u32>().map_or(0, max_record);
+    let given = |k: &str| {
+        changes
+            .iter()
+            .find(|(c, _)| *c == k)
+            .map_or_else(|| "its current value".to_string(), |(_, v)| v.clone())
+    };
+    format!(
+        "; user_stack_size={n} makes samples of up to {record} bytes: it must be a multiple of 8 \
+         from 8 to 8192, and the module's buffers must hold such samples: raise --buffer-size \
+         (now {}) or --cpu-buffer-size (now {}), or lower the SIZE of --call-graph dwarf,SIZE \
+         (the kernel log, dmesg, says which size is too small and its minimum)",
+        given("buffer_size"),
+        given("cpu_buffer_size")
+    )
 }
 
 /// `key=value key=value` for messages.
@@ -473,7 +606,12 @@ pub fn apply<C: Control>(
     }
     if let Err(SetError { applied, error: e }) = result {
         a.failed = Some(applied);
-        let why = refusal_hint(&e);
+        let mut why = refusal_hint(&e).to_string();
+        if let Some((_, n)) = a.changes.iter().find(|(k, _)| *k == "user_stack_size") {
+            if e.raw_os_error() == Some(libc::EINVAL) && n != "0" {
+                why += &user_stack_hint(n, &a.changes);
+            }
+        }
         let msg = format!(
             "the module refused {}: {e}{why}",
             crate::text::esc(&words(&a.changes))
@@ -1387,6 +1525,172 @@ mod tests {
             "lines of key=value"
         );
         assert_eq!(parse_config("a=1 b=2")["b"], "2", "or words");
+    }
+
+    #[test]
+    fn call_graph_dwarf_as_perf_takes_it() {
+        let dwarf = |n| CallGraph {
+            depths: DEFAULT_CALL_GRAPH,
+            user_stack: Some(n),
+        };
+        assert_eq!(parse_call_graph_arg("dwarf"), Ok(dwarf(8192)));
+        assert_eq!(parse_call_graph_arg("dwarf,4096"), Ok(dwarf(4096)));
+        assert_eq!(parse_call_graph_arg(" dwarf , 2K"), Ok(dwarf(2048)));
+        assert_eq!(parse_call_graph_arg("dwarf,8"), Ok(dwarf(8)));
+        assert_eq!(parse_call_graph_arg("dwarf,8k"), Ok(dwarf(8192)));
+        // The other forms leave the module's user_stack_size as it is.
+        for (arg, depths) in [
+            ("fp", DEFAULT_CALL_GRAPH),
+            ("16,4", (16, 4)),
+            ("no", (0, 0)),
+        ] {
+            assert_eq!(
+                parse_call_graph_arg(arg),
+                Ok(CallGraph {
+                    depths,
+                    user_stack: None
+                }),
+                "{arg}"
+            );
+        }
+        for bad in [
+            "dwarf,0",
+            "dwarf,12",
+            "dwarf,8200",
+            "dwarf,16K",
+            "dwarf,x",
+            "dwarf,",
+            "dwarf,8,8",
+            "dwarf,-8",
+            "dwarfs",
+            "lbr",
+        ] {
+            let e = parse_call_graph_arg(bad).unwrap_err();
+            assert!(e.contains(bad.trim()), "{bad}: {e}");
+        }
+        assert!(parse_call_graph_arg("dwarf,12")
+            .unwrap_err()
+            .contains("a multiple of 8 from 8 to 8192"));
+    }
+
+    /// The fake module with the user_stack_size key.
+    fn stack_fake() -> Fake {
+        let fake = Fake::new(true);
+        fake.0
+            .borrow_mut()
+            .config
+            .insert("user_stack_size".into(), "0".into());
+        fake
+    }
+
+    #[test]
+    fn call_graph_dwarf_sets_the_stack_size_and_raises_the_buffers() {
+        let cur = stack_fake().config();
+        let ch = |s: ModuleSettings| {
+            s.changes(&cur)
+                .unwrap()
+                .into_iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+        };
+        let dwarf = |n| ModuleSettings {
+            call_graph: Some(DEFAULT_CALL_GRAPH),
+            user_stack: Some(n),
+            ..ModuleSettings::default()
+        };
+        // 8 KiB: samples of 9296 bytes; 64 of them in a CPU buffer (1 MiB,
+        // a power of two), four CPU buffers in the event buffer; the stack
+        // size after the buffers (KEYS order: a module that takes one key
+        // at a time has the room first).
+        assert_eq!(max_record(8192), 9296);
+        assert_eq!(
+            ch(dwarf(8192)),
+            [
+                "backtrace_depth=32",
+                "user_backtrace_depth=32",
+                "cpu_buffer_size=1048576",
+                "buffer_size=4194304",
+                "user_stack_size=8192"
+            ]
+        );
+        // Small copies fit the buffers as they are.
+        assert_eq!(
+            ch(dwarf(8))[2..],
+            ["cpu_buffer_size=131072", "user_stack_size=8"]
+        );
+        // Sizes given are kept; the event buffer follows a given CPU buffer.
+        assert_eq!(
+            ch(ModuleSettings {
+                cpu_buffer_size: Some(256 << 10),
+                ..dwarf(8192)
+            })[2..],
+            ["cpu_buffer_size=262144", "user_stack_size=8192"]
+        );
+        assert_eq!(
+            ch(ModuleSettings {
+                buffer_size: Some(2 << 20),
+                ..dwarf(8192)
+            })[2..],
+            [
+                "cpu_buffer_size=1048576",
+                "buffer_size=2097152",
+                "user_stack_size=8192"
+            ]
+        );
+        // Larger buffers already: left as they are.
+        let mut big = cur.clone();
+        big.insert("cpu_buffer_size".into(), (4u64 << 20).to_string());
+        big.insert("buffer_size".into(), (64u64 << 20).to_string());
+        let c = dwarf(8192).changes(&big).unwrap();
+        assert_eq!(c.len(), 3, "{c:?}");
+        // A module without the setting: said plainly, nothing changed.
+        let old = Fake::new(true);
+        let e = apply(old.clone(), &dwarf(8192), &mut || false)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("no user_stack_size setting"), "{e}");
+        assert_eq!(old.log(), ["config?"]);
+    }
+
+    #[test]
+    fn call_graph_dwarf_is_put_back_and_a_refusal_says_which_size_to_raise() {
+        let fake = stack_fake();
+        let want = ModuleSettings {
+            call_graph: Some(DEFAULT_CALL_GRAPH),
+            user_stack: Some(8192),
+            ..ModuleSettings::default()
+        };
+        let mut a = apply(fake.clone(), &want, &mut || false).unwrap();
+        assert_eq!(fake.config()["user_stack_size"], "8192");
+        assert_eq!(fake.config()["cpu_buffer_size"], "1048576");
+        assert!(a.restore().is_empty());
+        assert_eq!(fake.config()["user_stack_size"], "0");
+        assert_eq!(fake.config()["cpu_buffer_size"], "65536");
+        assert_eq!(fake.config()["buffer_size"], "1048576");
+        // EINVAL: the message names the sizes to raise.
+        let fake = stack_fake();
+        fake.0.borrow_mut().refuse = Some("user_stack_size");
+        let e = apply(
+            fake.clone(),
+            &ModuleSettings {
+                buffer_size: Some(1 << 20),
+                ..want
+            },
+            &mut || false,
+        )
+        .err()
+        .unwrap()
+        .to_string();
+        assert!(e.contains("EINVAL"), "{e}");
+        assert!(
+            e.contains("user_stack_size=8192 makes samples of up to 9296 bytes")
+                && e.contains(
+                    "raise --buffer-size (now 1048576) or --cpu-buffer-size (now 1048576)"
+                ),
+            "{e}"
+        );
+        assert_eq!(fake.config()["user_stack_size"], "0");
     }
 
     #[test]

@@ -52,7 +52,10 @@ pub fn parse(args: &[String]) -> Result<Vec<Action>> {
                 bail!("{}: the value must be one word", esc(a));
             }
             // Sizes as `record` takes them: bytes, or K, M, G.
-            let v = if matches!(key, "cpu_buffer_size" | "buffer_size" | "buffer_watershed") {
+            let v = if matches!(
+                key,
+                "cpu_buffer_size" | "buffer_size" | "buffer_watershed" | "user_stack_size"
+            ) {
                 crate::control::parse_size(v)
                     .map_err(|e| anyhow::anyhow!("{key}: {}", esc(&e)))?
                     .to_string()
@@ -236,6 +239,15 @@ mod tests {
         ] {
             assert!(parse(&args(bad)).is_err(), "{bad:?}");
         }
+        // The user stack size as sizes are taken, after the buffer sizes.
+        assert_eq!(
+            parse(&args(&["user_stack_size=8K", "cpu_buffer_size=1M"])).unwrap(),
+            [Action::Set(vec![
+                ("cpu_buffer_size", "1048576".into()),
+                ("user_stack_size", "8192".into())
+            ])]
+        );
+        assert!(parse(&args(&["user_stack_size=8Q"])).is_err());
         // The same key in two changes is two changes.
         assert_eq!(
             parse(&args(&["mode=overwrite", "on", "mode=consume"]))

@@ -17,3 +17,4 @@ pub mod script;
 pub mod sidecar;
 pub mod symbols;
 pub mod text;
+pub mod unwind;

@@ -128,11 +128,17 @@ struct RecordArgs {
     /// --call-graph).
     #[arg(short = 'g', conflicts_with = "call_graph")]
     callchains: bool,
-    /// Call stack depths: KDEPTH[,UDEPTH] (kernel callchain and user call
-    /// stack entries, 0 to 64; UDEPTH defaults to KDEPTH), `fp` (as -g) or
-    /// `no` (none).
-    #[arg(long, value_name = "KDEPTH[,UDEPTH]", value_parser = control::parse_call_graph)]
-    call_graph: Option<(u32, u32)>,
+    /// Call stacks: KDEPTH[,UDEPTH] (kernel callchain and user call stack
+    /// entries, 0 to 64; UDEPTH defaults to KDEPTH), `fp` (as -g), `no`
+    /// (none), or `dwarf[,SIZE]` as perf takes it: as -g, and SIZE bytes of
+    /// the user stack copied into every sample (default 8192: a multiple of
+    /// 8, at most 8192; K suffix) that the analyses unwind with the
+    /// binaries' .eh_frame, for code built without frame pointers (the
+    /// module's user_stack_size, put back after the recording; the CPU and
+    /// event buffers are raised to hold such samples unless their sizes are
+    /// given).
+    #[arg(long, value_name = "KDEPTH[,UDEPTH]|fp|dwarf[,SIZE]|no", value_parser = control::parse_call_graph_arg)]
+    call_graph: Option<control::CallGraph>,
     /// Bytes of each CPU's ring buffer (K, M, G suffixes).
     #[arg(long, value_name = "BYTES", value_parser = control::parse_size)]
     cpu_buffer_size: Option<u64>,
@@ -591,8 +597,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 call_graph: if a.callchains {
                     Some(control::DEFAULT_CALL_GRAPH)
                 } else {
-                    a.call_graph
+                    a.call_graph.map(|c| c.depths)
                 },
+                user_stack: a.call_graph.and_then(|c| c.user_stack),
                 cpu_buffer_size: a.cpu_buffer_size,
                 buffer_size: a.buffer_size,
                 watershed: a.watershed,

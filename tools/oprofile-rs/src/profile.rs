@@ -5,11 +5,12 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 use anyhow::{bail, Context, Result};
-use oprofile_stream::{decode, Config, DecodeError, EventDescExt, Header, HeaderExt, Record};
+use oprofile_stream::{Config, DecodeError, Decoder, EventDescExt, Header, HeaderExt, Record};
 
 use crate::sidecar::{sidecar_dir, Sidecar};
 use crate::symbols::{Frame, Kallsyms, Resolver, ResolverOptions, SymbolizerKind};
 use crate::text;
+use crate::unwind::{DwarfUnwinder, UnwindStats};
 
 /// Addresses at or above this are perf context markers (`PERF_CONTEXT_*`),
 /// not code: they are dropped from callchains.
@@ -55,8 +56,11 @@ pub struct ResolvedSample {
     pub pc: Rc<Frame>,
     /// Callers, innermost first: the kernel callchain (kernel-mode
     /// samples), then the user one (stream version 2; for a kernel-mode
-    /// sample it starts where the task entered the kernel). User return
-    /// addresses are named after their call ([`Resolver::resolve_return`]).
+    /// sample it starts where the task entered the kernel): the one the
+    /// DWARF unwind of the sample's user stack copy found, if it found
+    /// callers ([`crate::unwind`]), else the recorded frame-pointer chain.
+    /// User return addresses are named after their call
+    /// ([`Resolver::resolve_return`]).
     ///
     /// [`Resolver::resolve_return`]: crate::symbols::Resolver::resolve_return
     pub callchain: Vec<Rc<Frame>>,
@@ -395,6 +399,9 @@ pub struct Profile {
     /// The side-car's kallsyms (the kernel's symbols at the addresses it ran
     /// at), shared by the profile's copies.
     pub kallsyms: Option<Rc<Kallsyms>>,
+    /// Samples of the recording with a user stack copy (`record
+    /// --call-graph dwarf`), and how many the DWARF unwind gave callers.
+    pub unwind: UnwindStats,
 }
 
 impl Profile {
@@ -603,25 +610,11 @@ impl Profile {
 
     /// Decodes and symbolises a stream with the given side-car.
     pub fn from_bytes(data: &[u8], sc: &Sidecar, opts: &LoadOptions) -> Result<Profile> {
-        let decoded = decode(data)?;
-        let mut warnings: Vec<String> = decoded.warnings.iter().map(|w| w.to_string()).collect();
-        if let Some(e) = &decoded.error {
-            if e.is_truncation() {
-                warnings.push(format!(
-                    "{e}: the last record is incomplete and was ignored"
-                ));
-            } else if opts.allow_corrupt {
-                warnings.push(format!(
-                    "{e}: using the {} records before it",
-                    decoded.records.len()
-                ));
-            } else {
-                bail!(
-                    "{e} (use --allow-corrupt to analyse the {} records before it)",
-                    decoded.records.len()
-                );
-            }
-        }
+        // Records are taken one at a time as they are decoded: those of a
+        // recording with user stack copies are kilobytes each.
+        let mut dec = Decoder::new(data)?;
+        let header_read = dec.header().clone();
+        let mut warnings: Vec<String> = Vec::new();
         let (kallsyms, kallsyms_warnings) = sc.kallsyms();
         warnings.extend(kallsyms_warnings);
         match &kallsyms {
@@ -647,6 +640,7 @@ impl Profile {
             ));
         }
         let mut resolver = Resolver::with_timeline(kallsyms, timeline, opts.symfs.clone(), ropts);
+        let mut unwinder = DwarfUnwinder::new(sc.vdso.as_deref(), header_read.endian);
         if let Some(v) = &sc.vdso {
             if let Err(e) = resolver.set_vdso(v) {
                 warnings.push(format!("the captured vDSO is unusable: {e}"));
@@ -662,9 +656,9 @@ impl Profile {
         let mut per_cpu: BTreeMap<u16, CpuStats> = BTreeMap::new();
         let mut segment = 0u32;
         let mut snapshot = 0u32;
-        let mut first_time = decoded.header.start_time;
-        let mut last_time = decoded.header.start_time;
-        let header = &decoded.header;
+        let mut first_time = header_read.start_time;
+        let mut last_time = header_read.start_time;
+        let header = &header_read;
         // Events by name; the latest CONFIG's list as indices into it.
         let mut event_list: Vec<EventInfo> = Vec::new();
         let mut current: Vec<u16> = Vec::new();
@@ -679,7 +673,17 @@ impl Profile {
                 }
             }
         }
-        for r in decoded.records {
+        let mut nr_records = 0usize;
+        let mut error = None;
+        for r in dec.by_ref() {
+            let r = match r {
+                Ok(r) => r,
+                Err(e) => {
+                    error = Some(e);
+                    break;
+                }
+            };
+            nr_records += 1;
             first_time = first_time.min(r.time());
             last_time = last_time.max(r.time());
             match r {
@@ -820,8 +824,15 @@ impl Profile {
                         .collect();
                     // The user chain after the kernel chain: return
                     // addresses, except the first entry of a kernel-mode
-                    // sample, where the task entered the kernel.
-                    for (i, &a) in s.user_callchain.iter().enumerate() {
+                    // sample, where the task entered the kernel. The DWARF
+                    // unwind's where the sample has a stack copy and it
+                    // found callers; else the frame-pointer chain.
+                    let unwound = s
+                        .user_stack
+                        .as_ref()
+                        .and_then(|st| unwinder.callchain(&resolver, s.tgid, s.time, s.kernel, st));
+                    let user_chain = unwound.as_deref().unwrap_or(&s.user_callchain);
+                    for (i, &a) in user_chain.iter().enumerate() {
                         if a == 0 || a >= PERF_CONTEXT_MAX {
                             continue;
                         }
@@ -849,6 +860,20 @@ impl Profile {
                 }
             }
         }
+        // The decoder's findings first, as they concern the whole stream.
+        let mut head: Vec<String> = dec.warnings().iter().map(|w| w.to_string()).collect();
+        if let Some(e) = &error {
+            if e.is_truncation() {
+                head.push(format!(
+                    "{e}: the last record is incomplete and was ignored"
+                ));
+            } else if opts.allow_corrupt {
+                head.push(format!("{e}: using the {nr_records} records before it"));
+            } else {
+                bail!("{e} (use --allow-corrupt to analyse the {nr_records} records before it)");
+            }
+        }
+        warnings.splice(0..0, head);
         if bad_event_index > 0 {
             warnings.push(format!(
                 "{bad_event_index} samples name an event the configuration before them does not list (named event-N)"
@@ -882,6 +907,7 @@ impl Profile {
             event_list.push(e);
         }
         warnings.extend(resolver.take_warnings());
+        warnings.extend(unwinder.take_warnings());
         let lost: u64 = per_cpu.values().map(|c| c.lost).sum();
         if lost > 0 {
             warnings.push(format!(
@@ -907,7 +933,7 @@ impl Profile {
             ));
         }
         Ok(Profile {
-            header: decoded.header,
+            header: header_read,
             event_list,
             samples,
             filter: Filter::default(),
@@ -916,9 +942,10 @@ impl Profile {
             first_time,
             last_time,
             warnings,
-            error: decoded.error,
+            error,
             target,
             kallsyms: resolver.into_kallsyms().map(Rc::new),
+            unwind: unwinder.stats,
         })
     }
 }

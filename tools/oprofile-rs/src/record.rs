@@ -138,6 +138,9 @@ pub struct RecordSummary {
     pub lost: u64,
     /// Samples after which perf throttled their counter.
     pub throttled: u64,
+    /// Samples carrying a copy of the task's user stack (`--call-graph
+    /// dwarf`; the analyses unwind them).
+    pub user_stacks: u64,
     pub processes: usize,
     pub maps_captured: usize,
     /// tgid → why its maps could not be captured (only processes with
@@ -180,6 +183,12 @@ impl RecordSummary {
         if self.snapshots > 0 {
             s += &format!(", {} snapshots", self.snapshots);
         }
+        if self.user_stacks > 0 {
+            s += &format!(
+                ", {} with a user stack copy (report says how many unwound with .eh_frame)",
+                self.user_stacks
+            );
+        }
         s
     }
 }
@@ -198,6 +207,8 @@ pub struct Scanner {
     pub lost: u64,
     /// SAMPLEs with the THROTTLED flag.
     pub throttled: u64,
+    /// SAMPLEs with a user stack copy.
+    pub user_stacks: u64,
     pub seen: HashSet<u32>,
     /// tgids with at least one user-mode sample: the only ones that need maps.
     pub user: HashSet<u32>,
@@ -262,9 +273,10 @@ impl Scanner {
                         Some(Fields::Sample(s)) => {
                             self.samples += 1;
                             self.throttled += u64::from(s.throttled);
+                            self.user_stacks += u64::from(s.user_stack != 0);
                             // A kernel-mode sample with a user part needs the
                             // process's maps as a user-mode one does.
-                            let no_user_part = s.kernel && s.user_depth == 0;
+                            let no_user_part = s.kernel && s.user_depth == 0 && s.user_stack == 0;
                             self.sample(s.tgid, no_user_part, s.time >= start);
                         }
                         Some(Fields::Lost(l)) => self.lost += l.count,
@@ -1316,6 +1328,7 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
         samples: scanner.samples,
         lost: scanner.lost,
         throttled: scanner.throttled,
+        user_stacks: scanner.user_stacks,
         processes: scanner.processes(),
         maps_captured,
         maps_missing: missing,

@@ -376,6 +376,9 @@ fn write_header(p: &Profile, out: &mut dyn Write) -> std::io::Result<()> {
         write!(out, ", throttled by perf: {throttled}")?;
     }
     writeln!(out)?;
+    if let Some(u) = p.unwind.describe() {
+        writeln!(out, "# call graph: {u}")?;
+    }
     let cgroups = p.cgroup_filters();
     if !cgroups.is_empty() {
         let ids: Vec<String> = cgroups.iter().map(u64::to_string).collect();
@@ -602,6 +605,10 @@ struct JsonReport<'a> {
     /// Samples after which perf throttled their counter (whatever the
     /// filter).
     throttled: u64,
+    /// Samples with a user stack copy (`record --call-graph dwarf`), and
+    /// how their user callchains were found (absent without such samples).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    user_stacks: Option<JsonUnwind>,
     /// Samples and weight the filter kept (the base of every percentage).
     kept_samples: u64,
     kept_weight: u64,
@@ -611,6 +618,14 @@ struct JsonReport<'a> {
     recording_seconds: f64,
     sort: Vec<SortKey>,
     rows: Vec<Row>,
+}
+
+/// The DWARF unwind's counts in `--json` ([`crate::unwind::UnwindStats`]).
+#[derive(Serialize)]
+struct JsonUnwind {
+    samples: u64,
+    dwarf: u64,
+    frame_pointer: u64,
 }
 
 /// `--json` for a recording of several events (without `--event`): one
@@ -647,6 +662,11 @@ fn json_report<'a>(p: &'a Profile, o: &ReportOptions) -> JsonReport<'a> {
         samples: p.recorded_samples(),
         lost: p.total_lost(),
         throttled: p.total_throttled(),
+        user_stacks: (p.unwind.with_stack > 0).then_some(JsonUnwind {
+            samples: p.unwind.with_stack,
+            dwarf: p.unwind.dwarf,
+            frame_pointer: p.unwind.fallback,
+        }),
         kept_samples: p.total_samples(),
         kept_weight: p.total_weight(),
         weight_unit: ev.map_or("samples", |e| e.weight_unit()),

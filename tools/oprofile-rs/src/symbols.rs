@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
-use crate::mapevents::Timeline;
+use crate::mapevents::{TimedMap, Timeline};
 
 /// Name used for the core kernel image.
 pub const KERNEL_DSO: &str = "[kernel.kallsyms]";
@@ -917,6 +917,24 @@ impl Resolver {
         let f = Rc::new(f);
         self.return_cache.borrow_mut().insert(key, f.clone());
         f
+    }
+
+    /// The mapping of process `tgid` that holds user address `addr` at
+    /// `time`, with its id in the process's timeline (the mapping
+    /// symbolisation uses; the DWARF unwinder's modules follow it).
+    pub fn user_mapping(&self, tgid: u32, time: u64, addr: u64) -> Option<(usize, &TimedMap)> {
+        self.maps.lookup(tgid, time, addr)
+    }
+
+    /// Whether maps of process `tgid` were captured.
+    pub fn has_maps(&self, tgid: u32) -> bool {
+        self.maps.has(tgid)
+    }
+
+    /// The path a binary mapped by process `tgid` at `path` is read at
+    /// (under `--symfs`, or the process's root in another mount namespace).
+    pub fn binary_path(&self, tgid: u32, path: &str) -> PathBuf {
+        self.real_path(tgid, path)
     }
 
     fn resolve_kernel(&self, addr: u64) -> Frame {

@@ -870,3 +870,63 @@ fn record_puts_back_its_settings_after_a_later_error() {
     );
     assert_settings_as_before(&dbg);
 }
+
+#[test]
+fn record_call_graph_dwarf_sets_the_user_stack_size_and_puts_it_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let dbg = common::fake_debugfs(dir.path());
+    // A module with user stack copies.
+    std::fs::write(dbg.join("user_stack_size"), "0\n").unwrap();
+    let mut config = std::fs::read_to_string(dbg.join("config")).unwrap();
+    config += "user_stack_size=0\n";
+    std::fs::write(dbg.join("config"), config).unwrap();
+    let dev = dir.path().join("dev");
+    let mut e = Encoder::new(&Header::default());
+    e.record(&Record::Comm(Comm::new(0, 1, 7, 7, "x")));
+    for (i, stack) in [None, Some(vec![1u8; 64])].into_iter().enumerate() {
+        e.record(&Record::Sample(Sample {
+            time: 10 + i as u64,
+            pc: 0x1000,
+            pid: 7,
+            tgid: 7,
+            user_stack: stack.map(|data| oprofile_stream::UserStack {
+                ip: 0x1000,
+                sp: 0x7ffc_0000_0000,
+                bp: 0,
+                size: 4096,
+                data,
+            }),
+            ..Default::default()
+        }));
+    }
+    std::fs::write(&dev, e.finish()).unwrap();
+    let out = dir.path().join("rec");
+    let o = record_for(&out, &dev, &dbg, "0.5")
+        .args(["--call-graph", "dwarf,4K", "-q"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let info = std::fs::read_to_string(dir.path().join("rec.meta/info")).unwrap();
+    // 4 KiB copies: samples of up to 5200 bytes, 64 of them per CPU
+    // buffer (512 KiB), four CPU buffers in the event buffer.
+    assert!(
+        info.contains(
+            "settings: backtrace_depth=32 user_backtrace_depth=32 cpu_buffer_size=524288 \
+             buffer_size=2097152 user_stack_size=4096"
+        ),
+        "{info}"
+    );
+    assert!(info.contains("user_stack_size=0"), "{info}");
+    assert_settings_as_before(&dbg);
+    assert_eq!(file(&dbg, "user_stack_size"), "0");
+    assert_eq!(file(&dbg, "cpu_buffer_size"), "65536");
+    assert!(
+        err.contains("2 samples") && err.contains("1 with a user stack copy"),
+        "{err}"
+    );
+    // A size the module could not take is refused before it is touched.
+    let err = record_failing(&out, &dev, &dbg, &["--call-graph", "dwarf,100"]);
+    assert!(err.contains("a multiple of 8 from 8 to 8192"), "{err}");
+    assert_eq!(file(&dbg, "user_stack_size"), "0");
+}
