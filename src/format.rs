@@ -733,6 +733,15 @@ pub const fn user_stack_part_len(user_stack: u16) -> usize {
     }
 }
 
+/// The fixed fields of a user stack part, as the words they are written as
+/// ([`USER_STACK_REGS_LEN`] bytes, in the stream's byte order): the user
+/// `ip`, `sp`, `bp`, then the bytes of stack copied; the copy's area
+/// follows them. (The module writes them straight into its ring buffer,
+/// the host encoder through [`Endian::u64_bytes`].)
+pub const fn user_stack_words(ip: u64, sp: u64, bp: u64, copied: u64) -> [u64; 4] {
+    [ip, sp, bp, copied]
+}
+
 /// A SAMPLE's user stack part ([`SAMPLE_FLAG_USER_STACK`]), after its
 /// callchains (read by the host tools: the module writes it word by word,
 /// see `sampler.rs`): the sampled task's user registers (for a kernel-mode sample,

@@ -532,7 +532,12 @@ impl CpuSampler {
                             // the sampled function.
                             let words = copied.div_ceil(8).max(1);
                             let area = area.get(..words).unwrap_or(&[]);
-                            let regs = [start.ip, start.sp, start.bp, copied as u64];
+                            let regs = format::user_stack_words(
+                                start.ip,
+                                start.sp,
+                                start.bp,
+                                copied as u64,
+                            );
                             (sample(chain, k, Some((&regs, area))), cut)
                         }
                         None => (sample(chain, k, None), cut),

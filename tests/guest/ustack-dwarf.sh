@@ -78,7 +78,10 @@ check "the program was sampled ($2)" [ "${2:-0}" -ge 50 ]
 expect_eq "every user-mode sample of the program has its copy" "${6:-none}" 0
 check "nearly every sample of the program has its copy ($3 of $2)" [ "$(pct "${3:-0}" "${2:-0}")" -ge 98 ]
 check "copies of up to 4096 bytes ($5)" [ "${5:-0}" -gt 0 ] && [ "${5:-0}" -le 4096 ]
-check "most bytes were copied (average $(( ${4:-0} / (${1:-0} + 1) )))" [ $(( ${4:-0} / (${1:-0} + 1) )) -ge 1024 ]
+# The copy ends at the top of the stack's mapping: from main's frames that is
+# the environment, the arguments and a random gap (ASLR), 1 to 4 KiB from run
+# to run; the frames up to main take a few hundred bytes.
+check "the copies reach above main (average $(( ${4:-0} / (${1:-0} + 1) )) bytes)" [ $(( ${4:-0} / (${1:-0} + 1) )) -ge 256 ]
 check_stream "with stacks" /tmp/s.bin /tmp/s.stats
 check "rmmod" rmmod oprofile_rs
 

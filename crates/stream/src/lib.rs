@@ -869,7 +869,7 @@ pub fn encode_record_version(r: &Record, e: Endian, version: u16) -> Vec<u8> {
 /// Writes a user stack part (registers, `copied`, then the bytes; the rest
 /// of `out` stays zero) at the start of `out`, which holds the whole part.
 fn encode_user_stack(e: Endian, u: &UserStack, out: &mut [u8]) {
-    let regs = [u.ip, u.sp, u.bp, u.data.len() as u64];
+    let regs = format::user_stack_words(u.ip, u.sp, u.bp, u.data.len() as u64);
     for (i, v) in regs.into_iter().enumerate() {
         out[8 * i..8 * i + 8].copy_from_slice(&e.u64_bytes(v));
     }

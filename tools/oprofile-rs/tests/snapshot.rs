@@ -169,7 +169,9 @@ fn record_snapshot_switches_the_module_to_overwrite_mode_and_back() {
         .args(["record", "--snapshot", "-o", out_file.to_str().unwrap()])
         .args(["--device", dev.to_str().unwrap()])
         .args(["--debugfs", dbg.to_str().unwrap(), "--maps", "poll"])
-        .args(["-d", "1.5"])
+        // Long enough for the poll below to see the switch on a loaded host
+        // (1.5 s was missed once in a parallel `cargo test`).
+        .args(["-d", "4"])
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
