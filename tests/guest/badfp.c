@@ -154,21 +154,13 @@ int main(int argc, char **argv)
 		fprintf(stderr, "badfp: unknown mode %s\n", mode);
 		return 2;
 	}
-	if (sp) {
-		printf("badfp %s: rsp=%#lx frames=%d\n", mode, sp, frames);
-		fflush(stdout);
-		clock_gettime(CLOCK_MONOTONIC, &start);
-		do {
-			spin_sp(sp, 20000000);
-			clock_gettime(CLOCK_MONOTONIC, &now);
-		} while ((now.tv_sec - start.tv_sec) + (now.tv_nsec - start.tv_nsec) / 1e9 < secs);
-		return 0;
-	}
-	printf("badfp %s: rbp=%#lx frames=%d\n", mode, fp, frames);
+	/* The loop with the garbage in rsp (the sp- modes) or in rbp. */
+	void (*loop)(unsigned long, unsigned long) = sp ? spin_sp : spin;
+	printf("badfp %s: %s=%#lx frames=%d\n", mode, sp ? "rsp" : "rbp", sp ? sp : fp, frames);
 	fflush(stdout);
 	clock_gettime(CLOCK_MONOTONIC, &start);
 	do {
-		spin(fp, 20000000);
+		loop(sp ? sp : fp, 20000000);
 		clock_gettime(CLOCK_MONOTONIC, &now);
 	} while ((now.tv_sec - start.tv_sec) + (now.tv_nsec - start.tv_nsec) / 1e9 < secs);
 	return 0;

@@ -1164,15 +1164,9 @@ impl Resolver {
     }
 
     fn load_binary(&self, real: &Path, data: &[u8]) -> Result<Binary, String> {
-        use object::{Object, ObjectSegment};
+        use object::Object;
         let file = object::File::parse(data).map_err(|e| format!("not an ELF file: {e}"))?;
-        let segments = file
-            .segments()
-            .map(|seg| {
-                let (off, size) = seg.file_range();
-                (off, size, seg.address())
-            })
-            .collect();
+        let segments = load_segments(&file);
         let raw_id = file.build_id().ok().flatten();
         let build_id: Option<Rc<str>> = raw_id.map(|id| {
             id.iter()
@@ -1234,6 +1228,18 @@ impl Resolver {
             build_id,
         })
     }
+}
+
+/// `(file offset, file size, vaddr)` of each segment of an ELF file: what
+/// turns a mapping's file offset into its load bias.
+pub(crate) fn load_segments(file: &object::File<'_>) -> Vec<(u64, u64, u64)> {
+    use object::{Object, ObjectSegment};
+    file.segments()
+        .map(|seg| {
+            let (off, size) = seg.file_range();
+            (off, size, seg.address())
+        })
+        .collect()
 }
 
 #[cfg(test)]

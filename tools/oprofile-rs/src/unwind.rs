@@ -72,7 +72,7 @@ impl UnwindFile {
     /// Reads the sections of the ELF image `data`; an error for anything
     /// that is not an x86-64 ELF file.
     fn parse(data: &[u8]) -> Result<UnwindFile, String> {
-        use object::{Object, ObjectSection, ObjectSegment};
+        use object::{Object, ObjectSection};
         let file = object::File::parse(data).map_err(|e| format!("not an ELF file: {e}"))?;
         if file.architecture() != object::Architecture::X86_64 {
             return Err(format!(
@@ -80,13 +80,7 @@ impl UnwindFile {
                 file.architecture()
             ));
         }
-        let segments = file
-            .segments()
-            .map(|seg| {
-                let (off, size) = seg.file_range();
-                (off, size, seg.address())
-            })
-            .collect();
+        let segments = crate::symbols::load_segments(&file);
         let range = |name: &str| {
             file.section_by_name(name)
                 .map(|s| s.address()..s.address().saturating_add(s.size()))

@@ -175,18 +175,25 @@ fn record_snapshot_switches_the_module_to_overwrite_mode_and_back() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let mode = || std::fs::read_to_string(dbg.join("mode")).unwrap();
+    // The fake debugfs files are plain files that the tool rewrites
+    // (truncate, then write): a read in between finds them empty.
+    let settled = |name: &str| {
+        let t = std::time::Instant::now();
+        loop {
+            let v = std::fs::read_to_string(dbg.join(name)).unwrap();
+            if !v.is_empty() || t.elapsed() > std::time::Duration::from_secs(2) {
+                return v;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    };
+    let mode = || settled("mode");
     let t = std::time::Instant::now();
     while mode().trim() != "overwrite" && t.elapsed() < std::time::Duration::from_secs(10) {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     assert_eq!(mode().trim(), "overwrite", "while recording");
-    assert_eq!(
-        std::fs::read_to_string(dbg.join("tracing_on"))
-            .unwrap()
-            .trim(),
-        "1"
-    );
+    assert_eq!(settled("tracing_on").trim(), "1");
     let status = child.wait().unwrap();
     let mut err = String::new();
     std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
