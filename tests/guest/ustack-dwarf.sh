@@ -125,4 +125,5 @@ for mode in loop2 kernel unmapped notpresent misaligned deep \
 done
 grep '^cpu' $DBG/stats
 check "rmmod" rmmod oprofile_rs
+check_kmemleak "after the stack copies"
 finish
