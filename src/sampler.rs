@@ -531,14 +531,17 @@ impl CpuSampler {
                             // size, and the registers alone still unwind
                             // the sampled function.
                             let words = copied.div_ceil(8).max(1);
-                            let area = area.get(..words).unwrap_or(&[]);
                             let regs = format::user_stack_words(
                                 start.ip,
                                 start.sp,
                                 start.bp,
                                 copied as u64,
                             );
-                            (sample(chain, k, Some((&regs, area))), cut)
+                            // (The area holds `stack_bytes`, at least one
+                            // word: `get` cannot fail, and if it did the
+                            // sample would go without its part, whole.)
+                            let part = area.get(..words).map(|a| (&regs, a));
+                            (sample(chain, k, part), cut)
                         }
                         None => (sample(chain, k, None), cut),
                     }
