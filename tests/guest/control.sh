@@ -14,8 +14,6 @@ CPU1=/sys/devices/system/cpu/cpu1/online
 # "err ENAME".
 try() { /tmp/cfgctl write "$DBG/$1" "$2"; }
 cfg() { sed -n "s/^$1=//p" $DBG/config; }
-# drain: reads everything waiting in the event buffer (a flush wakes the reader).
-drain() { cat $DEV >/dev/null & dp=$!; sleep 0.3; echo 1 >$DBG/flush; sleep 0.5; kill $dp; wait $dp; }
 
 check "insmod" insmod /oprofile_rs.ko event=cpu-clock sample_period=1000000
 cat $DBG/config

@@ -122,6 +122,12 @@ wait_for() {
 }
 # reading_device PID: PID has /dev/oprofile/buffer open (`oprofile-rs record`
 # has then set up its signal handlers: wait_for reading_device PID).
+# drain: reads everything waiting in the module (a flush moves what the CPU
+# buffers hold and wakes the reader). Recording goes on between two
+# recordings: on the lockdep kernel the checks in between take seconds, and a
+# backlog that the next recording must read first can crowd its command's
+# samples out of the CPU buffers (seen: all of a 1-s badfp run lost in ustack.sh).
+drain() { cat $DEV >/dev/null & dp=$!; sleep 0.3; echo 1 >$DBG/flush; sleep 0.5; kill $dp; wait $dp 2>/dev/null; }
 reading_device() { ls -l "/proc/$1/fd" 2>/dev/null | grep -q oprofile/buffer; }
 # send_file FILE [NAME]: hands FILE to the host on stdout, base64 between
 # `=== FILE NAME` and `=== END` (NAME defaults to FILE's name), which
