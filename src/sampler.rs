@@ -75,10 +75,11 @@ impl Scratch {
             return None;
         }
         // SAFETY: `busy` was clear and is now ours: no other reference to
-        // `chain` or `stack` exists.
-        let r = f(unsafe { &mut *self.chain.get() }, unsafe {
-            (*self.stack.get()).as_mut_slice()
-        });
+        // `chain` exists.
+        let chain = unsafe { &mut *self.chain.get() };
+        // SAFETY: as for `chain`: no other reference to `stack` exists.
+        let stack = unsafe { &mut *self.stack.get() };
+        let r = f(chain, stack.as_mut_slice());
         self.busy.store(false, Release);
         Some(r)
     }

@@ -122,6 +122,10 @@ wait_for() {
 }
 # reading_device PID: PID has /dev/oprofile/buffer open (`oprofile-rs record`
 # has then set up its signal handlers: wait_for reading_device PID).
+# pct N TOTAL: N as a share of TOTAL in percent (0 if TOTAL is 0).
+pct() { [ "$2" -gt 0 ] && echo $(($1 * 100 / $2)) || echo 0; }
+# folded_count RE FILE: the summed count of the folded stacks of FILE that match RE.
+folded_count() { awk -v re="$1" '$0 ~ re { n += $NF } END { print n + 0 }' "$2"; }
 # drain: reads everything waiting in the module (a flush moves what the CPU
 # buffers hold and wakes the reader). Recording goes on between two
 # recordings: on the lockdep kernel the checks in between take seconds, and a

@@ -15,8 +15,6 @@
 #   in the 3:1 split, unwound from the copies; garbage frame pointers
 #   (badfp) neither crash nor hang the copy or the unwinder.
 . /tmp/lib.sh
-pct() { [ "$2" -gt 0 ] && echo $(($1 * 100 / $2)) || echo 0; }
-count() { awk -v re="$1" '$0 ~ re { n += $NF } END { print n + 0 }' "$2"; }
 try() { /tmp/cfgctl write "$DBG/user_stack_size" "$1"; }
 cfg() { sed -n "s/^$1=//p" $DBG/config; }
 
@@ -90,16 +88,16 @@ check "insmod" insmod /oprofile_rs.ko event=cpu-clock sample_period=1000000 \
     cpu_buffer_size=1048576 buffer_size=8388608
 oprofile-rs record -q -o /tmp/n.bin -- /tmp/ustack_nofp 2
 oprofile-rs folded -i /tmp/n.bin >/tmp/n.folded 2>/dev/null
-whole=$(count ';main;outer;hot_[ab]( |;)' /tmp/n.folded)
-all=$(count . /tmp/n.folded)
+whole=$(folded_count ';main;outer;hot_[ab]( |;)' /tmp/n.folded)
+all=$(folded_count . /tmp/n.folded)
 check "frame pointers: the stacks are short ($whole of $all whole)" [ "$(pct "$whole" "$all")" -le 5 ]
 oprofile-rs record -q --call-graph dwarf -o /tmp/d.bin -- /tmp/ustack_nofp 3
 expect_eq "record put user_stack_size back" "$(cat $DBG/user_stack_size)" 0
 oprofile-rs folded -i /tmp/d.bin >/tmp/d.folded 2>/dev/null
 sort -k2 -n -r -t' ' /tmp/d.folded | head -6
-a=$(count ';main;outer;hot_a( |;)' /tmp/d.folded)
-b=$(count ';main;outer;hot_b( |;)' /tmp/d.folded)
-all=$(count . /tmp/d.folded)
+a=$(folded_count ';main;outer;hot_a( |;)' /tmp/d.folded)
+b=$(folded_count ';main;outer;hot_b( |;)' /tmp/d.folded)
+all=$(folded_count . /tmp/d.folded)
 echo "dwarf: main;outer;hot_a $a, main;outer;hot_b $b, of $all samples"
 check "dwarf: most samples have the whole stack ($((a + b)) of $all)" [ "$(pct $((a + b)) "$all")" -ge 80 ]
 share=$(pct "$a" $((a + b)))

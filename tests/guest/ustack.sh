@@ -8,10 +8,6 @@
 # misaligned, 1000 records deep) costs a bounded walk and yields no user frame
 # above the garbage; user_backtrace_depth=0 turns them off.
 . /tmp/lib.sh
-# A share in percent of $1 in $2 (0 if $2 is 0).
-pct() { [ "$2" -gt 0 ] && echo $(($1 * 100 / $2)) || echo 0; }
-# The summed count of the folded lines of $2 whose stack matches $1.
-count() { awk -v re="$1" '$0 ~ re { n += $NF } END { print n + 0 }' "$2"; }
 
 check "insmod" insmod /oprofile_rs.ko
 expect_eq "user stacks are on by default (depth 32)" \
@@ -21,9 +17,9 @@ expect_eq "user stacks are on by default (depth 32)" \
 oprofile-rs record -q -o /tmp/u.bin -- /tmp/ustack 4
 oprofile-rs folded -i /tmp/u.bin >/tmp/u.folded 2>/dev/null
 sort -k2 -n -r -t' ' /tmp/u.folded | head -8
-a=$(count ';main;outer;hot_a( |;)' /tmp/u.folded)
-b=$(count ';main;outer;hot_b( |;)' /tmp/u.folded)
-all=$(count . /tmp/u.folded)
+a=$(folded_count ';main;outer;hot_a( |;)' /tmp/u.folded)
+b=$(folded_count ';main;outer;hot_b( |;)' /tmp/u.folded)
+all=$(folded_count . /tmp/u.folded)
 echo "folded: main;outer;hot_a $a, main;outer;hot_b $b, of $all samples"
 check "most samples have the whole stack main;outer;hot_x ($((a + b)) of $all)" \
     [ "$(pct $((a + b)) "$all")" -ge 80 ]
@@ -32,10 +28,10 @@ check "hot_a:hot_b is about 3:1 (hot_a $share%)" [ "$share" -ge 65 ] && [ "$shar
 # pprof: every sample's locations are its whole stack.
 oprofile-rs pprof -q -i /tmp/u.bin -o /tmp/u.pb.gz 2>/dev/null
 oprofile-rs pprof-folded /tmp/u.pb.gz >/tmp/u.pprof
-pa=$(count '(^|;)main;outer;hot_a( |;)' /tmp/u.pprof)
-pb=$(count '(^|;)main;outer;hot_b( |;)' /tmp/u.pprof)
+pa=$(folded_count '(^|;)main;outer;hot_a( |;)' /tmp/u.pprof)
+pb=$(folded_count '(^|;)main;outer;hot_b( |;)' /tmp/u.pprof)
 echo "pprof: main;outer;hot_a $pa, main;outer;hot_b $pb"
-pall=$(count . /tmp/u.pprof)
+pall=$(folded_count . /tmp/u.pprof)
 check "pprof: most samples have the whole stack ($((pa + pb)) of $pall)" [ "$(pct $((pa + pb)) "$pall")" -ge 80 ]
 pshare=$(pct "$pa" $((pa + pb)))
 check "pprof: hot_a:hot_b is about 3:1 (hot_a $pshare%)" [ "$pshare" -ge 65 ] && [ "$pshare" -le 85 ]
@@ -60,10 +56,10 @@ before=$(stat_total user_backtrace_aborted)
 oprofile-rs record -q -o /tmp/n.bin -- /tmp/ustack_nofp 2
 oprofile-rs folded -i /tmp/n.bin >/tmp/n.folded 2>/dev/null
 sort -k2 -n -r -t' ' /tmp/n.folded | head -5
-whole=$(count ';main;outer;hot_[ab]( |;)' /tmp/n.folded)
-all=$(count . /tmp/n.folded)
+whole=$(folded_count ';main;outer;hot_[ab]( |;)' /tmp/n.folded)
+all=$(folded_count . /tmp/n.folded)
 check "no frame pointers: the stacks are short ($whole of $all whole)" [ "$(pct "$whole" "$all")" -le 5 ]
-hot=$(count 'hot_[ab]( |;)' /tmp/n.folded)
+hot=$(folded_count 'hot_[ab]( |;)' /tmp/n.folded)
 check "no frame pointers: the samples are still in hot_a/hot_b ($hot of $all)" [ "$(pct "$hot" "$all")" -ge 80 ]
 echo "user_backtrace_aborted: $before before, $(stat_total user_backtrace_aborted) after"
 check "rmmod" rmmod oprofile_rs
@@ -106,7 +102,7 @@ check "insmod user_backtrace_depth=0" insmod /oprofile_rs.ko user_backtrace_dept
 oprofile-rs record -q -o /tmp/o.bin -- /tmp/ustack 1
 oprofile-rs folded -i /tmp/o.bin >/tmp/o.folded 2>/dev/null
 cat /tmp/o.folded
-expect_eq "no user frames with user_backtrace_depth=0" "$(count ';(main|outer);' /tmp/o.folded)" 0
+expect_eq "no user frames with user_backtrace_depth=0" "$(folded_count ';(main|outer);' /tmp/o.folded)" 0
 expect_eq "nothing counted" "$(stat_total user_backtrace_aborted) $(stat_total user_backtrace_truncated)" "0 0"
 check "rmmod" rmmod oprofile_rs
 finish
