@@ -9,7 +9,7 @@
 //! `/system.slice/nginx.service`) or a cgroup id (the inode number of its
 //! directory in cgroup2, `stat -c %i`). The kernel's counters keep sampling
 //! every task; the sample path tests the interrupted task against the
-//! filter ([`admits_current`]) first and counts the others
+//! filter ([`InForce::admits_current`]) first and counts the others
 //! (`sample_other_cgroup`, neither received nor lost: also not when a
 //! snapshot's pause refuses samples). The stream's CONFIG records carry
 //! the filter's id (stream-format.md).
@@ -188,25 +188,58 @@ pub(crate) fn write_value(id: u64, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     }
 }
 
-/// The filter in force, read by the sample path.
+/// A filter in force, as the sample path reads it: each sampler tests
+/// against the one it was given (the module's [`IN_FORCE`]; a KUnit test's
+/// sampler its own, so that a filter set at load cannot refuse the test's
+/// samples).
 ///
 /// # Invariants
 ///
-/// Null (no filter) or a cgroup whose reference the [`Filter`] owns; a
-/// value replaced stays valid until an RCU grace period after it was
-/// replaced.
-static IN_FORCE: Atomic<*mut RawCgroup> = Atomic::new(null_mut());
+/// `ptr` is null (no filter) or a cgroup whose reference the [`Filter`]
+/// that set it owns; a value replaced stays valid until an RCU grace period
+/// after it was replaced.
+pub(crate) struct InForce {
+    ptr: Atomic<*mut RawCgroup>,
+}
 
-/// The owner of the filter in force: the profiler's one (`set` is
-/// serialised by its `control` lock). Dropping it removes the filter.
+impl InForce {
+    /// No filter.
+    pub(crate) const fn none() -> Self {
+        // INVARIANT: null.
+        Self {
+            ptr: Atomic::new(null_mut()),
+        }
+    }
+
+    /// Whether the current task is sampled: no filter, or the task is in
+    /// the filter's cgroup or below it. For the sample path (NMI, hard-IRQ
+    /// or task context), which runs with preemption off.
+    pub(crate) fn admits_current(&self) -> bool {
+        let f = self.ptr.load(Acquire);
+        if f.is_null() {
+            return true;
+        }
+        // SAFETY: `f` is a valid cgroup (the invariant): the caller runs
+        // with preemption off, an RCU read-side critical section that
+        // `Filter::set` waits for before it releases a filter it replaced.
+        unsafe { glue::oprofile_rs_current_in_cgroup(f) }
+    }
+}
+
+/// The module's filter in force, which its samplers read.
+pub(crate) static IN_FORCE: InForce = InForce::none();
+
+/// The owner of a filter in force: the profiler's one owns [`IN_FORCE`]
+/// (`set` is serialised by its `control` lock). Dropping it removes the
+/// filter.
 pub(crate) struct Filter {
-    _private: (),
+    in_force: &'static InForce,
 }
 
 impl Filter {
-    /// Puts `initial` in force.
-    pub(crate) fn new(initial: Option<Cgroup>) -> Self {
-        let f = Self { _private: () };
+    /// Puts `initial` in force in `in_force`, which this filter then owns.
+    pub(crate) fn new(in_force: &'static InForce, initial: Option<Cgroup>) -> Self {
+        let f = Self { in_force };
         f.set(initial);
         f
     }
@@ -216,13 +249,14 @@ impl Filter {
     /// releases. Sleeps (a grace period) when it replaced one.
     pub(crate) fn set(&self, new: Option<Cgroup>) {
         let raw = new.map_or(null_mut(), |c| ManuallyDrop::new(c).ptr.as_ptr());
-        // INVARIANT: `raw` is null or a reference now owned by `IN_FORCE`.
-        let old = IN_FORCE.xchg(raw, Full);
+        // INVARIANT: `raw` is null or a reference now owned by this filter.
+        let old = self.in_force.ptr.xchg(raw, Full);
         if let Some(ptr) = NonNull::new(old) {
             // Samplers that loaded `old` run with preemption off: an RCU
             // read-side critical section, which this waits for.
             kernel::sync::rcu::synchronize_rcu();
-            // INVARIANT: `IN_FORCE`'s reference, replaced, now ours.
+            // INVARIANT: the reference replaced, owned by this filter, now
+            // ours.
             drop(Cgroup { ptr });
         }
     }
@@ -232,20 +266,6 @@ impl Drop for Filter {
     fn drop(&mut self) {
         self.set(None);
     }
-}
-
-/// Whether the current task is sampled: no filter, or the task is in the
-/// filter's cgroup or below it. For the sample path (NMI, hard-IRQ or task
-/// context), which runs with preemption off.
-pub(crate) fn admits_current() -> bool {
-    let f = IN_FORCE.load(Acquire);
-    if f.is_null() {
-        return true;
-    }
-    // SAFETY: `f` is a valid cgroup (the invariant of `IN_FORCE`): the caller
-    // runs with preemption off, an RCU read-side critical section that
-    // `Filter::set` waits for before it releases a filter it replaced.
-    unsafe { glue::oprofile_rs_current_in_cgroup(f) }
 }
 
 #[cfg(oprofile_rs_kunit)]

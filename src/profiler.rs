@@ -156,6 +156,7 @@ impl Profiler {
                 config.backtrace_depth,
                 config.user_backtrace_depth,
                 switches,
+                &crate::cgroup::IN_FORCE,
                 config.mode == RecordMode::Overwrite,
             )?;
             sampler.set_user_stack(config.user_stack_size);
@@ -200,7 +201,7 @@ impl Profiler {
                 starting: Atomic::new(false),
                 hotplug <- new_mutex!(None),
                 reader_open: Atomic::new(false),
-                filter: crate::cgroup::Filter::new(filter),
+                filter: crate::cgroup::Filter::new(&crate::cgroup::IN_FORCE, filter),
             }? Error),
             GFP_KERNEL,
         )?;

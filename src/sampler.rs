@@ -234,6 +234,8 @@ pub(crate) fn store_max(a: &Atomic<u64>, v: u64) {
 pub(crate) struct CpuSampler {
     pub(crate) cpu: u32,
     pub(crate) buffer: CpuBuffer<'static, Storage>,
+    /// The cgroup filter this CPU's samples are tested against.
+    cgroup: &'static crate::cgroup::InForce,
     /// pid of the task the last COMM record on this CPU named (u64::MAX: none).
     last_pid: Atomic<u64>,
     /// The comm that COMM record gave, as two native-endian words: a task
@@ -272,6 +274,7 @@ impl CpuSampler {
         depth: u32,
         user_depth: u32,
         switches: Switches<'static>,
+        cgroup: &'static crate::cgroup::InForce,
         overwrite: bool,
     ) -> Result<Self> {
         let storage = new_storage(bytes)?;
@@ -284,6 +287,7 @@ impl CpuSampler {
         Ok(Self {
             cpu,
             buffer,
+            cgroup,
             last_pid: Atomic::new(u64::MAX),
             last_comm: [Atomic::new(0), Atomic::new(0)],
             counters: Counters::new(),
@@ -389,7 +393,7 @@ impl CpuSampler {
         // A task outside the cgroup filter: never recorded, so neither
         // received nor lost, also while a snapshot's pause would refuse it;
         // counted as such while recording is on.
-        if !crate::cgroup::admits_current() {
+        if !self.cgroup.admits_current() {
             if self.buffer.is_recording() {
                 self.counters.sample_other_cgroup.add(1, Relaxed);
             }

@@ -33,6 +33,7 @@ use super::{
     nmi,
 };
 use crate::{
+    cgroup::InForce,
     perf::Regs,
     profiler::{cpu_online, stop_recording},
     ringbuf::{RecordSwitch, Switches},
@@ -41,6 +42,9 @@ use crate::{
 
 static GLOBAL: RecordSwitch = RecordSwitch::new(true);
 static SET_ON: RecordSwitch = RecordSwitch::new(true);
+/// The test's own cgroup filter, never set: a filter set at the module's
+/// load (`cgroup=`, which the suites run under) cannot refuse its samples.
+static NO_FILTER: InForce = InForce::none();
 
 /// The sampler whose buffer the writer uses while a test runs (else null).
 static ACTIVE: Atomic<*mut CpuSampler> = Atomic::new(null_mut());
@@ -225,7 +229,7 @@ fn run(via: Via) -> Result<Outcome> {
         set: &SET_ON,
     };
     let sampler = KBox::new(
-        CpuSampler::new(writer_cpu.as_u32(), 4096, 0, 0, switches, false)?,
+        CpuSampler::new(writer_cpu.as_u32(), 4096, 0, 0, switches, &NO_FILTER, false)?,
         GFP_KERNEL,
     )?;
     let reg = match via {

@@ -31,6 +31,7 @@ use kernel::{cpu::CpuId, prelude::*};
 
 use super::nmi;
 use crate::{
+    cgroup::InForce,
     format::{self, Endian, Fields},
     perf::Regs,
     ringbuf::{ReadError, RecordSwitch, Switches},
@@ -39,6 +40,9 @@ use crate::{
 
 static GLOBAL_ON: RecordSwitch = RecordSwitch::new(true);
 static SET_ON: RecordSwitch = RecordSwitch::new(true);
+/// The test's own cgroup filter, never set: a filter set at the module's
+/// load (`cgroup=`, which the suites run under) cannot refuse its samples.
+static NO_FILTER: InForce = InForce::none();
 
 /// The sampler the NMI handler feeds while a test runs (null otherwise).
 static ACTIVE: Atomic<*mut CpuSampler> = Atomic::new(null_mut());
@@ -120,7 +124,7 @@ fn new_sampler(bytes: usize, depth: u32, overwrite: bool) -> Result<KBox<CpuSamp
         set: &SET_ON,
     };
     Ok(KBox::new(
-        CpuSampler::new(0, bytes, depth, 8, switches, overwrite)?,
+        CpuSampler::new(0, bytes, depth, 8, switches, &NO_FILTER, overwrite)?,
         GFP_KERNEL,
     )?)
 }
