@@ -33,7 +33,7 @@ streamed() {
     cat $DEV >"$1" & catpid=$!
     wait_for reading_device $catpid
     echo 1 >$DBG/tracing_on; sleep "$2"; echo 0 >$DBG/tracing_on
-    sleep 0.5; kill $catpid; wait $catpid 2>/dev/null
+    stop_reader $catpid
 }
 # samples FILE TGIDS [CGROUP_ID]: "TOTAL MINE" (samples, and those of the
 # TGIDS) of the stream's last CONFIG generation, or of the last one whose

@@ -244,7 +244,7 @@ expect_eq "overwrite: depth changes are fine" "$(try backtrace_depth 2)" ok
 expect_eq "overwrite: mode=consume EBUSY while the CPU buffers hold records" "$(try mode consume)" "err EBUSY"
 cat $DEV >/dev/null & catpid=$!
 echo 1 >$DBG/snapshot
-sleep 0.5; kill $catpid; wait $catpid
+stop_reader $catpid
 expect_eq "overwrite: event changes after a snapshot" "$(try event page-faults)" ok
 expect_eq "overwrite: and excluded modes" "$(try exclude_kernel 1)" ok
 expect_eq "overwrite: and the mode (consume)" "$(try mode consume)" ok

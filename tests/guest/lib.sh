@@ -131,7 +131,22 @@ folded_count() { awk -v re="$1" '$0 ~ re { n += $NF } END { print n + 0 }' "$2";
 # recordings: on the lockdep kernel the checks in between take seconds, and a
 # backlog that the next recording must read first can crowd its command's
 # samples out of the CPU buffers (seen: all of a 1-s badfp run lost in ustack.sh).
-drain() { cat $DEV >/dev/null & dp=$!; sleep 0.3; echo 1 >$DBG/flush; sleep 0.5; kill $dp; wait $dp 2>/dev/null; }
+# waiting_below N: fewer than N bytes wait in the event buffer.
+waiting_below() { [ "$(stat_of event_buffer bytes_waiting)" -lt "$1" ]; }
+# stop_reader PID: once the reader PID (a `cat $DEV`) took everything waiting
+# (recording is off, or its records only come from snapshots), stops it. A
+# fixed sleep was too short for a slow guest: the reader was killed before the
+# records it was meant to keep (the lockdep kernel on a loaded host).
+stop_reader() { wait_for waiting_below 1; kill "$1"; wait "$1" 2>/dev/null; }
+# drain: reads and drops what waits (the CPU buffers flushed first), down to
+# less than 64 KiB, with recording left as it is: a recording that follows
+# does not have to read a backlog first, while its own samples find the CPU
+# buffers full.
+drain() {
+    cat $DEV >/dev/null & dp=$!
+    wait_for reading_device $dp; echo 1 >$DBG/flush; wait_for waiting_below 65536
+    kill $dp; wait $dp 2>/dev/null
+}
 reading_device() { ls -l "/proc/$1/fd" 2>/dev/null | grep -q oprofile/buffer; }
 # send_file FILE [NAME]: hands FILE to the host on stdout, base64 between
 # `=== FILE NAME` and `=== END` (NAME defaults to FILE's name), which

@@ -18,7 +18,7 @@ expect_eq "ioctl FLUSH" "$(/tmp/probe ioctl $DEV flush wronly)" "ok 0"
 cat $DEV >/tmp/l.bin & catpid=$!
 /tmp/workload 2 >/dev/null
 expect_eq "ioctl TRACING_OFF hands everything to the reader" "$(/tmp/probe ioctl $DEV off wronly)" "ok 0"
-sleep 1; kill $catpid; wait $catpid 2>/dev/null
+stop_reader $catpid
 oprofile-rs script -i /tmp/l.bin --events >/tmp/l.txt 2>/dev/null
 n=$(grep -c 'workload' /tmp/l.txt)
 check "the stream has the workload's samples ($n)" [ "$n" -ge 10 ]
@@ -61,7 +61,7 @@ check "ctl: back to consume mode (off, snapshot, mode=consume, on)" oprofile-rs 
 expect_eq "consume mode" "$(sed -n 's/^mode=//p' $DBG/config)" consume
 check "ctl flush" oprofile-rs ctl flush
 oprofile-rs ctl off
-sleep 0.5; kill $catpid; wait $catpid 2>/dev/null
+stop_reader $catpid
 /tmp/snapcheck /tmp/c.bin >/tmp/c.check; rc=$?
 grep -v '^snap ' /tmp/c.check; grep FAIL /tmp/c.check | head
 expect_eq "the stream: two snapshots, then consume-mode samples (snapcheck)" "$rc $(sed -n 's/^snapshots //p' /tmp/c.check)" "0 2"

@@ -85,14 +85,25 @@ oprofile-rs record -q --maps poll -o /tmp/p.bin -- sh /tmp/run.sh
 oprofile-rs script -q --all -i /tmp/p.bin >/tmp/m.txt
 echo "with --maps poll: short_lived_spin $(count '$6 == "short_lived_spin"'), plugin-a $(count '$6 == "plugin_a_work" && $7 == "(plugin-a)"'), before_exec_spin $(count '$6 == "before_exec_spin" && $7 == "(maps)"'), [unknown] $(count '$7 == "([unknown])"')"
 
-# record -p: stops when the process exits; the analysis keeps it.
-/tmp/workload 3 &
+# record -p: stops when the process exits; the analysis keeps it. The
+# process waits stopped until the recorder reads the device (a slow guest took
+# longer to start the recorder than the process lived: no sample of it).
+sh -c 'kill -STOP $$; exec /tmp/workload 3' &
 wpid=$!
-check "record -p stops when the process exits" timeout 30 oprofile-rs record -q -o /tmp/pp.bin -p $wpid
+stopped() { [ "$(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null)" = T ]; }
+wait_for stopped $wpid
+timeout 120 oprofile-rs record -q -o /tmp/pp.bin -p $wpid & rpid=$!
+wait_for reading_device $rpid
+kill -CONT $wpid
+wait $rpid; rc=$?
+check "record -p stops when the process exits (status $rc)" [ "$rc" = 0 ]
 others=$(oprofile-rs script -q -i /tmp/pp.bin | awk -v p="$wpid/" 'index($3, p) != 1' | wc -l)
 mine=$(oprofile-rs script -q -i /tmp/pp.bin | awk -v p="$wpid/" 'index($3, p) == 1 && $6 ~ /^hot_/' | wc -l)
 expect_eq "record -p: only its samples" "$others" 0
 check "record -p: its hot functions ($mine)" [ "$mine" -ge 50 ]
+[ "$mine" -ge 50 ] || {
+    grep -vE '^maps-missing' /tmp/pp.bin.meta/info; oprofile-rs report -q -i /tmp/pp.bin -n 3; cat $DBG/stats
+}
 wait
 check "record -p of a missing pid fails" sh -c '! oprofile-rs record -q -o /tmp/x.bin -p 999999 2>/dev/null'
 check "rmmod" rmmod oprofile_rs

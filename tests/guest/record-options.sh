@@ -103,7 +103,7 @@ echo "== 5. an error after the settings were applied (the output cannot be creat
 # which value it could not put back), and the sections above leave the
 # buffer full of 1-kHz samples that nobody read (slow guests take long).
 echo 0 >$DBG/tracing_on
-cat $DEV >/dev/null & dp=$!; sleep 0.3; echo 1 >$DBG/flush; sleep 0.5; kill $dp; wait $dp 2>/dev/null
+drain
 oprofile-rs record -q -o /nonexistent-dir/x.data --debugfs $NODBG -e page-faults -c 10 --buffer-size 2M -d 1 2>/tmp/e.err
 rc=$?; cat /tmp/e.err
 check "record fails" [ $rc -ne 0 ]

@@ -154,7 +154,7 @@ echo 0 >$DBG/tracing_on
 cat $DEV >/tmp/f.bin & catpid=$!
 sleep 1
 expect_eq "after the reader, a snapshot fits again" "$(write_err 1)" "ok 1"
-sleep 1; kill -TERM $catpid; wait $catpid
+wait_for waiting_below 1; kill -TERM $catpid; wait $catpid
 cat $DBG/stats >/tmp/stats2.txt
 /tmp/snapcheck /tmp/f.bin >/tmp/f.txt; rc=$?
 grep -v '^snap ' /tmp/f.txt; grep FAIL /tmp/f.txt | head
@@ -210,7 +210,7 @@ kill $wl; wait $wl 2>/dev/null
 # (The event buffer, unread since record ended, needs room for the CONFIG
 # record of the switch: read it first.)
 echo 0 >$DBG/tracing_on
-cat $DEV >/dev/null & dp=$!; sleep 0.3; echo 1 >$DBG/flush; sleep 0.5; kill $dp; wait $dp
+drain
 expect_eq "overwrite mode again (debugfs)" "$(/tmp/cfgctl write $DBG/mode overwrite)" ok
 echo 1 >$DBG/tracing_on
 rm -f /tmp/opened /tmp/release

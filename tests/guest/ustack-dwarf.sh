@@ -64,7 +64,7 @@ echo 1 >$DBG/tracing_on
 /tmp/ustack_nofp 2 & pid=$!
 wait $pid
 echo 0 >$DBG/tracing_on
-sleep 0.5; kill $catpid; wait $catpid 2>/dev/null
+stop_reader $catpid
 cp $DBG/stats /tmp/s.stats
 /tmp/evcheck stream /tmp/s.bin $pid 4096 >/tmp/ev.out; rc=$?
 grep FAIL /tmp/ev.out | head -5

@@ -196,6 +196,13 @@ struct RecordArgs {
     /// command.
     #[arg(long)]
     snapshot: bool,
+    /// Also keep the samples the module buffered before the recording
+    /// started (recording is on from the module's load: unread samples wait
+    /// in its buffers). By default they are read and left out before the
+    /// command starts, so that the recording holds what happens from its
+    /// start on (the flight recorder keeps them always).
+    #[arg(long)]
+    keep_backlog: bool,
     /// Command to run while recording; recording stops when it exits, and
     /// analyses show only it and its descendants unless given --all.
     #[arg(last = true, value_name = "COMMAND")]
@@ -612,6 +619,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 cgroup: a.cgroup.as_deref().map(control::cgroup_value).transpose()?,
             };
             o.snapshot = a.snapshot;
+            o.keep_backlog = a.keep_backlog;
             o.progress = !a.quiet && std::io::stderr().is_terminal();
             let sum = record::record(&o, stop)?;
             for w in &sum.warnings {

@@ -3,6 +3,7 @@
 use std::collections::{HashMap, HashSet};
 use std::fs::{File, OpenOptions};
 use std::io::{ErrorKind as IoKind, Read, Write};
+use std::ops::Range;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
@@ -43,6 +44,11 @@ pub struct RecordOptions {
     /// snapshot is taken at each SIGUSR2 and when recording stops, each one
     /// a section of the output stream.
     pub snapshot: bool,
+    /// `--keep-backlog`: the records the module buffered before the
+    /// recording started go into the output too (by default they are read
+    /// and left out, see [`Scanner::skip_backlog`]; the flight recorder
+    /// keeps them always: its snapshots are of the CPU buffers).
+    pub keep_backlog: bool,
     /// `-e`, `-c`, `-F`, `-g`, buffer sizes: set before recording, put back
     /// after ([`crate::control`]).
     pub settings: ModuleSettings,
@@ -117,6 +123,7 @@ impl RecordOptions {
             maps: MapsSource::Auto,
             pids: Vec::new(),
             snapshot: false,
+            keep_backlog: false,
             settings: ModuleSettings::default(),
         }
     }
@@ -222,22 +229,66 @@ pub struct Scanner {
     new_tgids: Vec<u32>,
     /// First decoding problem; scanning stops there (the bytes are still saved).
     pub error: Option<String>,
+    /// Whether [`Scanner::feed_into`] leaves out the backlog: the SAMPLE and
+    /// LOST records older than the stream's opening (its header's
+    /// `start_time`), which the module buffered before the recording
+    /// started. Every other record (COMM, CONFIG, TRACING, ...) is kept:
+    /// later samples need them.
+    pub skip_backlog: bool,
+    /// Backlog left out: SAMPLE records, and the samples LOST records
+    /// counted.
+    pub skipped_samples: u64,
+    pub skipped_lost: u64,
 }
 
 impl Scanner {
+    /// A scanner that leaves out the backlog ([`Scanner::skip_backlog`]).
+    pub fn skipping_backlog() -> Scanner {
+        Scanner {
+            skip_backlog: true,
+            ..Default::default()
+        }
+    }
+
+    /// Writes `data` (the next bytes of the stream) to `out` and counts its
+    /// records; with [`Scanner::skip_backlog`], only what is kept is written,
+    /// and only whole records (a record cut at the end of `data` is written
+    /// with the bytes that complete it). Returns the bytes written.
+    pub fn feed_into(&mut self, data: &[u8], out: &mut dyn Write) -> Result<u64> {
+        if !self.skip_backlog || self.error.is_some() {
+            out.write_all(data).context("write failed")?;
+            self.feed(data)?;
+            return Ok(data.len() as u64);
+        }
+        let mut buf = std::mem::take(&mut self.pending);
+        buf.extend_from_slice(data);
+        let mut kept = Vec::new();
+        let used = self.scan(&buf, Some(&mut kept))?;
+        let mut written = 0u64;
+        for r in kept {
+            out.write_all(&buf[r.clone()]).context("write failed")?;
+            written += r.len() as u64;
+        }
+        if self.error.is_none() {
+            buf.drain(..used);
+            self.pending = buf;
+        }
+        Ok(written)
+    }
+
     pub fn feed(&mut self, data: &[u8]) -> Result<()> {
         if self.error.is_some() {
             return Ok(());
         }
         if self.pending.is_empty() {
-            let used = self.scan(data)?;
+            let used = self.scan(data, None)?;
             if self.error.is_none() {
                 self.pending.extend_from_slice(&data[used..]);
             }
         } else {
             let mut buf = std::mem::take(&mut self.pending);
             buf.extend_from_slice(data);
-            let used = self.scan(&buf)?;
+            let used = self.scan(&buf, None)?;
             if self.error.is_none() {
                 buf.drain(..used);
                 self.pending = buf;
@@ -246,14 +297,27 @@ impl Scanner {
         Ok(())
     }
 
-    /// Counts the whole records at the start of `buf`; the bytes used.
-    fn scan(&mut self, buf: &[u8]) -> Result<usize> {
+    /// Counts the whole records at the start of `buf`; the bytes used. With
+    /// `kept`, the backlog's records are left out of the counts, and the
+    /// ranges of `buf` to write go into `kept` (after a decoding problem,
+    /// everything from there: the bytes are still saved).
+    fn scan(&mut self, buf: &[u8], mut kept: Option<&mut Vec<Range<usize>>>) -> Result<usize> {
         use oprofile_stream::oprofile_format::{self as format, Fields};
         let mut pos = 0usize;
+        // Adds `r` to `kept`, merged with the range before it when adjacent.
+        let keep = |kept: &mut Option<&mut Vec<Range<usize>>>, r: Range<usize>| {
+            if let Some(k) = kept.as_deref_mut() {
+                match k.last_mut() {
+                    Some(last) if last.end == r.start => last.end = r.end,
+                    _ => k.push(r),
+                }
+            }
+        };
         if self.header.is_none() {
             match oprofile_stream::parse_header(buf) {
                 Ok(h) => {
                     pos = h.header_size as usize;
+                    keep(&mut kept, 0..pos);
                     self.header = Some(h);
                 }
                 Err(e) if matches!(e.kind, ErrorKind::TruncatedHeader { .. }) => return Ok(0),
@@ -269,6 +333,21 @@ impl Scanner {
             let rest = &buf[pos..];
             match format::parse(endian, rest) {
                 Ok(p) => {
+                    let backlog = kept.is_some()
+                        && match &p.fields {
+                            Some(Fields::Sample(s)) => s.time < start,
+                            Some(Fields::Lost(l)) => l.time < start,
+                            _ => false,
+                        };
+                    if backlog {
+                        match p.fields {
+                            Some(Fields::Lost(l)) => self.skipped_lost += l.count,
+                            _ => self.skipped_samples += 1,
+                        }
+                        pos += p.size();
+                        continue;
+                    }
+                    keep(&mut kept, pos..pos + p.size());
                     match p.fields {
                         Some(Fields::Sample(s)) => {
                             self.samples += 1;
@@ -293,6 +372,7 @@ impl Scanner {
                     };
                     self.error = Some(why);
                     self.pending.clear();
+                    keep(&mut kept, pos..buf.len());
                     return Ok(buf.len());
                 }
             }
@@ -892,11 +972,12 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
         tracker.track(p);
     }
     let mut bytes = 0u64;
-    let mut scanner = Scanner::default();
+    let mut scanner = Scanner {
+        skip_backlog: !opts.snapshot && !opts.keep_backlog,
+        ..Default::default()
+    };
     if !pre.is_empty() {
-        out.write_all(&pre).context("write failed")?;
-        bytes += pre.len() as u64;
-        scanner.feed(&pre)?;
+        bytes += scanner.feed_into(&pre, &mut out)?;
         for t in scanner.take_new_tgids() {
             tracker.track(t);
         }
@@ -905,31 +986,6 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
             pre.len()
         ));
     }
-    let mut child = if opts.command.is_empty() {
-        None
-    } else {
-        let c = match Command::new(&opts.command[0])
-            .args(&opts.command[1..])
-            .spawn()
-        {
-            Ok(c) => c,
-            Err(e) => {
-                let _ = std::fs::remove_file(&opts.output);
-                return Err(e).with_context(|| format!("cannot start {}", opts.command[0]));
-            }
-        };
-        tracker.track(c.id());
-        info.push(format!(
-            "command: {} (pid {})",
-            opts.command.join(" "),
-            c.id()
-        ));
-        Some(c)
-    };
-    let roots: Vec<u32> = match &child {
-        Some(c) => vec![c.id()],
-        None => opts.pids.clone(),
-    };
     if !opts.pids.is_empty() {
         info.push(format!(
             "pids: {}",
@@ -961,9 +1017,7 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
             let mut opening = Vec::new();
             m.read_opening(&mut dev, &mut opening)
                 .context("read of the stream's opening failed")?;
-            out.write_all(&opening).context("write failed")?;
-            bytes += opening.len() as u64;
-            scanner.feed(&opening)?;
+            bytes += scanner.feed_into(&opening, &mut out)?;
             info.push(format!("reader: mmap ({}-byte ring)", m.data_size()));
             Some(m)
         }
@@ -991,6 +1045,64 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
             }
             ReadOutcome::Empty => Ok(false),
         }
+    };
+    // The backlog: what the module buffered before the stream's opening
+    // (recording is on from the module's load, and nobody may have read
+    // for a while) is read and left out before the command starts, so that
+    // the recording is of what happens from now on, and the command's
+    // first samples do not find the CPU buffers full of old ones while the
+    // backlog is read. A flush moves what the CPU buffers hold; rounds go
+    // on while they still find old records (a full event buffer takes
+    // part of it per round). `--keep-backlog` keeps it (the records are
+    // then in the stream, as `cat /dev/oprofile/buffer` gives them).
+    if scanner.skip_backlog {
+        for _ in 0..8 {
+            let old = (scanner.skipped_samples, scanner.skipped_lost);
+            // (No flush: a file or a pipe as the device, or no permission;
+            // the records still come through the reads.)
+            let _ = flush(&dev, &opts.debugfs);
+            while pull(&mut dev, &mut buf, &mut |d: &[u8]| {
+                bytes += scanner.feed_into(d, &mut out)?;
+                for t in scanner.take_new_tgids() {
+                    tracker.track(t);
+                }
+                Ok(())
+            })? {}
+            if (scanner.skipped_samples, scanner.skipped_lost) == old {
+                break;
+            }
+        }
+        if scanner.skipped_samples + scanner.skipped_lost > 0 {
+            info.push(format!(
+                "backlog-skipped: {} samples and {} lost, buffered before the recording started (--keep-backlog keeps them)",
+                scanner.skipped_samples, scanner.skipped_lost
+            ));
+        }
+    }
+    let mut child = if opts.command.is_empty() {
+        None
+    } else {
+        let c = match Command::new(&opts.command[0])
+            .args(&opts.command[1..])
+            .spawn()
+        {
+            Ok(c) => c,
+            Err(e) => {
+                let _ = std::fs::remove_file(&opts.output);
+                return Err(e).with_context(|| format!("cannot start {}", opts.command[0]));
+            }
+        };
+        tracker.track(c.id());
+        info.push(format!(
+            "command: {} (pid {})",
+            opts.command.join(" "),
+            c.id()
+        ));
+        Some(c)
+    };
+    let roots: Vec<u32> = match &child {
+        Some(c) => vec![c.id()],
+        None => opts.pids.clone(),
     };
     // What the loop sleeps on besides the device (see there), and how long
     // at most: the device's watershed wakes it, not a timer, unless maps
@@ -1034,9 +1146,7 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
     macro_rules! drain {
         () => {
             while pull(&mut dev, &mut buf, &mut |d: &[u8]| {
-                out.write_all(d).context("write failed")?;
-                bytes += d.len() as u64;
-                scanner.feed(d)?;
+                bytes += scanner.feed_into(d, &mut out)?;
                 for t in scanner.take_new_tgids() {
                     tracker.track(t);
                 }
@@ -1101,9 +1211,7 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
             c.poll();
         }
         let got = pull(&mut dev, &mut buf, &mut |d: &[u8]| {
-            out.write_all(d).context("write failed")?;
-            bytes += d.len() as u64;
-            scanner.feed(d)?;
+            bytes += scanner.feed_into(d, &mut out)?;
             for t in scanner.take_new_tgids() {
                 tracker.track(t);
             }

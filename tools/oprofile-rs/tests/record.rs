@@ -930,3 +930,118 @@ fn record_call_graph_dwarf_sets_the_user_stack_size_and_puts_it_back() {
     assert!(err.contains("a multiple of 8 from 8 to 8192"), "{err}");
     assert_eq!(file(&dbg, "user_stack_size"), "0");
 }
+
+/// A stream whose header says it was opened at 100: before that, the
+/// module's backlog (a COMM, two SAMPLEs, a LOST record); after it, a
+/// SAMPLE and a LOST record of the recording.
+fn stream_with_backlog() -> Vec<u8> {
+    let mut e = Encoder::new(&Header {
+        start_time: 100,
+        ..Header::default()
+    });
+    e.record(&Record::Comm(Comm::new(0, 5, DEAD_PID, DEAD_PID, "old")));
+    e.record(&sample(DEAD_PID, true, 10))
+        .record(&sample(DEAD_PID, true, 20));
+    e.record(&Record::Lost(Lost {
+        cpu: 0,
+        time: 30,
+        count: 3,
+    }));
+    e.record(&sample(DEAD_PID, true, 150));
+    e.record(&Record::Lost(Lost {
+        cpu: 0,
+        time: 160,
+        count: 2,
+    }));
+    e.finish()
+}
+
+#[test]
+fn record_leaves_out_the_backlog_but_not_its_comm() {
+    let dir = tempfile::tempdir().unwrap();
+    let dev = dir.path().join("dev");
+    std::fs::write(&dev, stream_with_backlog()).unwrap();
+    let out = dir.path().join("rec");
+    let o = record_for(&out, &dev, dir.path(), "0.3").output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("1 samples, 2 lost"), "{err}");
+    let info = std::fs::read_to_string(dir.path().join("rec.meta/info")).unwrap();
+    assert!(
+        info.contains("backlog-skipped: 2 samples and 3 lost"),
+        "{info}"
+    );
+    // The stream written: the header, the COMM that names the later
+    // sample, that sample and its LOST record; it decodes as a whole.
+    let d = oprofile_stream::decode(&std::fs::read(&out).unwrap()).unwrap();
+    let kinds: Vec<(u16, u64)> = d.records.iter().map(|r| (r.rtype(), r.time())).collect();
+    let want: Vec<(u16, u64)> = [
+        Record::Comm(Comm::new(0, 5, DEAD_PID, DEAD_PID, "old")),
+        sample(DEAD_PID, true, 150),
+        Record::Lost(Lost {
+            cpu: 0,
+            time: 160,
+            count: 2,
+        }),
+    ]
+    .iter()
+    .map(|r| (r.rtype(), r.time()))
+    .collect();
+    assert_eq!(kinds, want);
+    assert_eq!(d.header.start_time, 100);
+}
+
+#[test]
+fn record_keep_backlog_keeps_every_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let dev = dir.path().join("dev");
+    let data = stream_with_backlog();
+    std::fs::write(&dev, &data).unwrap();
+    let out = dir.path().join("rec");
+    let o = record_for(&out, &dev, dir.path(), "0.3")
+        .arg("--keep-backlog")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("3 samples, 5 lost"), "{err}");
+    assert_eq!(std::fs::read(&out).unwrap(), data);
+    let info = std::fs::read_to_string(dir.path().join("rec.meta/info")).unwrap();
+    assert!(!info.contains("backlog-skipped"), "{info}");
+}
+
+#[test]
+fn scanner_leaves_out_the_backlog_fed_in_pieces() {
+    let data = stream_with_backlog();
+    let whole = {
+        let mut s = Scanner::skipping_backlog();
+        let mut out = Vec::new();
+        s.feed_into(&data, &mut out).unwrap();
+        out
+    };
+    for chunk in [1usize, 3, 8, 64, 1000] {
+        let mut s = Scanner::skipping_backlog();
+        let mut out = Vec::new();
+        let mut written = 0;
+        for c in data.chunks(chunk) {
+            written += s.feed_into(c, &mut out).unwrap();
+        }
+        assert_eq!(out, whole, "chunk {chunk}");
+        assert_eq!(written, out.len() as u64);
+        assert_eq!(
+            (s.samples, s.lost, s.skipped_samples, s.skipped_lost),
+            (1, 2, 2, 3),
+            "chunk {chunk}"
+        );
+    }
+    // Garbage after the header: kept as it came (the bytes are saved),
+    // counted as an error.
+    let mut bad =
+        data[..oprofile_stream::parse_header(&data).unwrap().header_size as usize].to_vec();
+    bad.extend_from_slice(b"garbage garbage garbage garbage");
+    let mut s = Scanner::skipping_backlog();
+    let mut out = Vec::new();
+    s.feed_into(&bad, &mut out).unwrap();
+    assert_eq!(out, bad);
+    assert!(s.error.is_some());
+}
