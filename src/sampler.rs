@@ -532,10 +532,8 @@ impl CpuSampler {
                             if copied < area.len() * 8 {
                                 c.user_stack_short.add(1, Relaxed);
                             }
-                            // At least one word: the part says the copy's
-                            // size, and the registers alone still unwind
-                            // the sampled function.
-                            let words = copied.div_ceil(8).max(1);
+                            // The words `copy_stack` left nothing else in.
+                            let words = user_stack::recorded_words(copied);
                             let regs = format::user_stack_words(
                                 start.ip,
                                 start.sp,

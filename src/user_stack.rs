@@ -169,8 +169,12 @@ pub(crate) fn read_frame(fp: u64) -> Option<[u64; 2]> {
 /// `PERF_SAMPLE_STACK_USER`): at most `out.len()` words, and never past the
 /// end of the user address space. Returns the bytes copied: the copy stops
 /// at the first byte it could not read (a page not present, the end of the
-/// stack's mapping). The rest of `out` is zeroed (no bytes of an earlier
-/// sample's task are left in it).
+/// stack's mapping). The words a record carries of it
+/// ([`recorded_words`]) hold nothing else: their bytes past the copy are
+/// zeroed (no bytes of an earlier sample's task are left in them). The
+/// words after those are left as they are: no record carries them (zeroing
+/// all of `out`, up to 8 KiB, was work the handler did for nothing on every
+/// short copy).
 pub(crate) fn copy_stack(start: &UserRegs, out: &mut [u64]) -> usize {
     let want = core::mem::size_of_val(out);
     let n = (start.limit.saturating_sub(start.sp)).min(want as u64) as usize;
@@ -192,24 +196,35 @@ pub(crate) fn copy_stack(start: &UserRegs, out: &mut [u64]) -> usize {
         }
     };
     let copied = n.saturating_sub(left as usize);
-    zero_after(out, copied);
+    zero_tail(out, copied);
     copied
 }
 
-/// Zeroes the bytes of `out` from byte `copied` on: the words after the
-/// last one copied into, and that word's bytes past the copy.
-fn zero_after(out: &mut [u64], copied: usize) {
-    if let Some(rest) = out.get_mut(copied.div_ceil(8)..) {
-        rest.fill(0);
-    }
-    if copied % 8 != 0 {
-        if let Some(w) = out.get_mut(copied / 8) {
-            let mut bytes = w.to_ne_bytes();
-            if let Some(tail) = bytes.get_mut(copied % 8..) {
-                tail.fill(0);
+/// The words of a copy of `copied` bytes that its record carries: those
+/// copied into, and at least one (the part then says the copy's size, and
+/// the registers alone still unwind the sampled function).
+pub(crate) fn recorded_words(copied: usize) -> usize {
+    copied.div_ceil(8).max(1)
+}
+
+/// Zeroes the bytes of `out` from byte `copied` to the end of the words a
+/// record carries ([`recorded_words`]): the last word copied into, past the
+/// copy, or the first word when nothing was copied.
+fn zero_tail(out: &mut [u64], copied: usize) {
+    if copied % 8 == 0 {
+        if copied == 0 {
+            if let Some(w) = out.first_mut() {
+                *w = 0;
             }
-            *w = u64::from_ne_bytes(bytes);
         }
+        return;
+    }
+    if let Some(w) = out.get_mut(copied / 8) {
+        let mut bytes = w.to_ne_bytes();
+        if let Some(tail) = bytes.get_mut(copied % 8..) {
+            tail.fill(0);
+        }
+        *w = u64::from_ne_bytes(bytes);
     }
 }
 
@@ -358,29 +373,36 @@ mod tests {
     }
 
     #[test]
-    fn what_was_not_copied_is_zeroed() {
+    fn the_recorded_words_hold_nothing_but_the_copy() {
         let junk = 0x1122_3344_5566_7788u64;
         for copied in [0usize, 3, 8, 13, 31, 32] {
             let mut out = [junk; 4];
-            zero_after(&mut out, copied);
+            zero_tail(&mut out, copied);
+            let recorded = 8 * recorded_words(copied);
             for (i, w) in out.iter().enumerate() {
                 for (j, b) in w.to_ne_bytes().iter().enumerate() {
-                    let kept = 8 * i + j < copied;
+                    let at = 8 * i + j;
+                    // Copied bytes and the words no record carries stay;
+                    // the recorded bytes past the copy are zero.
+                    let kept = at < copied || at >= recorded;
                     assert_eq!(*b, if kept { junk.to_ne_bytes()[j] } else { 0 });
                 }
             }
         }
+        assert_eq!([0, 1, 8, 9, 8192].map(recorded_words), [1, 1, 1, 2, 1024]);
     }
 
     #[test]
-    fn a_copy_without_user_memory_is_empty_and_zeroed() {
+    fn a_copy_without_user_memory_is_empty_and_its_word_zeroed() {
         // A KUnit thread has no user memory: nothing is copied, from a user
         // address, from the last bytes below the limit, or from above it.
         for sp in [STACK, LIMIT - 8, LIMIT, u64::MAX - 7] {
             let mut out = [u64::MAX; 8];
             let regs = UserRegs { sp, ..start(0) };
             assert_eq!(copy_stack(&regs, &mut out), 0);
-            assert_eq!(out, [0u64; 8]);
+            // The one word recorded is zero; the others are not recorded.
+            assert_eq!(out[0], 0);
+            assert_eq!(out[1..], [u64::MAX; 7]);
         }
     }
 }

@@ -1046,6 +1046,18 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
             ReadOutcome::Empty => Ok(false),
         }
     };
+    // Reads what the device holds now into the output.
+    macro_rules! drain {
+        () => {
+            while pull(&mut dev, &mut buf, &mut |d: &[u8]| {
+                bytes += scanner.feed_into(d, &mut out)?;
+                for t in scanner.take_new_tgids() {
+                    tracker.track(t);
+                }
+                Ok(())
+            })? {}
+        };
+    }
     // The backlog: what the module buffered before the stream's opening
     // (recording is on from the module's load, and nobody may have read
     // for a while) is read and left out before the command starts, so that
@@ -1061,13 +1073,7 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
             // (No flush: a file or a pipe as the device, or no permission;
             // the records still come through the reads.)
             let _ = flush(&dev, &opts.debugfs);
-            while pull(&mut dev, &mut buf, &mut |d: &[u8]| {
-                bytes += scanner.feed_into(d, &mut out)?;
-                for t in scanner.take_new_tgids() {
-                    tracker.track(t);
-                }
-                Ok(())
-            })? {}
+            drain!();
             if (scanner.skipped_samples, scanner.skipped_lost) == old {
                 break;
             }
@@ -1142,18 +1148,6 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
     // SIGUSR2s since the handler was installed (before the device was
     // opened): one that came while the side-car was read counts too.
     let mut snapshots_asked = 0;
-    // Reads what the device holds now into the output.
-    macro_rules! drain {
-        () => {
-            while pull(&mut dev, &mut buf, &mut |d: &[u8]| {
-                bytes += scanner.feed_into(d, &mut out)?;
-                for t in scanner.take_new_tgids() {
-                    tracker.track(t);
-                }
-                Ok(())
-            })? {}
-        };
-    }
     // One snapshot: what the CPUs hold goes to the device, then here. When
     // the module's event buffer is too full to take it (ENOSPC), read it
     // and try again.
