@@ -138,13 +138,21 @@ waiting_below() { [ "$(stat_of event_buffer bytes_waiting)" -lt "$1" ]; }
 # fixed sleep was too short for a slow guest: the reader was killed before the
 # records it was meant to keep (the lockdep kernel on a loaded host).
 stop_reader() { wait_for waiting_below 1; kill "$1"; wait "$1" 2>/dev/null; }
-# drain: reads and drops what waits (the CPU buffers flushed first), down to
-# less than 64 KiB, with recording left as it is: a recording that follows
-# does not have to read a backlog first, while its own samples find the CPU
-# buffers full.
+# consumed_at_least N: the readers consumed at least N bytes of the event
+# buffer in all (its bytes_total less bytes_waiting, read at once).
+consumed_at_least() {
+    cat $DBG/stats >/tmp/.drain.stats
+    [ $(($(stat_of event_buffer bytes_total /tmp/.drain.stats) - $(stat_of event_buffer bytes_waiting /tmp/.drain.stats))) -ge "$1" ]
+}
+# drain: reads and drops what waits (the CPU buffers flushed first), with
+# recording left as it is: a recording that follows does not have to read a
+# backlog first, while its own samples find the CPU buffers full. It waits for
+# what was there at the flush, not for an empty buffer: with recording on, new
+# records may come faster than a slow guest's reader takes them.
 drain() {
     cat $DEV >/dev/null & dp=$!
-    wait_for reading_device $dp; echo 1 >$DBG/flush; wait_for waiting_below 65536
+    wait_for reading_device $dp; echo 1 >$DBG/flush
+    wait_for consumed_at_least "$(stat_of event_buffer bytes_total)"
     kill $dp; wait $dp 2>/dev/null
 }
 reading_device() { ls -l "/proc/$1/fd" 2>/dev/null | grep -q oprofile/buffer; }

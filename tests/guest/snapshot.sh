@@ -1,4 +1,5 @@
 #!/bin/sh
+# vm-run: --timeout 600
 # Flight recorder (mode=overwrite): the CPU buffers keep the newest records
 # and a snapshot (debugfs `snapshot`, the SNAPSHOT ioctl) moves them into the
 # stream, framed by SNAPSHOT records, merged by time, every sample named.
@@ -180,7 +181,13 @@ oprofile-rs record --snapshot -q -o /tmp/r.data 2>/tmp/rec.err &
 rp=$!
 # (Not before it catches SIGUSR2, which ends a process by default.)
 wait_for reading_device $rp
-sleep 1.5; kill -USR2 $rp; sleep 1; kill -USR2 $rp; sleep 1; kill -INT $rp; wait $rp
+# Each SIGUSR2 once the one before was taken: signals that come while record
+# is busy make one snapshot (as documented), and a slow guest (the lockdep
+# kernel beside the stock stage) kept it busy for more than the second between.
+snaps_above() { [ "$(snaps)" -gt "$1" ]; }
+sleep 1.5; s=$(snaps); kill -USR2 $rp; wait_for snaps_above "$s"
+sleep 1; s=$(snaps); kill -USR2 $rp; wait_for snaps_above "$s"
+sleep 1; kill -INT $rp; wait $rp
 echo "record exited with status $?"
 cat /tmp/rec.err
 grep -q ", 3 snapshots" /tmp/rec.err || dmesg | tail -20
