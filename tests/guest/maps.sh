@@ -1,4 +1,5 @@
 #!/bin/sh
+# vm-run: --timeout 600
 # Exact process maps (the kernel's MMAP2/COMM/FORK/EXIT records, kept by
 # `oprofile-rs record`): every user-mode sample is matched with the mapping in
 # force when it was taken. Processes that live 20 ms; code mapped and unmapped
