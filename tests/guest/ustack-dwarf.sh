@@ -1,5 +1,5 @@
 #!/bin/sh
-# vm-run: --timeout 600
+# vm-run: --timeout 900
 # DWARF user stacks (debugfs `user_stack_size`, the SET ioctl's key,
 # `user_stack_size=` at load, `oprofile-rs record --call-graph dwarf`): every
 # sample of a user task carries a copy of the top of its user stack, which
