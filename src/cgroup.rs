@@ -196,8 +196,8 @@ pub(crate) fn write_value(id: u64, f: &mut fmt::Formatter<'_>) -> fmt::Result {
 /// # Invariants
 ///
 /// `ptr` is null (no filter) or a cgroup whose reference the [`Filter`]
-/// that set it owns; a value replaced stays valid until an RCU grace period
-/// after it was replaced.
+/// owns (only [`IN_FORCE`] is ever set); a value replaced stays valid until
+/// an RCU grace period after it was replaced.
 pub(crate) struct InForce {
     ptr: Atomic<*mut RawCgroup>,
 }
@@ -229,17 +229,17 @@ impl InForce {
 /// The module's filter in force, which its samplers read.
 pub(crate) static IN_FORCE: InForce = InForce::none();
 
-/// The owner of a filter in force: the profiler's one owns [`IN_FORCE`]
-/// (`set` is serialised by its `control` lock). Dropping it removes the
+/// The owner of the module's filter in force, [`IN_FORCE`]: the profiler's
+/// one (`set` is serialised by its `control` lock). Dropping it removes the
 /// filter.
 pub(crate) struct Filter {
-    in_force: &'static InForce,
+    _private: (),
 }
 
 impl Filter {
-    /// Puts `initial` in force in `in_force`, which this filter then owns.
-    pub(crate) fn new(in_force: &'static InForce, initial: Option<Cgroup>) -> Self {
-        let f = Self { in_force };
+    /// Puts `initial` in force.
+    pub(crate) fn new(initial: Option<Cgroup>) -> Self {
+        let f = Self { _private: () };
         f.set(initial);
         f
     }
@@ -249,14 +249,13 @@ impl Filter {
     /// releases. Sleeps (a grace period) when it replaced one.
     pub(crate) fn set(&self, new: Option<Cgroup>) {
         let raw = new.map_or(null_mut(), |c| ManuallyDrop::new(c).ptr.as_ptr());
-        // INVARIANT: `raw` is null or a reference now owned by this filter.
-        let old = self.in_force.ptr.xchg(raw, Full);
+        // INVARIANT: `raw` is null or a reference now owned by `IN_FORCE`.
+        let old = IN_FORCE.ptr.xchg(raw, Full);
         if let Some(ptr) = NonNull::new(old) {
             // Samplers that loaded `old` run with preemption off: an RCU
             // read-side critical section, which this waits for.
             kernel::sync::rcu::synchronize_rcu();
-            // INVARIANT: the reference replaced, owned by this filter, now
-            // ours.
+            // INVARIANT: `IN_FORCE`'s reference, replaced, now ours.
             drop(Cgroup { ptr });
         }
     }

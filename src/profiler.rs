@@ -201,7 +201,7 @@ impl Profiler {
                 starting: Atomic::new(false),
                 hotplug <- new_mutex!(None),
                 reader_open: Atomic::new(false),
-                filter: crate::cgroup::Filter::new(&crate::cgroup::IN_FORCE, filter),
+                filter: crate::cgroup::Filter::new(filter),
             }? Error),
             GFP_KERNEL,
         )?;

@@ -211,12 +211,9 @@ pub(crate) fn recorded_words(copied: usize) -> usize {
 /// record carries ([`recorded_words`]): the last word copied into, past the
 /// copy, or the first word when nothing was copied.
 fn zero_tail(out: &mut [u64], copied: usize) {
-    if copied % 8 == 0 {
-        if copied == 0 {
-            if let Some(w) = out.first_mut() {
-                *w = 0;
-            }
-        }
+    // A copy that ends on a word boundary left no word partly filled, except
+    // the empty copy, whose one recorded word is all past it.
+    if copied % 8 == 0 && copied > 0 {
         return;
     }
     if let Some(w) = out.get_mut(copied / 8) {

@@ -120,17 +120,10 @@ wait_for() {
         sleep 0.1
     done
 }
-# reading_device PID: PID has /dev/oprofile/buffer open (`oprofile-rs record`
-# has then set up its signal handlers: wait_for reading_device PID).
 # pct N TOTAL: N as a share of TOTAL in percent (0 if TOTAL is 0).
 pct() { [ "$2" -gt 0 ] && echo $(($1 * 100 / $2)) || echo 0; }
 # folded_count RE FILE: the summed count of the folded stacks of FILE that match RE.
 folded_count() { awk -v re="$1" '$0 ~ re { n += $NF } END { print n + 0 }' "$2"; }
-# drain: reads everything waiting in the module (a flush moves what the CPU
-# buffers hold and wakes the reader). Recording goes on between two
-# recordings: on the lockdep kernel the checks in between take seconds, and a
-# backlog that the next recording must read first can crowd its command's
-# samples out of the CPU buffers (seen: all of a 1-s badfp run lost in ustack.sh).
 # waiting_below N: fewer than N bytes wait in the event buffer.
 waiting_below() { [ "$(stat_of event_buffer bytes_waiting)" -lt "$1" ]; }
 # stop_reader PID: once the reader PID (a `cat $DEV`) took everything waiting
@@ -145,16 +138,19 @@ consumed_at_least() {
     [ $(($(stat_of event_buffer bytes_total /tmp/.drain.stats) - $(stat_of event_buffer bytes_waiting /tmp/.drain.stats))) -ge "$1" ]
 }
 # drain: reads and drops what waits (the CPU buffers flushed first), with
-# recording left as it is: a recording that follows does not have to read a
-# backlog first, while its own samples find the CPU buffers full. It waits for
-# what was there at the flush, not for an empty buffer: with recording on, new
-# records may come faster than a slow guest's reader takes them.
+# recording left as it is, to make room (a smaller buffer_size, a CONFIG
+# record). (`oprofile-rs record` skips the backlog itself before it starts its
+# command.) It waits for what was there at the flush, not for an empty buffer:
+# with recording on, new records may come faster than a slow guest's reader
+# takes them.
 drain() {
     cat $DEV >/dev/null & dp=$!
     wait_for reading_device $dp; echo 1 >$DBG/flush
     wait_for consumed_at_least "$(stat_of event_buffer bytes_total)"
     kill $dp; wait $dp 2>/dev/null
 }
+# reading_device PID: PID has /dev/oprofile/buffer open (`oprofile-rs record`
+# has then set up its signal handlers: wait_for reading_device PID).
 reading_device() { ls -l "/proc/$1/fd" 2>/dev/null | grep -q oprofile/buffer; }
 # send_file FILE [NAME]: hands FILE to the host on stdout, base64 between
 # `=== FILE NAME` and `=== END` (NAME defaults to FILE's name), which

@@ -115,7 +115,6 @@ check "dwarf,512: with copies ($1)" [ "${1:-0}" -gt 0 ] && [ "${5:-0}" -le 512 ]
 # --- hostile stacks: garbage frame pointers and stack pointers
 for mode in loop2 kernel unmapped notpresent misaligned deep \
         sp-kernel sp-unmapped sp-notpresent sp-top sp-misaligned; do
-    drain
     out=$(oprofile-rs record -q --call-graph dwarf -o /tmp/h.bin -- /tmp/badfp $mode 1 2>&1)
     echo "$out" | grep '^badfp'
     /tmp/evcheck stream /tmp/h.bin 0 8192 >/tmp/ev.out

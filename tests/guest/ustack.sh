@@ -69,7 +69,6 @@ check "insmod user_backtrace_depth=64" insmod /oprofile_rs.ko user_backtrace_dep
 for mode in self loop2 down kernel kchain unmapped notpresent misaligned deep; do
     ab0=$(stat_total user_backtrace_aborted)
     tr0=$(stat_total user_backtrace_truncated)
-    drain
     out=$(oprofile-rs record -q -o /tmp/h.bin -- /tmp/badfp $mode 1 2>&1)
     echo "$out" | grep '^badfp'
     frames=$(echo "$out" | sed -n 's/.* frames=\(-*[0-9]*\)$/\1/p')

@@ -260,15 +260,30 @@ impl Scanner {
             self.feed(data)?;
             return Ok(data.len() as u64);
         }
+        self.feed_with(data, Some(out))
+    }
+
+    pub fn feed(&mut self, data: &[u8]) -> Result<()> {
+        self.feed_with(data, None).map(|_| ())
+    }
+
+    /// Scans `data` after what is pending (in place when nothing is: bytes
+    /// are copied only when a record straddles two pieces); with `out`,
+    /// writes the records kept there. Returns the bytes written.
+    fn feed_with(&mut self, data: &[u8], out: Option<&mut dyn Write>) -> Result<u64> {
+        if self.error.is_some() {
+            return Ok(0);
+        }
+        if self.pending.is_empty() {
+            let (used, written) = self.scan(data, out)?;
+            if self.error.is_none() {
+                self.pending.extend_from_slice(&data[used..]);
+            }
+            return Ok(written);
+        }
         let mut buf = std::mem::take(&mut self.pending);
         buf.extend_from_slice(data);
-        let mut kept = Vec::new();
-        let used = self.scan(&buf, Some(&mut kept))?;
-        let mut written = 0u64;
-        for r in kept {
-            out.write_all(&buf[r.clone()]).context("write failed")?;
-            written += r.len() as u64;
-        }
+        let (used, written) = self.scan(&buf, out)?;
         if self.error.is_none() {
             buf.drain(..used);
             self.pending = buf;
@@ -276,37 +291,31 @@ impl Scanner {
         Ok(written)
     }
 
-    pub fn feed(&mut self, data: &[u8]) -> Result<()> {
-        if self.error.is_some() {
-            return Ok(());
-        }
-        if self.pending.is_empty() {
-            let used = self.scan(data, None)?;
-            if self.error.is_none() {
-                self.pending.extend_from_slice(&data[used..]);
-            }
-        } else {
-            let mut buf = std::mem::take(&mut self.pending);
-            buf.extend_from_slice(data);
-            let used = self.scan(&buf, None)?;
-            if self.error.is_none() {
-                buf.drain(..used);
-                self.pending = buf;
+    /// Counts the whole records at the start of `buf`; the bytes used, and
+    /// the bytes written to `out`. With `out`, the backlog's records are
+    /// left out of the counts and of what is written (after a decoding
+    /// problem, everything from there is written: the bytes are still saved).
+    fn scan(&mut self, buf: &[u8], out: Option<&mut dyn Write>) -> Result<(usize, u64)> {
+        let mut kept: Option<Vec<Range<usize>>> = out.is_some().then(Vec::new);
+        let used = self.scan_records(buf, &mut kept)?;
+        let mut written = 0u64;
+        if let (Some(out), Some(kept)) = (out, kept) {
+            for r in kept {
+                out.write_all(&buf[r.clone()]).context("write failed")?;
+                written += r.len() as u64;
             }
         }
-        Ok(())
+        Ok((used, written))
     }
 
-    /// Counts the whole records at the start of `buf`; the bytes used. With
-    /// `kept`, the backlog's records are left out of the counts, and the
-    /// ranges of `buf` to write go into `kept` (after a decoding problem,
-    /// everything from there: the bytes are still saved).
-    fn scan(&mut self, buf: &[u8], mut kept: Option<&mut Vec<Range<usize>>>) -> Result<usize> {
+    /// [`Scanner::scan`]'s walk: with `kept`, the ranges of `buf` to write
+    /// (adjacent ones merged).
+    fn scan_records(&mut self, buf: &[u8], kept: &mut Option<Vec<Range<usize>>>) -> Result<usize> {
         use oprofile_stream::oprofile_format::{self as format, Fields};
         let mut pos = 0usize;
         // Adds `r` to `kept`, merged with the range before it when adjacent.
-        let keep = |kept: &mut Option<&mut Vec<Range<usize>>>, r: Range<usize>| {
-            if let Some(k) = kept.as_deref_mut() {
+        let keep = |kept: &mut Option<Vec<Range<usize>>>, r: Range<usize>| {
+            if let Some(k) = kept.as_mut() {
                 match k.last_mut() {
                     Some(last) if last.end == r.start => last.end = r.end,
                     _ => k.push(r),
@@ -317,7 +326,7 @@ impl Scanner {
             match oprofile_stream::parse_header(buf) {
                 Ok(h) => {
                     pos = h.header_size as usize;
-                    keep(&mut kept, 0..pos);
+                    keep(kept, 0..pos);
                     self.header = Some(h);
                 }
                 Err(e) if matches!(e.kind, ErrorKind::TruncatedHeader { .. }) => return Ok(0),
@@ -347,7 +356,7 @@ impl Scanner {
                         pos += p.size();
                         continue;
                     }
-                    keep(&mut kept, pos..pos + p.size());
+                    keep(kept, pos..pos + p.size());
                     match p.fields {
                         Some(Fields::Sample(s)) => {
                             self.samples += 1;
@@ -372,7 +381,7 @@ impl Scanner {
                     };
                     self.error = Some(why);
                     self.pending.clear();
-                    keep(&mut kept, pos..buf.len());
+                    keep(kept, pos..buf.len());
                     return Ok(buf.len());
                 }
             }
