@@ -1,4 +1,5 @@
 #!/bin/sh
+# vm-run: --timeout 600
 # The cgroup filter (debugfs `cgroup`, the SET ioctl's key, `cgroup=` at
 # load, `oprofile-rs record -G`): only tasks of one cgroup (v2) and of its
 # descendants are sampled, the others counted as sample_other_cgroup.
@@ -21,12 +22,24 @@ cfg() { sed -n "s/^$1=//p" $DBG/config; }
 CG=/sys/fs/cgroup
 grep -q " $CG cgroup2 " /proc/mounts || mount -t cgroup2 none $CG || { fail "mount cgroup2"; exit 1; }
 mkdir -p $CG/box/inner $CG/other $CG/gone
-# inbox DIR SECS CPU: the workload on CPU, in cgroup DIR (its pid in $!).
-inbox() { sh -c "echo \$\$ >$CG/$1/cgroup.procs && exec taskset $(printf %x $((1 << $3))) /tmp/workload $2" >/dev/null & }
-# everywhere DIR SECS: inbox on every CPU; their pids, comma-separated, in $tg.
+# inbox DIR CPU: a workload on CPU, in cgroup DIR, until stopped (its pid in
+# $!). Workloads of a fixed length were over before recording started on a
+# slow guest (the lockdep kernel on a loaded host): the shell's set-up took
+# longer than they lived.
+inbox() { sh -c "echo \$\$ >$CG/$1/cgroup.procs && exec taskset $(printf %x $((1 << $2))) /tmp/workload 600" >/dev/null & }
+# everywhere DIR: inbox on every CPU; their pids, comma-separated, in $tg.
 everywhere() {
     local c=0; tg=
-    while [ $c -lt "$NCPU" ]; do inbox "$1" "$2" $c; tg="$tg${tg:+,}$!"; c=$((c + 1)); done
+    while [ $c -lt "$NCPU" ]; do inbox "$1" $c; tg="$tg${tg:+,}$!"; c=$((c + 1)); done
+}
+# running TGIDS: each one runs the workload (it then is in its cgroup).
+running() {
+    for p in $(echo "$1" | tr , ' '); do [ "$(cat /proc/$p/comm 2>/dev/null)" = workload ] || return 1; done
+}
+# stop_all TGIDS: stops them and waits for them.
+stop_all() {
+    # shellcheck disable=SC2046 # the pids are words
+    kill $(echo "$1" | tr , ' ') 2>/dev/null; wait $(echo "$1" | tr , ' ') 2>/dev/null
 }
 # streamed FILE SECS: a new stream into FILE while recording is on for SECS s.
 streamed() {
@@ -34,6 +47,13 @@ streamed() {
     wait_for reading_device $catpid
     echo 1 >$DBG/tracing_on; sleep "$2"; echo 0 >$DBG/tracing_on
     stop_reader $catpid
+}
+# procs TGIDS: each one's pid, comm, state, user+system ticks and cgroup (for
+# a failure's report).
+procs() {
+    for p in $(echo "$1" | tr , ' '); do
+        printf '%s ' "$(awk '{ print $1 ":" $2 ":" $3 ":" $14 + $15 }' /proc/$p/stat 2>/dev/null):$(sed 's/^0:://' /proc/$p/cgroup 2>/dev/null)"
+    done
 }
 # samples FILE TGIDS [CGROUP_ID]: "TOTAL MINE" (samples, and those of the
 # TGIDS) of the stream's last CONFIG generation, or of the last one whose
@@ -100,15 +120,23 @@ rmdir "$odd"
 
 # --- one stream: /box set, workloads in /box/inner and in /other on every CPU
 other0=$(stat_total sample_other_cgroup)
-everywhere box/inner 4; intg=$tg
-everywhere other 4; outtg=$tg
-sleep 0.5
+everywhere box/inner; intg=$tg
+everywhere other; outtg=$tg
+wait_for running "$intg,$outtg"
+before=$(procs "$intg")
 streamed /tmp/g1.bin 2
-# shellcheck disable=SC2046 # the pids are words
-wait $(echo "$intg,$outtg" | tr , ' ')
+after=$(procs "$intg")
+stop_all "$intg,$outtg"
 set -- $(samples /tmp/g1.bin "$intg")
 echo "filtered stream: $1 samples, $2 of the /box/inner workloads"
-check "samples of /box/inner" [ "${1:-0}" -gt 0 ]
+if [ "${1:-0}" -gt 0 ]; then pass "samples of /box/inner"; else
+    fail "samples of /box/inner"
+    echo "the /box/inner workloads before streaming: $before"
+    echo "after: $after"
+    echo "the stream: $(wc -c </tmp/g1.bin) bytes; evcheck:"; grep -v '^ustack' /tmp/ev.out | tail -20
+    oprofile-rs script --all --events -i /tmp/g1.bin 2>&1 | grep -E "LOST|TRACING|SNAPSHOT|rror" | tail -20
+    grep -v '^cpu' $DBG/stats
+fi
 expect_eq "every sample is of /box/inner" "${2:-x}" "${1:-y}"
 # The stream restates the load's CONFIG, then the changes above: the last is /box.
 expect_eq "the last CONFIG record carries /box's id" \
@@ -119,19 +147,25 @@ check "the others are counted in sample_other_cgroup" [ "$other1" -gt "$other0" 
 
 # --- every task again (ioctl)
 expect_eq "ioctl: cgroup=/" "$(/tmp/cfgctl set cgroup=/)" ok
-everywhere other 3; outtg=$tg
-sleep 0.3
+everywhere other; outtg=$tg
+wait_for running "$outtg"
+before=$(procs "$outtg")
 streamed /tmp/g2.bin 1
-# shellcheck disable=SC2046 # the pids are words
-wait $(echo "$outtg" | tr , ' ')
+after=$(procs "$outtg")
+stop_all "$outtg"
 set -- $(samples /tmp/g2.bin "$outtg")
-check "without a filter, /other is sampled ($2 of $1)" [ "${2:-0}" -gt 0 ]
+if [ "${2:-0}" -gt 0 ]; then pass "without a filter, /other is sampled ($2 of $1)"; else
+    fail "without a filter, /other is sampled ($2 of $1)"
+    echo "the /other workloads before streaming: $before"
+    echo "after: $after"
+    oprofile-rs report --all -i /tmp/g2.bin --sort comm,pid -n 10 2>&1
+fi
 expect_eq "the last CONFIG: no filter" "$(awk '$1 == "config" { id = $(NF - 3) } END { print id }' /tmp/ev.out)" 0
 
 # --- membership at sample time: a task moved out is no longer sampled
 expect_eq "cgroup=/box" "$(try /box)" ok
-inbox box 6 0; mover=$!
-sleep 0.5
+inbox box 0; mover=$!
+wait_for running $mover
 streamed /tmp/g3.bin 1
 echo $mover >$CG/other/cgroup.procs
 streamed /tmp/g4.bin 1
@@ -139,7 +173,7 @@ set -- $(samples /tmp/g3.bin "$mover")
 check "in /box: sampled ($2 of $1)" [ "${2:-0}" -gt 0 ]
 set -- $(samples /tmp/g4.bin "$mover")
 expect_eq "moved to /other: not sampled" "${2:-x}" 0
-kill $mover 2>/dev/null; wait $mover 2>/dev/null
+stop_all $mover
 
 # --- the filtering cgroup removed while it filters
 expect_eq "cgroup=/gone" "$(try /gone)" ok
@@ -169,10 +203,10 @@ check "rmmod" rmmod oprofile_rs
 check "insmod mode=overwrite cgroup=/box/inner" insmod /oprofile_rs.ko mode=overwrite event=cpu-clock \
     sample_period=100000 cgroup=/box/inner
 cat $DEV >/dev/null & catpid=$!
-everywhere other 4; outtg=$tg
-n=0; while [ $n -lt 150 ]; do echo 1 >$DBG/snapshot; n=$((n + 1)); done
-# shellcheck disable=SC2046 # the pids are words
-wait $(echo "$outtg" | tr , ' ')
+everywhere other; outtg=$tg
+wait_for running "$outtg"
+n=0; while [ $n -lt 40 ]; do echo 1 >$DBG/snapshot; n=$((n + 1)); done
+stop_all "$outtg"
 kill $catpid; wait $catpid 2>/dev/null
 echo "$(grep -c . $DBG/stats) stats lines; snapshot: $(cat $DBG/snapshot)"
 expect_eq "nothing received from an empty cgroup" "$(stat_total sample_received)" 0
@@ -206,13 +240,12 @@ case $out in *"Invalid argument"*) pass "insmod cgroup=box: EINVAL" ;; *) fail "
 
 # --- oprofile-rs record -G: only the command's cgroup
 check "insmod" insmod /oprofile_rs.ko event=cpu-clock sample_period=1000000
-everywhere other 4; outtg=$tg
+everywhere other; outtg=$tg
 box=$(stat -c %i $CG/box)
 oprofile-rs record -q -G $CG/box -o /tmp/r.data -- \
     sh -c "echo \$\$ >/tmp/cmd.pid; echo \$\$ >$CG/box/cgroup.procs && exec /tmp/workload 2" \
     2>/tmp/rec.err || fail "record -G: $(cat /tmp/rec.err)"
-# shellcheck disable=SC2046 # the pids are words
-wait $(echo "$outtg" | tr , ' ')
+stop_all "$outtg"
 expect_eq "record put the filter back" "$(cat $DBG/cgroup)" "/"
 set -- $(samples /tmp/r.data "$(cat /tmp/cmd.pid)" "$box")
 check "record -G: samples under the filter ($1)" [ "${1:-0}" -gt 0 ]
