@@ -1078,6 +1078,9 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
     // then in the stream, as `cat /dev/oprofile/buffer` gives them).
     if scanner.skip_backlog {
         for _ in 0..8 {
+            if stop.load(Ordering::SeqCst) {
+                break;
+            }
             let old = (scanner.skipped_samples, scanner.skipped_lost);
             // (No flush: a file or a pipe as the device, or no permission;
             // the records still come through the reads.)
@@ -1094,7 +1097,20 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
             ));
         }
     }
+    // A SIGINT or SIGTERM during the set-up (kallsyms, maps, settings,
+    // backlog: seconds on a slow machine) ends the recording before the
+    // command is started, not by starting it and killing it at once.
     let mut child = if opts.command.is_empty() {
+        None
+    } else if stop.load(Ordering::SeqCst) {
+        info.push(format!(
+            "command: {} (not started: the recording was stopped before)",
+            opts.command.join(" ")
+        ));
+        warnings.push(format!(
+            "stopped before the command started: {} was not run",
+            opts.command.join(" ")
+        ));
         None
     } else {
         let c = match Command::new(&opts.command[0])

@@ -1045,3 +1045,43 @@ fn scanner_leaves_out_the_backlog_fed_in_pieces() {
     assert_eq!(out, bad);
     assert!(s.error.is_some());
 }
+
+/// A SIGINT or SIGTERM that comes during the set-up (here: already before
+/// `record` is called) ends the recording without starting the command; it
+/// was started and killed at once before.
+#[test]
+fn record_stopped_during_its_set_up_does_not_start_the_command() {
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+
+    let dir = tempfile::tempdir().unwrap();
+    let dev = dir.path().join("dev");
+    std::fs::write(&dev, stream_with_backlog()).unwrap();
+    let marker = dir.path().join("ran");
+    let mut o = oprofile_tool::record::RecordOptions::new(dir.path().join("rec"));
+    o.device = dev;
+    o.debugfs = dir.path().to_path_buf();
+    o.maps = oprofile_tool::record::MapsSource::Poll;
+    o.command = vec![
+        "sh".into(),
+        "-c".into(),
+        format!("touch {}", marker.display()),
+    ];
+    let sum = oprofile_tool::record::record(&o, Arc::new(AtomicBool::new(true))).unwrap();
+    assert_eq!(sum.stop, oprofile_tool::record::StopReason::Signal);
+    assert!(sum.command_status.is_none());
+    assert!(
+        sum.warnings.iter().any(|w| w.contains("was not run")),
+        "{:?}",
+        sum.warnings
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!marker.exists(), "the command ran");
+    let info = std::fs::read_to_string(dir.path().join("rec.meta/info")).unwrap();
+    assert!(
+        info.contains("(not started: the recording was stopped before)"),
+        "{info}"
+    );
+    // What was read is still a well-formed recording.
+    oprofile_stream::decode(&std::fs::read(dir.path().join("rec")).unwrap()).unwrap();
+}
