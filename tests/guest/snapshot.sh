@@ -60,9 +60,13 @@ expect_eq "a 4 KiB write to snapshot: EINVAL" "$(/tmp/probe writen $SNAP 4096)" 
 expect_eq "garbage took no snapshot" "$(snaps)" "$n"
 # Concurrent snapshots are serialised: each is one.
 sleep 0.3
-for i in 1 2 3 4; do sh -c "echo 1 >$SNAP" & done
-/tmp/snapcheck ioctl $DEV >/dev/null & /tmp/snapcheck ioctl $DEV >/dev/null &
-sleep 2
+# (waited for, not slept on: a slow guest takes more than seconds for them)
+snappers=
+for i in 1 2 3 4; do sh -c "echo 1 >$SNAP" & snappers="$snappers $!"; done
+/tmp/snapcheck ioctl $DEV >/dev/null & snappers="$snappers $!"
+/tmp/snapcheck ioctl $DEV >/dev/null & snappers="$snappers $!"
+# shellcheck disable=SC2086 # the pids are words
+wait $snappers
 expect_eq "six concurrent snapshots, six taken" "$(snaps)" $((n + 6))
 # CPU hotplug while snapshots are taken.
 if [ -w $CPU1 ]; then

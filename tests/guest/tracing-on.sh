@@ -43,8 +43,9 @@ sleep 0.5
 cat $DBG/stats >/tmp/stats-later.txt
 counts() { grep "^cpu" "$1" | sed "s/ handler_.*//"; }
 expect_eq "no CPU records after echo 0 returned" "$(counts /tmp/stats-later.txt)" "$(counts /tmp/stats-at-off.txt)"
-sleep 0.5
-kill $catpid; wait $catpid
+# The blocked reader must take everything without a flush; stop_reader waits
+# for it (a reader left asleep times the wait out and fails the scenario).
+stop_reader $catpid
 wait
 # No flush: echo 0 alone hands everything to the blocked reader (the stream
 # is far below the 256 KiB watershed).
