@@ -255,5 +255,23 @@ expect_eq "overwrite: and the mode (consume)" "$(try mode consume)" ok
 expect_eq "consume: the snapshot file says so" "$(cut -d' ' -f1 $DBG/snapshot)" "mode=consume"
 expect_eq "consume: a snapshot is EINVAL" "$(/tmp/probe write $DBG/snapshot 1)" "err EINVAL"
 check "rmmod" rmmod oprofile_rs
+
+# --- nobody reads: the event buffer fills, and a change finds no room for
+# its CONFIG record (EBUSY); `oprofile-rs ctl` says why and what to do. Small
+# records (no callchains), so the room left is less than a CONFIG record.
+check "insmod buffer_size=65536, no callchains" insmod /oprofile_rs.ko event=cpu-clock \
+    sample_period=100000 buffer_size=65536 user_backtrace_depth=0
+nearly_full() { [ "$(stat_of event_buffer bytes_waiting)" -ge $((65536 - 512)) ]; }
+wait_for nearly_full
+echo 0 >$DBG/tracing_on
+out=$(oprofile-rs ctl backtrace_depth=8 2>&1) && fail "ctl with the event buffer full succeeded"
+echo "$out"
+case $out in *"EBUSY"*"bytes unread: no room for the CONFIG record"*"read /dev/oprofile/buffer first"*)
+    pass "ctl names the full event buffer" ;; *) fail "ctl with the event buffer full: $out" ;; esac
+expect_eq "nothing changed" "$(cat $DBG/backtrace_depth)" 0
+drain
+check "read: the change is made" oprofile-rs ctl backtrace_depth=8
+expect_eq "reads 8" "$(cat $DBG/backtrace_depth)" 8
+check "rmmod" rmmod oprofile_rs
 check_kmemleak
 finish

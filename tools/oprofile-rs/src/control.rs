@@ -752,6 +752,31 @@ struct ConfigText {
     len: u64,
 }
 
+/// `bytes_waiting` of the `event_buffer` line of the debugfs `stats` text.
+pub fn waiting_bytes(stats: &str) -> Option<u64> {
+    stats
+        .lines()
+        .find(|l| l.starts_with("event_buffer "))?
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("bytes_waiting="))?
+        .parse()
+        .ok()
+}
+
+/// Why the module refused a change with `EBUSY` while recording was off,
+/// where the event buffer's fill (`waiting` of `size` bytes) tells: a change
+/// is announced by a CONFIG record (at most a few hundred bytes, and the
+/// module keeps room for its own markers), which an event buffer this full
+/// cannot take. Empty otherwise.
+pub fn full_buffer_hint(waiting: u64, size: u64) -> String {
+    if waiting + 4096 < size {
+        return String::new();
+    }
+    format!(
+        "; the event buffer holds {waiting} of its {size} bytes unread: no room for the CONFIG record that announces a change; read /dev/oprofile/buffer first (e.g. `timeout 1 cat /dev/oprofile/buffer > old.bin`)"
+    )
+}
+
 /// The module's control interface: the device's ioctls, or the debugfs
 /// files where the module answers `ENOTTY` (no such ioctl).
 pub struct ModuleControl {
@@ -808,6 +833,15 @@ impl ModuleControl {
             return Ok(());
         }
         self.write_file("snapshot", "1")
+    }
+
+    /// The event buffer's fill: bytes waiting unread and `buffer_size`, from
+    /// the debugfs `stats` and `buffer_size` files (readable under
+    /// lockdown); `None` where they cannot be read.
+    pub fn event_buffer_fill(&self) -> Option<(u64, u64)> {
+        let waiting = waiting_bytes(&self.read_file("stats").ok()?)?;
+        let size = self.read_file("buffer_size").ok()?.trim().parse().ok()?;
+        Some((waiting, size))
     }
 
     fn read_file(&self, name: &str) -> io::Result<String> {
@@ -951,6 +985,21 @@ fn debugfs_order(changes: &[(&'static str, String)]) -> (Vec<usize>, Option<usiz
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_full_event_buffer_is_named_in_an_ebusy_refusal() {
+        let stats = "cpu0 sample_received=5 bytes_waiting=7\n\
+                     event_buffer bytes_waiting=1046000 bytes_total=2000000 refused_full=3\n";
+        assert_eq!(super::waiting_bytes(stats), Some(1_046_000));
+        assert_eq!(super::waiting_bytes("cpu0 bytes_waiting=7\n"), None);
+        assert_eq!(super::waiting_bytes("event_buffer bytes_waiting=x\n"), None);
+        let h = super::full_buffer_hint(1_046_000, 1 << 20);
+        assert!(h.contains("1046000 of its 1048576 bytes unread"), "{h}");
+        assert!(h.contains("read /dev/oprofile/buffer first"), "{h}");
+        // Room for a CONFIG record: another cause, nothing said.
+        assert_eq!(super::full_buffer_hint(500_000, 1 << 20), "");
+        assert_eq!(super::full_buffer_hint(0, 65536), "");
+    }
+
     use super::*;
     use std::cell::RefCell;
     use std::rc::Rc;

@@ -21,7 +21,7 @@ use std::io::Write;
 
 use anyhow::{bail, Result};
 
-use crate::control::{refusal_hint, words, Control, ModuleControl, KEYS};
+use crate::control::{full_buffer_hint, refusal_hint, words, Control, ModuleControl, KEYS};
 use crate::text::esc;
 
 /// One action of the command line.
@@ -175,13 +175,21 @@ fn set(ctl: &mut ModuleControl, kv: &[(&'static str, String)], pause: bool) -> R
         } else {
             String::new()
         };
-        let on = if e.error.raw_os_error() == Some(libc::EBUSY) && !pause {
+        let busy = e.error.raw_os_error() == Some(libc::EBUSY);
+        let on = if busy && !pause {
             " (`off` before it, or --pause, if recording is on)"
         } else {
             ""
         };
+        // Recording off, and the event buffer (nearly) full: say so.
+        let full = match (busy, ctl.tracing()) {
+            (true, Ok(false)) => ctl
+                .event_buffer_fill()
+                .map_or(String::new(), |(w, s)| full_buffer_hint(w, s)),
+            _ => String::new(),
+        };
         bail!(
-            "the module refused {}: {}{}{on}{partly}",
+            "the module refused {}: {}{}{on}{partly}{full}",
             esc(&words(kv)),
             e.error,
             refusal_hint(&e.error)
