@@ -263,11 +263,19 @@ check "insmod buffer_size=65536, no callchains" insmod /oprofile_rs.ko event=cpu
     sample_period=100000 buffer_size=65536 user_backtrace_depth=0
 nearly_full() { [ "$(stat_of event_buffer bytes_waiting)" -ge $((65536 - 512)) ]; }
 wait_for nearly_full
+# names_full: ctl's refusal ($out) names the full event buffer.
+names_full() {
+    case $out in *"(EBUSY: the event buffer holds "*" bytes unread: no room for the CONFIG record"*"read /dev/oprofile/buffer first"*) ;;
+        *) return 1 ;; esac
+}
+out=$(oprofile-rs ctl --pause backtrace_depth=8 2>&1) && fail "ctl --pause with the event buffer full succeeded"
+echo "$out"
+check "ctl --pause names the full event buffer" names_full
+expect_eq "recording on again" "$(cat $DBG/tracing_on)" 1
 echo 0 >$DBG/tracing_on
 out=$(oprofile-rs ctl backtrace_depth=8 2>&1) && fail "ctl with the event buffer full succeeded"
 echo "$out"
-case $out in *"EBUSY"*"bytes unread: no room for the CONFIG record"*"read /dev/oprofile/buffer first"*)
-    pass "ctl names the full event buffer" ;; *) fail "ctl with the event buffer full: $out" ;; esac
+check "ctl names the full event buffer" names_full
 expect_eq "nothing changed" "$(cat $DBG/backtrace_depth)" 0
 drain
 check "read: the change is made" oprofile-rs ctl backtrace_depth=8

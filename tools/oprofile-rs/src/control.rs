@@ -773,7 +773,7 @@ pub fn full_buffer_hint(waiting: u64, size: u64) -> String {
         return String::new();
     }
     format!(
-        "; the event buffer holds {waiting} of its {size} bytes unread: no room for the CONFIG record that announces a change; read /dev/oprofile/buffer first (e.g. `timeout 1 cat /dev/oprofile/buffer > old.bin`)"
+        " (EBUSY: the event buffer holds {waiting} of its {size} bytes unread: no room for the CONFIG record that announces a change; read /dev/oprofile/buffer first, e.g. `timeout 1 cat /dev/oprofile/buffer > old.bin`)"
     )
 }
 

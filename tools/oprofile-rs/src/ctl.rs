@@ -176,23 +176,30 @@ fn set(ctl: &mut ModuleControl, kv: &[(&'static str, String)], pause: bool) -> R
             String::new()
         };
         let busy = e.error.raw_os_error() == Some(libc::EBUSY);
-        let on = if busy && !pause {
-            " (`off` before it, or --pause, if recording is on)"
+        // Recording off at the change (--pause switched it off), and the
+        // event buffer (nearly) full: that is why, and the generic hints
+        // would only mislead.
+        let off = pause || matches!(ctl.tracing(), Ok(false));
+        let full = if busy && off {
+            ctl.event_buffer_fill()
+                .map_or(String::new(), |(w, s)| full_buffer_hint(w, s))
         } else {
-            ""
+            String::new()
         };
-        // Recording off, and the event buffer (nearly) full: say so.
-        let full = match (busy, ctl.tracing()) {
-            (true, Ok(false)) => ctl
-                .event_buffer_fill()
-                .map_or(String::new(), |(w, s)| full_buffer_hint(w, s)),
-            _ => String::new(),
+        let why = if !full.is_empty() {
+            full
+        } else if busy && !pause {
+            format!(
+                "{} (`off` before it, or --pause, if recording is on)",
+                refusal_hint(&e.error)
+            )
+        } else {
+            refusal_hint(&e.error).to_string()
         };
         bail!(
-            "the module refused {}: {}{}{on}{partly}{full}",
+            "the module refused {}: {}{why}{partly}",
             esc(&words(kv)),
-            e.error,
-            refusal_hint(&e.error)
+            e.error
         );
     }
     Ok(())
