@@ -767,14 +767,14 @@ pub fn waiting_bytes(stats: &str) -> Option<u64> {
 /// where the event buffer's fill (`waiting` of `size` bytes) tells: a change
 /// is announced by a CONFIG record (at most a few hundred bytes, and the
 /// module keeps room for its own markers), which an event buffer this full
-/// cannot take. Empty otherwise.
-pub fn full_buffer_hint(waiting: u64, size: u64) -> String {
+/// cannot take. `None` where there is room: another cause.
+pub fn full_buffer_hint(waiting: u64, size: u64) -> Option<String> {
     if waiting + 4096 < size {
-        return String::new();
+        return None;
     }
-    format!(
+    Some(format!(
         " (EBUSY: the event buffer holds {waiting} of its {size} bytes unread: no room for the CONFIG record that announces a change; read /dev/oprofile/buffer first, e.g. `timeout 1 cat /dev/oprofile/buffer > old.bin`)"
-    )
+    ))
 }
 
 /// The module's control interface: the device's ioctls, or the debugfs
@@ -985,21 +985,6 @@ fn debugfs_order(changes: &[(&'static str, String)]) -> (Vec<usize>, Option<usiz
 
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn a_full_event_buffer_is_named_in_an_ebusy_refusal() {
-        let stats = "cpu0 sample_received=5 bytes_waiting=7\n\
-                     event_buffer bytes_waiting=1046000 bytes_total=2000000 refused_full=3\n";
-        assert_eq!(super::waiting_bytes(stats), Some(1_046_000));
-        assert_eq!(super::waiting_bytes("cpu0 bytes_waiting=7\n"), None);
-        assert_eq!(super::waiting_bytes("event_buffer bytes_waiting=x\n"), None);
-        let h = super::full_buffer_hint(1_046_000, 1 << 20);
-        assert!(h.contains("1046000 of its 1048576 bytes unread"), "{h}");
-        assert!(h.contains("read /dev/oprofile/buffer first"), "{h}");
-        // Room for a CONFIG record: another cause, nothing said.
-        assert_eq!(super::full_buffer_hint(500_000, 1 << 20), "");
-        assert_eq!(super::full_buffer_hint(0, 65536), "");
-    }
-
     use super::*;
     use std::cell::RefCell;
     use std::rc::Rc;
@@ -1750,5 +1735,20 @@ mod tests {
         assert_eq!(IOC_GET_TRACING, 0x8004_4f04);
         assert_eq!(IOC_TRACING_ON, 0x4f01);
         assert_eq!(std::mem::size_of::<ConfigText>(), 16);
+    }
+
+    #[test]
+    fn a_full_event_buffer_is_named_in_an_ebusy_refusal() {
+        let stats = "cpu0 sample_received=5 bytes_waiting=7\n\
+                     event_buffer bytes_waiting=1046000 bytes_total=2000000 refused_full=3\n";
+        assert_eq!(waiting_bytes(stats), Some(1_046_000));
+        assert_eq!(waiting_bytes("cpu0 bytes_waiting=7\n"), None);
+        assert_eq!(waiting_bytes("event_buffer bytes_waiting=x\n"), None);
+        let h = full_buffer_hint(1_046_000, 1 << 20).unwrap();
+        assert!(h.contains("1046000 of its 1048576 bytes unread"), "{h}");
+        assert!(h.contains("read /dev/oprofile/buffer first"), "{h}");
+        // Room for a CONFIG record: another cause, nothing said.
+        assert_eq!(full_buffer_hint(500_000, 1 << 20), None);
+        assert_eq!(full_buffer_hint(0, 65536), None);
     }
 }

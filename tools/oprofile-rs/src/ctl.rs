@@ -180,13 +180,11 @@ fn set(ctl: &mut ModuleControl, kv: &[(&'static str, String)], pause: bool) -> R
         // event buffer (nearly) full: that is why, and the generic hints
         // would only mislead.
         let off = pause || matches!(ctl.tracing(), Ok(false));
-        let full = if busy && off {
-            ctl.event_buffer_fill()
-                .map_or(String::new(), |(w, s)| full_buffer_hint(w, s))
-        } else {
-            String::new()
-        };
-        let why = if !full.is_empty() {
+        let full = (busy && off)
+            .then(|| ctl.event_buffer_fill())
+            .flatten()
+            .and_then(|(w, s)| full_buffer_hint(w, s));
+        let why = if let Some(full) = full {
             full
         } else if busy && !pause {
             format!(
