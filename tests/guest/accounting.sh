@@ -16,8 +16,7 @@ echo 1 >$DBG/tracing_on
 /tmp/workload 0.5
 echo 0 >$DBG/tracing_on
 echo 1 >$DBG/flush
-sleep 1
-kill -TERM $catpid; wait $catpid; rc=$?
+stop_reader $catpid TERM; rc=$?
 check "SIGTERM ends the blocked reader (status $rc)" [ "$rc" -ne 0 ]
 cat $DBG/stats | tee /tmp/stats.txt
 check_stream "the stressed stream" /tmp/a.bin /tmp/stats.txt

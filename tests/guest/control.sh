@@ -97,8 +97,7 @@ echo 1 >$DBG/tracing_on
 /tmp/evcheck faults 3000 >/tmp/f.out
 /tmp/workload 0.5
 echo 0 >$DBG/tracing_on
-sleep 1
-kill $catpid; wait $catpid
+stop_reader $catpid
 read -r _ pid _ _ total </tmp/f.out
 expect_eq "no sample lost" "$(stat_total sample_lost_overflow)" "$lost0"
 /tmp/evcheck stream /tmp/c.bin "$pid" >/tmp/c.out; rc=$?

@@ -44,7 +44,7 @@ expect_eq "two threads reading one file get one header, no error" "$out" "header
 # A loop of refused opens does not flood the log.
 cat $DEV >/dev/null &
 catpid=$!
-sleep 0.3
+wait_for reading_device $catpid
 mark flood
 t0=$(date +%s)
 i=0; while [ $i -lt 300 ]; do /tmp/probe read $DEV 96 nonblock >/dev/null; i=$((i + 1)); done

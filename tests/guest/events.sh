@@ -31,13 +31,12 @@ grep -q '^sample_freq=0,0$' $DBG/config && pass "config: sample_freq per event" 
 grep -q '^user_backtrace_depth=0$' $DBG/config && pass "config: user_backtrace_depth" || fail "config"
 
 cat $DEV >/tmp/e.bin & catpid=$!
-sleep 0.5
+wait_for reading_device $catpid
 /tmp/evcheck faults $PAGES >/tmp/f.out
 cat /tmp/f.out
 /tmp/workload 0.5
 echo 0 >$DBG/tracing_on
-sleep 1
-kill $catpid; wait $catpid
+stop_reader $catpid
 grep '^cpu' $DBG/stats | sed 's/ handler_avg.* sync_records/ ... sync_records/'
 expect_eq "no sample lost" "$(stat_total sample_lost_overflow)" 0
 read -r _ pid pages loop total </tmp/f.out
@@ -82,8 +81,7 @@ if [ -w $CPU1 ]; then
 fi
 /tmp/evcheck faults 1000 >/dev/null
 echo 0 >$DBG/tracing_on
-sleep 1
-kill $catpid; wait $catpid
+stop_reader $catpid
 /tmp/evcheck stream /tmp/s.bin >/tmp/s.out; rc=$?
 grep -v '^FAIL' /tmp/s.out; grep '^FAIL' /tmp/s.out | head -5
 expect_eq "evcheck: five events consistent" "$rc" 0

@@ -56,8 +56,7 @@ echo 1 >$DBG/tracing_on; load 1; echo 0 >$DBG/tracing_on
 echo n >$DBG/exclude_user
 expect_eq "exclude_user=n: both modes" "$(modes)" "0 0"
 echo 1 >$DBG/tracing_on; load 1; echo 0 >$DBG/tracing_on
-sleep 1
-kill $catpid; wait $catpid
+stop_reader $catpid
 expect_eq "no sample lost" "$(stat_total sample_lost_overflow)" 0
 /tmp/evcheck stream /tmp/x.bin >/tmp/x.out; rc=$?
 cat /tmp/x.out

@@ -23,8 +23,7 @@ expect_eq "cpu1 online after 5 quick off/on cycles" "$(cat $CPU1)" 1
 sleep 0.5
 echo 0 >$DBG/tracing_on
 echo 1 >$DBG/flush
-sleep 1
-kill $catpid; wait $catpid
+stop_reader $catpid
 wait
 cat $DBG/stats | tee /tmp/stats.txt
 check_stream "the stream across hotplug" /tmp/h.bin /tmp/stats.txt

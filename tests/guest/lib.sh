@@ -126,11 +126,21 @@ pct() { [ "$2" -gt 0 ] && echo $(($1 * 100 / $2)) || echo 0; }
 folded_count() { awk -v re="$1" '$0 ~ re { n += $NF } END { print n + 0 }' "$2"; }
 # waiting_below N: fewer than N bytes wait in the event buffer.
 waiting_below() { [ "$(stat_of event_buffer bytes_waiting)" -lt "$1" ]; }
-# stop_reader PID: once the reader PID (a `cat $DEV`) took everything waiting
-# (recording is off, or its records only come from snapshots), stops it. A
-# fixed sleep was too short for a slow guest: the reader was killed before the
-# records it was meant to keep (the lockdep kernel on a loaded host).
-stop_reader() { wait_for waiting_below 1; kill "$1"; wait "$1" 2>/dev/null; }
+# in_read PID: PID is in the read system call (number 0 on x86_64), i.e. a
+# `cat` that wrote out what it read before and waits for more.
+in_read() { [ "$(cut -d' ' -f1 "/proc/$1/syscall" 2>/dev/null)" = 0 ]; }
+# stop_reader PID [SIGNAL]: once the reader PID (a `cat $DEV`) took everything
+# waiting (recording is off, or its records only come from snapshots) and is
+# back in read (so it wrote out what it took), sends it SIGNAL (TERM) and
+# waits for it; its exit status is stop_reader's. A fixed sleep was too short
+# for a slow guest: the reader was killed before the records it was meant to
+# keep (the lockdep kernel on a loaded host); and a reader killed as soon as
+# nothing waits may still hold its last read, not yet written.
+stop_reader() {
+    wait_for waiting_below 1
+    wait_for in_read "$1"
+    kill -"${2:-TERM}" "$1"; wait "$1" 2>/dev/null
+}
 # consumed_at_least N: the readers consumed at least N bytes of the event
 # buffer in all (its bytes_total less bytes_waiting, read at once).
 consumed_at_least() {

@@ -93,8 +93,7 @@ if [ -w $CPU1 ]; then
 fi
 echo 0 >$DBG/tracing_on
 echo 1 >$DBG/flush
-sleep 1
-kill $catpid; wait $catpid
+stop_reader $catpid
 cat $DBG/stats | tee /tmp/stats.txt
 check_snapshots /tmp/m.bin
 expect_eq "snapshots in the stream" "$(sed -n 's/^snapshots //p' /tmp/snap.txt)" "$(snaps)"

@@ -104,8 +104,7 @@ check "snapshot while tracing is off" sh -c "echo 1 >$SNAP"
 cat $SNAP
 expect_eq "nothing left in the CPU buffers" "$(stat_total buffer_entries)" 0
 echo 1 >$DBG/flush
-sleep 1
-kill -TERM $catpid; wait $catpid
+stop_reader $catpid
 cat $DBG/stats | tee /tmp/stats.txt
 check_snapshots /tmp/s.bin
 expect_eq "snapshots in the stream" "$(sed -n 's/^snapshots //p' /tmp/snap.txt)" "$(snaps)"
@@ -159,7 +158,7 @@ echo 0 >$DBG/tracing_on
 cat $DEV >/tmp/f.bin & catpid=$!
 sleep 1
 expect_eq "after the reader, a snapshot fits again" "$(write_err 1)" "ok 1"
-wait_for waiting_below 1; kill -TERM $catpid; wait $catpid
+stop_reader $catpid
 cat $DBG/stats >/tmp/stats2.txt
 /tmp/snapcheck /tmp/f.bin >/tmp/f.txt; rc=$?
 grep -v '^snap ' /tmp/f.txt; grep FAIL /tmp/f.txt | head

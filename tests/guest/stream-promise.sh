@@ -23,8 +23,8 @@ for i in 1 2 3 4 5; do echo 0 >$T; sleep 0.2; echo 1 >$T; sleep 0.3; done
 echo 0 >$T
 wait
 cat $DEV >/tmp/p1.bin & catpid=$!
-sleep 1; echo 1 >$DBG/flush; sleep 1
-kill $catpid; wait $catpid 2>/dev/null
+wait_for reading_device $catpid; echo 1 >$DBG/flush
+stop_reader $catpid
 cat $DBG/stats >/tmp/stats1.txt
 oprofile-rs script -i /tmp/p1.bin --events >/tmp/s1.txt 2>/dev/null
 expect_eq "no sample between an off and the next on" "$(samples_while_off /tmp/s1.txt)" 0

@@ -23,8 +23,7 @@ check "insmod cpu-clock at 10 kHz" insmod /oprofile_rs.ko event=cpu-clock sample
 cat $DEV >/tmp/t.bin & catpid=$!
 workload_every_cpu 2
 echo 0 >$DBG/tracing_on
-sleep 0.5
-kill $catpid; wait $catpid
+stop_reader $catpid
 cat $DBG/stats | tee /tmp/stats.txt | sed 's/ handler_avg.* event_samples/ ... event_samples/'
 recv=$(stat_total sample_received /tmp/stats.txt)
 thr=$(stat_total sample_throttled /tmp/stats.txt)
@@ -54,8 +53,7 @@ cat $DEV >/tmp/u.bin & catpid=$!
 echo 1 >$DBG/tracing_on
 workload_every_cpu 1
 echo 0 >$DBG/tracing_on
-sleep 0.5
-kill $catpid; wait $catpid
+stop_reader $catpid
 cat $DBG/stats >/tmp/stats2.txt
 expect_eq "sample_throttled did not grow" "$(stat_total sample_throttled /tmp/stats2.txt)" "$thr"
 check "samples received meanwhile" [ "$(stat_total sample_received /tmp/stats2.txt)" -gt "$recv" ]
