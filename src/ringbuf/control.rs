@@ -194,7 +194,8 @@ impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
         let _a = self.exclusive()?;
         let _b = other.exclusive()?;
         for (a, b) in [
-            (&self.mask.0, &other.mask.0),
+            (&self.geometry.mask, &other.geometry.mask),
+            (&self.geometry.sync_every, &other.geometry.sync_every),
             (&self.head, &other.head),
             (&self.commit.0, &other.commit.0),
             (&self.tail.0, &other.tail.0),
@@ -235,7 +236,7 @@ impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
         let new_mask = new_size.wrapping_sub(1);
         {
             let words = self.words();
-            let mask = self.mask.load(Ordering::Relaxed);
+            let mask = self.geometry.mask.load(Ordering::Relaxed);
             // No writer in flight: head == commit.
             let head = self.commit.load(Ordering::Relaxed);
             self.head.store(head, Ordering::Relaxed);
@@ -271,7 +272,7 @@ impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
                 pos = pos.wrapping_add(1);
             }
         }
-        self.mask.store(new_mask, Ordering::Relaxed);
+        self.geometry.set(new_size);
         // SAFETY: the buffer is exclusive (state EXCLUSIVE, no writer in
         // flight, reader lock held by us) and the `words` borrow above has
         // ended, so no other reference to the storage exists (INVARIANT on

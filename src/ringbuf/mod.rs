@@ -150,6 +150,34 @@ impl Stamp {
     }
 }
 
+/// The size of a buffer's storage in use, as the writers and the reader need
+/// it on every call: written only by control operations (`new`, `resize`,
+/// `swap`), one cache line for both.
+pub(crate) struct Geometry {
+    /// The storage index of position `p` is `p & mask` (`mask + 1` words in use).
+    pub(crate) mask: AtomicU64,
+    /// [`sync_interval`] of `mask + 1`, computed once here rather than by
+    /// every reservation.
+    pub(crate) sync_every: AtomicU64,
+}
+
+impl Geometry {
+    fn new(size: u64) -> Self {
+        Geometry {
+            mask: AtomicU64::new(size.wrapping_sub(1)),
+            sync_every: AtomicU64::new(sync_interval(size)),
+        }
+    }
+
+    /// Sets a new size (`size` a power of two): only by exclusive control
+    /// operations.
+    pub(crate) fn set(&self, size: u64) {
+        self.mask.store(size.wrapping_sub(1), Ordering::Relaxed);
+        self.sync_every
+            .store(sync_interval(size), Ordering::Relaxed);
+    }
+}
+
 /// `Stamp::end` of a level that holds no time.
 pub(crate) const NO_STAMP: u64 = u64::MAX;
 
@@ -168,8 +196,9 @@ pub struct CpuBuffer<'s, S> {
     // positions (`head`, `nest`, ...), which a reader polling for records
     // would otherwise keep pulling from the writers' CPU.
     storage: Padded<UnsafeCell<S>>,
-    // INVARIANT: `mask + 1` is a power of two, `MIN_WORDS <= mask + 1 <= storage.len()`.
-    mask: Padded<AtomicU64>,
+    // INVARIANT: `mask + 1` is a power of two, `MIN_WORDS <= mask + 1 <= storage.len()`;
+    // `sync_every == sync_interval(mask + 1)`.
+    geometry: Padded<Geometry>,
     // INVARIANT (modular): `tail <= commit <= head`, `head - tail <= mask + 1`,
     // every position in [tail, head) belongs to a record starting at or after
     // `tail` whose first word is at a record boundary.
@@ -228,7 +257,7 @@ impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
         atomics::local_setup();
         Ok(CpuBuffer {
             storage: Padded(UnsafeCell::new(storage)),
-            mask: Padded(AtomicU64::new(size.wrapping_sub(1))),
+            geometry: Padded(Geometry::new(size)),
             head: AtomicU64::new(0),
             commit: Padded(AtomicU64::new(0)),
             tail: Padded(AtomicU64::new(0)),
@@ -250,7 +279,7 @@ impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
     /// relaxed load: safe in any context, NMI included.
     #[inline]
     pub fn capacity_words(&self) -> usize {
-        usize::try_from(self.mask.load(Ordering::Relaxed))
+        usize::try_from(self.geometry.mask.load(Ordering::Relaxed))
             .unwrap_or(usize::MAX)
             .wrapping_add(1)
     }

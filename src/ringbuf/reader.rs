@@ -317,7 +317,7 @@ impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
     {
         let _guard = self.lock_reader().ok_or(ReadError::Busy)?;
         // Stable while we hold the reader lock (control operations take it).
-        let mask = self.mask.load(Ordering::Relaxed);
+        let mask = self.geometry.mask.load(Ordering::Relaxed);
         let size = mask.wrapping_add(1);
         // The used prefix of the storage: every `pos & mask` indexes it, so
         // the compiler can drop the per-word bounds checks.
@@ -508,7 +508,7 @@ impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
         let words = self.words();
         let mut retries = 0u32;
         loop {
-            let mask = self.mask.load(Ordering::Relaxed);
+            let mask = self.geometry.mask.load(Ordering::Relaxed);
             let tail = self.tail.load(Ordering::Acquire);
             if before(cur.pos, tail) {
                 // The writer lapped the cursor: restart at tail.

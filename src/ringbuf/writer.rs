@@ -15,10 +15,7 @@ use super::atomics::{
     bump, local_compare_exchange, local_fetch_add, write_fence, AtomicU64, Ordering,
 };
 use super::header::{self, parse_record, Prefix, TYPE_DATA};
-use super::{
-    load_word, store_word, sync_interval, CpuBuffer, MAX_NESTING, NO_STAMP, STATE_EXCLUSIVE,
-    STATE_ON,
-};
+use super::{load_word, store_word, CpuBuffer, MAX_NESTING, NO_STAMP, STATE_EXCLUSIVE, STATE_ON};
 
 /// Why a [`CpuBuffer::reserve`] failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -63,14 +60,14 @@ pub struct Slot<'b, 's, S: Deref<Target = [AtomicU64]>> {
     // the reader until the slot is finished; `data` is the position of its
     // header word, `end = data + 1 + payload_words(len)`; `depth` is in
     // `1..=MAX_NESTING`; the slot holds one unit of the nesting depth until
-    // `done` becomes true.
+    // it is finished, exactly once: `commit` and `discard` consume it
+    // without running its drop, and the drop finishes the others.
     start: u64,
     data: u64,
     end: u64,
     mask: u64,
     len: u32,
     depth: u64,
-    done: bool,
     _not_send: PhantomData<*const ()>,
 }
 
@@ -124,13 +121,14 @@ impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
             return None;
         }
         let len32 = u32::try_from(len).ok()?;
-        let mask = self.mask.load(Ordering::Relaxed);
+        let mask = self.geometry.mask.load(Ordering::Relaxed);
         let size = mask.wrapping_add(1);
         let total = header::payload_words(u64::from(len32)).wrapping_add(1);
         let head = self.head.load(Ordering::Acquire);
         let end = head.wrapping_add(total);
         if total.saturating_add(1) > size
-            || head.wrapping_sub(self.last_sync.load(Ordering::Relaxed)) >= sync_interval(size)
+            || head.wrapping_sub(self.last_sync.load(Ordering::Relaxed))
+                >= self.geometry.sync_every.load(Ordering::Relaxed)
         {
             return None;
         }
@@ -179,7 +177,6 @@ impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
             mask,
             len,
             depth,
-            done: false,
             _not_send: PhantomData,
         }
     }
@@ -223,12 +220,12 @@ impl<'s, S: Deref<Target = [AtomicU64]>> CpuBuffer<'s, S> {
             return Err(self.reserve_failed(Fail::TooLarge));
         };
         let pw = header::payload_words(u64::from(len32));
-        let mask = self.mask.load(Ordering::Relaxed);
+        let mask = self.geometry.mask.load(Ordering::Relaxed);
         let size = mask.wrapping_add(1);
         if pw.saturating_add(2) > size {
             return Err(self.reserve_failed(Fail::TooLarge));
         }
-        let interval = sync_interval(size);
+        let interval = self.geometry.sync_every.load(Ordering::Relaxed);
         let words = self.words();
         loop {
             let head = self.head.load(Ordering::Acquire);
@@ -499,12 +496,11 @@ impl<S: Deref<Target = [AtomicU64]>> Slot<'_, '_, S> {
         core::mem::ManuallyDrop::new(self).finish(false);
     }
 
+    /// Commits (`commit`) or withdraws the record and leaves the
+    /// reservation. Called once per slot (INVARIANT on [`Slot`]): no flag
+    /// to test, so that a slot committed on the fast path stays in registers.
     #[inline(always)]
-    fn finish(&mut self, commit: bool) {
-        if self.done {
-            return;
-        }
-        self.done = true;
+    fn finish(&self, commit: bool) {
         let buf = self.buf;
         let level = buf.stats.level(self.depth);
         if commit {

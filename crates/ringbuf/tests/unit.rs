@@ -485,6 +485,54 @@ fn resize_grow_and_shrink_carry_over() {
     assert_eq!(s.dropped_full, 1);
 }
 
+/// Laps a flight recorder of 32 words with 500 records of 8 bytes and checks
+/// that the reader gets the newest ones with their exact times, none skipped
+/// as unreadable: the writers' time sync records must come every 8 words (the
+/// interval of 32 words), not every 512 (that of 4096 words), for the buffer
+/// to keep a time base.
+fn laps_keep_their_times(b: &Buf) {
+    assert_eq!(b.capacity_words(), 32);
+    for i in 0..500u64 {
+        write(b, &payload(i, 8), 1_000_000 + i * 3).unwrap();
+    }
+    let got = drain(b);
+    assert!(
+        got.len() >= 4,
+        "{} records read of a full 32-word buffer",
+        got.len()
+    );
+    let first = 500 - got.len() as u64;
+    for (k, r) in got.iter().enumerate() {
+        let i = first + k as u64;
+        assert_eq!((r.0, &r.1), (1_000_000 + i * 3, &payload(i, 8)));
+    }
+    let s = b.stats();
+    assert_eq!(s.committed, s.read + s.entries + s.overrun);
+    assert_eq!(s.read, got.len() as u64);
+}
+
+/// A resize sets the sync interval of the new size.
+#[test]
+fn resize_sets_the_sync_interval_of_the_new_size() {
+    let b = buf(4096, Mode::Overwrite);
+    b.set_enabled(false).unwrap();
+    b.resize(storage(32)).unwrap();
+    b.set_enabled(true).unwrap();
+    laps_keep_their_times(&b);
+}
+
+/// A swap exchanges the sync intervals with the storages.
+#[test]
+fn swap_exchanges_the_sync_intervals_with_the_storages() {
+    let small = buf(32, Mode::Overwrite);
+    let big = buf(4096, Mode::Overwrite);
+    small.set_enabled(false).unwrap();
+    big.set_enabled(false).unwrap();
+    small.swap(&big).unwrap();
+    big.set_enabled(true).unwrap();
+    laps_keep_their_times(&big);
+}
+
 #[test]
 fn mode_switch_and_reset() {
     let b = buf(32, Mode::ProducerConsumer);
