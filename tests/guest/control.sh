@@ -271,6 +271,22 @@ out=$(oprofile-rs ctl --pause backtrace_depth=8 2>&1) && fail "ctl --pause with 
 echo "$out"
 check "ctl --pause names the full event buffer" names_full
 expect_eq "recording on again" "$(cat $DBG/tracing_on)" 1
+# Two at once against the full buffer: each refused with its reason named (the
+# full buffer, or recording switched on again by the other one's --pause);
+# recording on again afterwards, nothing changed.
+oprofile-rs ctl --pause backtrace_depth=8 >/tmp/full.a 2>&1 & fa=$!
+oprofile-rs ctl --pause user_backtrace_depth=4 >/tmp/full.b 2>&1 & fb=$!
+wait $fa; ra=$?; wait $fb; rb=$?
+cat /tmp/full.a /tmp/full.b
+for f in a b; do
+    out=$(cat /tmp/full.$f)
+    if names_full || grep -q "EBUSY: recording is on" /tmp/full.$f; then
+        pass "two ctl --pause at once, full buffer: $f refused with its reason"
+    else fail "two ctl --pause at once, full buffer: $f said: $out"; fi
+done
+check "both refused (status $ra and $rb)" [ "$ra" -ne 0 -a "$rb" -ne 0 ]
+expect_eq "recording on again after both" "$(cat $DBG/tracing_on)" 1
+expect_eq "neither changed anything" "$(cat $DBG/backtrace_depth) $(cat $DBG/user_backtrace_depth)" "0 0"
 echo 0 >$DBG/tracing_on
 out=$(oprofile-rs ctl backtrace_depth=8 2>&1) && fail "ctl with the event buffer full succeeded"
 echo "$out"
