@@ -389,37 +389,45 @@ fn work(i: u64, k: u32) -> u64 {
     x
 }
 
-/// The least of 5 runs of `f` (ns per record): what a short run costs
-/// without the host's interruptions, which only add. The calibration takes
-/// it on both sides (the median of 3 had rtrb+'s writer alone at 0.5-0.8 of
-/// ours in the rounds on a busy host).
-fn fastest(f: impl Fn() -> f64) -> f64 {
-    (0..5).map(|_| f()).fold(f64::INFINITY, f64::min)
+/// rtrb's writer alone with `k` rounds of [`work`] per item over ours alone
+/// (CPU time per record), each pair measured back to back, median of 5
+/// pairs. Back to back, because this kind of host runs in phases of a few
+/// seconds in which every row costs up to twice as much (our writer alone
+/// 9.4 to 18 ns in one process): a target taken once, before the probes,
+/// could come from another phase than the probes (it had rtrb+'s writer
+/// at 0.5-0.8 of ours in the rounds).
+fn cost_ratio(k: u32) -> f64 {
+    let mut v: Vec<f64> = (0..5)
+        .map(|_| {
+            let ours = cpu_ns(&ours_batches(200_000));
+            cpu_ns(&rtrb_batches(200_000, "", |i| work(i, k))) / ours
+        })
+        .collect();
+    median(&mut v)
 }
 
-/// The `k` for [`work`] that makes rtrb's writer alone (CPU ns per item)
-/// cost closest to `target` ns per record: doubling then bisection to the
-/// two `k` around it, then the closer of the two, each probe the
-/// [`fastest`] of 5 short runs.
-fn calibrate(target: f64) -> u32 {
-    let probe = |k: u32| fastest(|| cpu_ns(&rtrb_batches(200_000, "", |i| work(i, k))));
+/// The `k` for [`work`] that makes rtrb's writer alone cost what ours does
+/// ([`cost_ratio`] closest to 1): doubling then bisection to the two `k`
+/// around it, then the closer of the two. Returns it and its ratio.
+fn calibrate() -> (u32, f64) {
     let mut hi = 1u32;
-    while probe(hi) < target && hi < 1 << 16 {
+    while cost_ratio(hi) < 1.0 && hi < 1 << 16 {
         hi *= 2;
     }
     let mut lo = hi / 2;
     while hi - lo > 1 {
         let mid = (lo + hi) / 2;
-        if probe(mid) < target {
+        if cost_ratio(mid) < 1.0 {
             lo = mid;
         } else {
             hi = mid;
         }
     }
-    if target - probe(lo) < probe(hi) - target {
-        lo
+    let (rl, rh) = (cost_ratio(lo), cost_ratio(hi));
+    if 1.0 - rl < rh - 1.0 {
+        (lo, rl)
     } else {
-        hi
+        (hi, rh)
     }
 }
 
@@ -547,18 +555,20 @@ fn main() {
     // load from round to round; the ratios much less).
     // rtrb's writer given our writer's cost (see `work`): calibrated
     // against our writer alone, before the rounds.
-    let ours_alone = fastest(|| cpu_ns(&ours_batches(200_000)));
     // `--rtrb-work K`: that amount instead of the calibrated one.
-    let k = args
+    let (k, ratio) = match args
         .iter()
         .position(|a| a == "--rtrb-work")
         .and_then(|i| args.get(i + 1))
         .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| calibrate(ours_alone));
+    {
+        Some(k) => (k, cost_ratio(k)),
+        None => calibrate(),
+    };
     let costly = move |i| work(i, k);
     println!(
         "rtrb's writer with our writer's cost: {k} rounds of `work` per item \
-         (our writer alone {ours_alone:.2} cpu ns/record when calibrated)"
+         (its writer alone {ratio:.2}x ours when calibrated, back to back)"
     );
     let mut all: Vec<Vec<Row>> = Vec::new();
     for _ in 0..rounds {
