@@ -131,8 +131,8 @@ fn ours_batches(total: u64) -> Row {
     let mut out = [0u8; PAYLOAD];
     let mut elapsed = Times::default();
     // One untimed pass over the whole buffer first: the first writes to
-    // fresh pages fault, which cost a short run (the calibration's) as much
-    // as the records (16.5 instead of 9.4 ns per record on a KVM guest).
+    // fresh pages fault, and a short run (the calibration's) would time
+    // those faults with its records.
     for i in 0..per_batch {
         black_box(write(&b, i));
     }
@@ -393,7 +393,8 @@ fn work(i: u64, k: u32) -> u64 {
 /// (CPU time per record), each pair measured back to back, median of 5
 /// pairs. Back to back, because this kind of host runs in phases of a few
 /// seconds in which every row costs up to twice as much (our writer alone
-/// 9.4 to 18 ns in one process): a target taken once, before the probes,
+/// 9.4 to 18 ns within 6 s of one process, 2026-11-27): a target taken
+/// once, before the probes,
 /// could come from another phase than the probes (it had rtrb+'s writer
 /// at 0.5-0.8 of ours in the rounds).
 fn cost_ratio(k: u32) -> f64 {
