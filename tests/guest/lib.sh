@@ -1,16 +1,55 @@
 # Helpers for guest test scenarios (sourced inside the test VM).
-# A scenario fails at its first failed check; its output says which.
+# A failed check does not stop a scenario: it prints `FAIL: ...`, is counted,
+# and the scenario goes on; `finish` (its last line) prints the counts and
+# fails the scenario when any check failed. A check is one command: `check
+# DESC [ A ] && [ B ]` checks only A (tests/lint-guest-checks refuses it);
+# write a range as `in_range`, alternatives as `expect_one_of`.
+# A check that cannot apply calls `skip DESC` (a `SKIP:` line, counted); a
+# scenario that may skip says why in a header line `# may-skip: WHY`
+# (tests/run-guest fails a scenario that skips without one).
 set -u
 DBG=/sys/kernel/debug/oprofile
 DEV=/dev/oprofile/buffer
 NCPU=$(grep -c ^processor /proc/cpuinfo)
-failures=0
-pass() { echo "PASS: $*"; }
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-# check DESCRIPTION COMMAND...: COMMAND must succeed.
-check() { local d=$1; shift; if "$@"; then pass "$d"; else fail "$d"; fi; }
+passes=0 failures=0 skips=0
+pass() { echo "PASS: $*"; passes=$((passes + 1)); }
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); return 1; }
+skip() { echo "SKIP: $*"; skips=$((skips + 1)); }
+# Each check returns its result (0 passed, else failed), for `if check ...;
+# then` (what depends on it); never follow one with && or ||.
+# check DESCRIPTION COMMAND...: COMMAND must succeed (one command: for two
+# conditions, two checks or `sh -c '...'`).
+check() {
+    local d=$1
+    shift
+    [ $# -gt 0 ] || { fail "$d: check without a command (lib.sh misuse)"; return; }
+    if "$@"; then pass "$d"; else fail "$d"; fi
+}
 # expect_eq DESCRIPTION ACTUAL EXPECTED
-expect_eq() { if [ "$2" = "$3" ]; then pass "$1"; else fail "$1: got '$2', expected '$3'"; fi; }
+expect_eq() {
+    [ $# -eq 3 ] || { fail "$1: expect_eq takes 3 arguments, got $# (lib.sh misuse)"; return; }
+    if [ "$2" = "$3" ]; then pass "$1"; else fail "$1: got '$2', expected '$3'"; fi
+}
+# expect_one_of DESCRIPTION ACTUAL EXPECTED...: ACTUAL is one of EXPECTED.
+expect_one_of() {
+    local d=$1 got=$2 want
+    shift 2
+    [ $# -gt 0 ] || { fail "$d: expect_one_of without an expected value (lib.sh misuse)"; return; }
+    for want in "$@"; do
+        [ "$got" = "$want" ] && { pass "$d"; return; }
+    done
+    fail "$d: got '$got', expected one of: $*"
+}
+# is_int VALUE: VALUE is a decimal integer (an optional leading -).
+is_int() { case ${1#-} in '' | *[!0-9]*) return 1 ;; esac; }
+# in_range DESCRIPTION VALUE MIN MAX: MIN <= VALUE <= MAX (integers; an empty
+# or non-numeric VALUE fails); the value and the bounds are printed.
+in_range() {
+    [ $# -eq 4 ] || { fail "$1: in_range takes 4 arguments, got $# (lib.sh misuse)"; return; }
+    if ! is_int "$2"; then fail "$1: got '$2', not a number (expected $3..$4)"; return; fi
+    if [ "$2" -ge "$3" ] && [ "$2" -le "$4" ]; then pass "$1: $2 in $3..$4"
+    else fail "$1: got $2, expected $3..$4"; fi
+}
 # dmesg_since MARK: kernel log lines after the line containing MARK.
 mark() { echo "oprofile-test-mark $1" >/dev/kmsg; }
 dmesg_since() { dmesg | sed -n "/oprofile-test-mark $1\$/,\$p"; }
@@ -44,8 +83,13 @@ check_accounting() {
 # header printed, kept in /tmp/rep.txt) and checks its accounting against the
 # debugfs `stats` saved in STATS (check_accounting).
 check_stream() {
-    oprofile-rs report -i "$2" -n 1 >/tmp/rep.txt 2>/tmp/rep.err
-    check "$1: the stream decodes" [ -s /tmp/rep.txt ]
+    local rc n
+    oprofile-rs report -i "$2" -n 1 >/tmp/rep.txt 2>/tmp/rep.err; rc=$?
+    [ "$rc" = 0 ] || head -5 /tmp/rep.err
+    expect_eq "$1: the stream decodes (report's status)" "$rc" 0
+    # `# samples: N, lost: M`: at least one sample decoded.
+    n=$(sed -n 's/^# samples: \([0-9]*\),.*/\1/p' /tmp/rep.txt | head -1)
+    in_range "$1: samples decoded" "${n:-none}" 1 999999999
     grep '^#' /tmp/rep.txt
     check_accounting "$3" /tmp/rep.txt
 }
@@ -141,6 +185,17 @@ stop_reader() {
     wait_for in_read "$1"
     kill -"${2:-TERM}" "$1"; wait "$1" 2>/dev/null
 }
+# stop_reader_flushed PID [SIGNAL]: stop_reader while recording may still be
+# on (new records keep coming: nothing waiting may never be seen): flushes
+# the CPU buffers, waits until the readers consumed what the event buffer
+# had then, and for the reader PID back in read (it wrote out what it took),
+# then sends it SIGNAL (TERM) and waits for it.
+stop_reader_flushed() {
+    echo 1 >$DBG/flush
+    wait_for consumed_at_least "$(stat_of event_buffer bytes_total)"
+    wait_for in_read "$1"
+    kill -"${2:-TERM}" "$1"; wait "$1" 2>/dev/null
+}
 # consumed_at_least N: the readers consumed at least N bytes of the event
 # buffer in all (its bytes_total less bytes_waiting, read at once).
 consumed_at_least() {
@@ -166,7 +221,11 @@ reading_device() { ls -l "/proc/$1/fd" 2>/dev/null | grep -q oprofile/buffer; }
 # `=== FILE NAME` and `=== END` (NAME defaults to FILE's name), which
 # scripts/lib.sh's receive_files DIR writes to DIR/NAME.
 send_file() { echo "=== FILE ${2:-$(basename "$1")}"; base64 "$1"; echo "=== END"; }
+# finish: the scenario's last line: prints `checks: P passed, F failed, S
+# skipped` last and fails when a check failed or none ran.
 finish() {
-    if [ "$failures" -ne 0 ]; then echo "$failures check(s) failed"; exit 1; fi
-    echo "all checks passed"
+    [ $((passes + failures + skips)) -gt 0 ] || fail "the scenario ran no check"
+    if [ "$failures" -ne 0 ]; then echo "$failures check(s) failed"; else echo "all checks passed"; fi
+    echo "checks: $passes passed, $failures failed, $skips skipped"
+    [ "$failures" -eq 0 ] || exit 1
 }
