@@ -21,7 +21,8 @@ cat /tmp/k.rep
 row=$(grep -v '^#' /tmp/k.rep | grep -m1 ' \[kernel\.kallsyms\] ')
 sym=$(echo "$row" | awk '{ print $3 }')
 n=$(echo "$row" | awk '{ print $1 }')
-check "a kernel function is hot ($sym, $n samples)" [ -n "$sym" ] && [ "${n:-0}" -gt 10 ]
+check "a kernel function is hot ($sym)" [ -n "$sym" ]
+in_range "$sym: more than 10 samples" "${n:-none}" 11 999999999
 
 oprofile-rs annotate -q "$sym" -i /tmp/k.bin --comm head --vmlinux /tmp/vmlinux >/tmp/k.ann 2>/tmp/k.err; rc=$?
 cat /tmp/k.err

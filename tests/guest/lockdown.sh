@@ -10,7 +10,7 @@
 check "booted with lockdown=integrity" grep -q 'lockdown=integrity' /proc/cmdline
 check "insmod" insmod /oprofile_rs.ko
 out=$(/tmp/probe write $DBG/tracing_on 0)
-check "debugfs refuses the tracing_on write ($out)" [ "$out" = "err EPERM" ] || [ "$out" = "err EACCES" ]
+expect_one_of "debugfs refuses the tracing_on write" "$out" "err EPERM" "err EACCES"
 expect_eq "ioctl TRACING_OFF" "$(/tmp/probe ioctl $DEV off wronly)" "ok 0"
 expect_eq "GET_TRACING says off" "$(/tmp/probe ioctl $DEV get wronly)" "value 0 ok 0"
 expect_eq "ioctl TRACING_ON" "$(/tmp/probe ioctl $DEV on wronly)" "ok 0"
@@ -26,7 +26,7 @@ expect_eq "and ends with the off record" "$(grep TRACING /tmp/l.txt | tail -1 | 
 check "the read-only debugfs files stay readable" grep -q "^event_buffer" $DBG/stats
 # The configuration through the ioctls only.
 out=$(/tmp/cfgctl write $DBG/backtrace_depth 4)
-check "debugfs refuses the backtrace_depth write ($out)" [ "$out" = "err EPERM" ] || [ "$out" = "err EACCES" ]
+expect_one_of "debugfs refuses the backtrace_depth write" "$out" "err EPERM" "err EACCES"
 /tmp/probe ioctl $DEV on wronly >/dev/null
 expect_eq "SET_CONFIG while recording: EBUSY" "$(/tmp/cfgctl set backtrace_depth=4)" "err EBUSY"
 expect_eq "nothing changed" "$(sed -n 's/^backtrace_depth=//p' $DBG/config)" 0

@@ -24,7 +24,7 @@ echo "folded: main;outer;hot_a $a, main;outer;hot_b $b, of $all samples"
 check "most samples have the whole stack main;outer;hot_x ($((a + b)) of $all)" \
     [ "$(pct $((a + b)) "$all")" -ge 80 ]
 share=$(pct "$a" $((a + b)))
-check "hot_a:hot_b is about 3:1 (hot_a $share%)" [ "$share" -ge 65 ] && [ "$share" -le 85 ]
+in_range "hot_a:hot_b is about 3:1 (hot_a's share in %)" "$share" 65 85
 # pprof: every sample's locations are its whole stack.
 oprofile-rs pprof -q -i /tmp/u.bin -o /tmp/u.pb.gz 2>/dev/null
 oprofile-rs pprof-folded /tmp/u.pb.gz >/tmp/u.pprof
@@ -34,7 +34,7 @@ echo "pprof: main;outer;hot_a $pa, main;outer;hot_b $pb"
 pall=$(folded_count . /tmp/u.pprof)
 check "pprof: most samples have the whole stack ($((pa + pb)) of $pall)" [ "$(pct $((pa + pb)) "$pall")" -ge 80 ]
 pshare=$(pct "$pa" $((pa + pb)))
-check "pprof: hot_a:hot_b is about 3:1 (hot_a $pshare%)" [ "$pshare" -ge 65 ] && [ "$pshare" -le 85 ]
+in_range "pprof: hot_a:hot_b is about 3:1 (hot_a's share in %)" "$pshare" 65 85
 # script: the user frames under each sample line, innermost first. (A sample
 # at hot_a's first instruction, before it saved its frame pointer, misses
 # outer: the frame-pointer walk's known blind spot.)
