@@ -36,11 +36,13 @@ for p in "sample_period=100000 sample_freq=1000" "exclude_user=1 exclude_kernel=
     n=$((n + 1))
 done
 # A PMU event on a machine without a PMU fails the load with perf's error
-# and a line naming the event; the default falls back to cpu-clock.
+# and a line naming the event; the default falls back to cpu-clock. (The
+# rig's VM, QEMU TCG's `-cpu max`, has no PMU, on every kernel: a PMU there
+# is a failure, not a reason to leave this out.)
 check "the default event loads" insmod /oprofile_rs.ko
 default_event=$(cat $DBG/event)
 check "rmmod" rmmod oprofile_rs
-if [ "$default_event" = cpu-clock ]; then
+if expect_eq "no PMU in the VM: the default event is cpu-clock" "$default_event" cpu-clock; then
     mark "bad$n"
     out=$(insmod /oprofile_rs.ko event=instructions 2>&1) && fail "insmod event=instructions succeeded without a PMU"
     echo "insmod event=instructions: $out"
@@ -48,8 +50,6 @@ if [ "$default_event" = cpu-clock ]; then
         *) fail "insmod event=instructions: expected EOPNOTSUPP, got: $out" ;; esac
     check "log says instructions cannot be sampled" sh -c "dmesg | sed -n '/oprofile-test-mark bad$n\$/,\$p' | grep -q 'cannot sample instructions'"
     [ -e $DEV ] && fail "$DEV exists after failed insmod event=instructions"
-else
-    echo "a PMU is present ($default_event): event=instructions is not a failure case here"
 fi
 check "event=cpu-clock sample_freq=2000 exclude_kernel=1 loads" insmod /oprofile_rs.ko event=cpu-clock sample_freq=2000 exclude_kernel=1
 expect_eq "debugfs event_info shows them" "$(cat $DBG/event_info)" "cpu-clock period=0 freq=2000 context=hardirq exclude_user=0 exclude_kernel=1"

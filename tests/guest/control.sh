@@ -111,8 +111,7 @@ case $gens in
 esac
 last=$(awk '/^config/ { g = $2 } END { print g }' /tmp/c.out)
 pf=$(awk -v g=$last '$1 == "samples" && $2 == g && $3 == "page-faults" { print $5 }' /tmp/c.out)
-check "page-fault samples of the new configuration: every fault (${pf:-0} for $total faults)" \
-    [ "${pf:-0}" -ge 3000 ] && [ "${pf:-0}" -le $((total + 16)) ]
+in_range "page-fault samples of the new configuration: every fault ($total faults)" "${pf:-none}" 3000 $((total + 16))
 old=$(awk -v g=$last '$1 == "samples" && $2 < g - 1 && $3 == "cpu-clock" { n += $4 } END { print n + 0 }' /tmp/c.out)
 check "cpu-clock samples of the old configuration (${old:-0})" [ "${old:-0}" -gt 0 ]
 
@@ -143,7 +142,7 @@ expect_eq "the records that waited read back whole" "$rc" 0
 check "they include the samples of the phase before ($(awk '$1 == "samples" { n += $4 } END { print n + 0 }' /tmp/r.out))" \
     [ "$(awk '$1 == "samples" { n += $4 } END { print n + 0 }' /tmp/r.out)" -gt 0 ]
 /tmp/mmap hold 3 >/tmp/m.out 2>&1 & mpid=$!
-sleep 1
+wait_for grep -q held /tmp/m.out
 expect_eq "buffer_size: EBUSY while mapped" "$(try buffer_size $((target + 65536)))" "err EBUSY"
 wait $mpid
 expect_eq "buffer_size changes after the mapping is gone" "$(try buffer_size $((target + 65536)))" ok
@@ -181,6 +180,7 @@ h2=$!
 (end=$(($(date +%s) + 8)); while [ "$(date +%s)" -lt $end ]; do
     echo 1 >$DBG/tracing_on; echo 0 >$DBG/tracing_on; done) &
 tog=$!
+check "CPU 1 can go offline for the storm ($CPU1 writable)" [ -w $CPU1 ]
 (end=$(($(date +%s) + 8)); while [ "$(date +%s)" -lt $end ] && [ -w $CPU1 ]; do
     echo 0 >$CPU1; echo 1 >$CPU1; done) &
 hp=$!
@@ -203,7 +203,7 @@ expect_eq "both modes again" "$(/tmp/cfgctl set "exclude_user=0 exclude_kernel=0
 echo 1 >$DBG/tracing_on
 r0=$(stat_total sample_received); /tmp/workload 0.5; r1=$(stat_total sample_received)
 check "still sampling after the storm ($r0 -> $r1)" [ "$r1" -gt "$r0" ]
-expect_eq "cpu1 online" "$(cat $CPU1 2>/dev/null || echo 1)" 1
+expect_eq "cpu1 online" "$(cat $CPU1)" 1
 
 # --- two `oprofile-rs ctl --pause` at once for 4 s, a reader streaming (without
 # one the event buffer fills and every change is EBUSY for want of room): each

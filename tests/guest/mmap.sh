@@ -1,5 +1,6 @@
 #!/bin/sh
 # vm-run: --smp 2
+# may-skip: the first handoff's "no consume walked" applies only while the event buffer's index did not overflow, which a busy or slow guest (the lockdep kernel, a loaded host) cannot promise
 # Zero-copy reading (Documentation/mmap.md): mmap of /dev/oprofile/buffer.
 # - hostile mappings and consumes get their documented errors;
 # - a stream read through the mapping is byte-identical to what read() gives
@@ -74,7 +75,7 @@ overflows=$(sed -n 's/.* index_overflows=\([0-9]*\).*/\1/p' $DBG/stats)
 if [ "${overflows:-0}" -eq 0 ]; then
     expect_eq "handoff: noted from the index (no consume walked)" "$walks" 0
 else
-    echo "handoff: the index overflowed $overflows times: $walks consumes walked (allowed)"
+    skip "handoff: noted from the index: the index overflowed $overflows times ($walks consumes walked)"
 fi
 check "rmmod" rmmod oprofile_rs
 check "insmod 96 KiB buffer, 1 kHz" insmod /oprofile_rs.ko sample_period=1000000 buffer_size=98304
@@ -96,7 +97,7 @@ check "the threads consumed ($consumed views)" [ "${consumed:-0}" -gt 0 ]
 # A mapping held after close pins the module.
 /tmp/mmap hold 4 >/tmp/hold.txt &
 holder=$!
-sleep 1.5
+wait_for grep -q held /tmp/hold.txt
 check "the holder mapped and closed ($(cat /tmp/hold.txt))" grep -q held /tmp/hold.txt
 out=$(rmmod oprofile_rs 2>&1); rc=$?
 check "rmmod refused while a mapping is held ($out)" [ "$rc" -ne 0 ]

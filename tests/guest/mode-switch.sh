@@ -74,9 +74,10 @@ workload_every_cpu 1
 r1=$(synced)
 check "consume mode syncs again ($r0 -> $r1)" [ "$r1" -gt "$r0" ]
 
-# --- switches while CPU 1 goes offline and online
-if [ -w $CPU1 ]; then
-    ( for i in 1 2 3 4 5 6 7 8; do echo 0 >$CPU1; sleep 0.1; echo 1 >$CPU1; sleep 0.1; done ) &
+# --- switches while CPU 1 goes offline and online (the rig's VM: 4 vCPUs,
+# CPU hotplug; without it, a failure)
+if check "CPU 1 can go offline ($CPU1 writable)" [ -w $CPU1 ]; then
+    ( for i in 1 2 3 4 5 6 7 8; do echo 0 >$CPU1 || exit 1; sleep 0.1; echo 1 >$CPU1 || exit 1; sleep 0.1; done ) &
     hp=$!
     n=0
     for i in 1 2 3; do
@@ -87,7 +88,8 @@ if [ -w $CPU1 ]; then
         [ "$(/tmp/cfgctl set 'mode=consume cpu_buffer_size=4096')" = ok ] && n=$((n + 1))
         echo 1 >$DBG/tracing_on; sleep 0.15
     done
-    wait $hp
+    wait $hp; hprc=$?
+    expect_eq "CPU 1 went offline and online 8 times (the hotplug loop's status)" "$hprc" 0
     expect_eq "six switches during CPU hotplug" "$n" 6
     expect_eq "every CPU online" "$(cat /sys/devices/system/cpu/online)" "0-$((NCPU - 1))"
 fi
