@@ -7,9 +7,12 @@
 . /tmp/lib.sh
 check "insmod backtrace_depth=8" insmod /oprofile_rs.ko backtrace_depth=8
 grep -q '^backtrace_depth=8$' $DBG/config && pass "debugfs config shows the depth" || fail "config: $(cat $DBG/config)"
-oprofile-rs record -q -o /tmp/c.bin -- /tmp/workload 2
-oprofile-rs script --all -i /tmp/c.bin --callchain >/tmp/c.txt 2>/dev/null
-check "stream decodes with callchains" [ -s /tmp/c.txt ]
+check "record" oprofile-rs record -q -o /tmp/c.bin -- /tmp/workload 2
+oprofile-rs script --all -i /tmp/c.bin --callchain >/tmp/c.txt 2>/tmp/c.err; rc=$?
+head -5 /tmp/c.err
+expect_eq "stream decodes with callchains (script's status)" "$rc" 0
+# Sample lines: the lines not tab-indented (those are callchain frames).
+check "it decoded samples ($(grep -vc "$(printf '^\t')" /tmp/c.txt))" grep -vq "$(printf '^\t')" /tmp/c.txt
 head -12 /tmp/c.txt
 # Callchain frames are tab-indented lines below their sample line; kernel
 # ones have kernel addresses.

@@ -22,7 +22,7 @@ expect_eq "an 8-byte read cannot hold the next record: EINVAL" "$(/tmp/probe rea
 reads=$(/tmp/probe read2 $DEV 110 nonblock)
 case $reads in "ok 96 ok 104") pass "a 110-byte read returns whole records ($reads)" ;; *) fail "110-byte read: $reads" ;; esac
 cat $DEV >/dev/null &
-sleep 0.5
+wait_for in_read $!
 out=$(rmmod oprofile_rs 2>&1); rc=$?
 check "rmmod refused while a reader is open ($out)" [ "$rc" -ne 0 ]
 kill $!; wait $! 2>/dev/null

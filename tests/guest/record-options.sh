@@ -112,13 +112,16 @@ expect_eq "after the error: the configuration is put back" "$(cat $DBG/config)" 
 expect_eq "after the error: recording is off, as it was" "$(cat $DBG/tracing_on)" 0
 echo 1 >$DBG/tracing_on
 
-echo "== 6. a second reader holds the device: the settings still apply and come back"
+echo "== 6. a second reader holds the device: record fails at once, says why, changes nothing"
+# (record opens the device to read before it applies a setting: the one
+# reader slot is taken, EBUSY.)
 cat $DEV >/dev/null &
 catpid=$!
-sleep 0.3
+wait_for reading_device $catpid
 oprofile-rs record -q -o /tmp/s.data --debugfs $NODBG -e page-faults -c 10 -d 1 2>/tmp/s.err
 rc=$?; cat /tmp/s.err
-echo "record with another reader: exit $rc"
+check "record with another reader fails (status $rc)" [ "$rc" -ne 0 ]
+check "it says the device is busy" grep -q 'cannot open /dev/oprofile/buffer.*busy' /tmp/s.err
 kill $catpid; wait $catpid 2>/dev/null
 config_is_back "with another reader"
 
