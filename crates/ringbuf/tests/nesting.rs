@@ -46,6 +46,8 @@ struct Sim {
     step: usize,
     /// (step, action) of the interrupts of this run.
     points: Vec<(usize, Act)>,
+    /// The steps at which an interrupt point fired in this run.
+    fired: Vec<usize>,
     /// Time stamp written for record `id` (index).
     written: Vec<u64>,
     /// (id, ts) as read back.
@@ -124,6 +126,9 @@ fn hook() {
         let step = s.step;
         s.step += 1;
         let act = s.points.iter().find(|p| p.0 == step).map(|p| p.1);
+        if act.is_some() {
+            s.fired.push(step);
+        }
         act.zip(s.buf)
     });
     let Some((act, b)) = fire else {
@@ -143,15 +148,18 @@ fn hook() {
     }
 }
 
+/// What one run did: the steps of the interrupted write (nested ones
+/// included), the steps at which a point fired, and a description of the
+/// first record read back with a wrong time, if any.
+struct Outcome {
+    steps: usize,
+    fired: Vec<usize>,
+    failure: Option<String>,
+}
+
 /// One run: `prefill` records, then one writer interrupted at `points`,
-/// then a drain (batched or not). Returns a description of the first
-/// record read back with a wrong time, if any.
-fn run(
-    b: &'static Buf,
-    prefill: usize,
-    points: &[(usize, Act)],
-    drain_batched: bool,
-) -> Option<String> {
+/// then a drain (batched or not).
+fn run(b: &'static Buf, prefill: usize, points: &[(usize, Act)], drain_batched: bool) -> Outcome {
     b.set_enabled(false).unwrap();
     b.reset().unwrap();
     b.set_enabled(true).unwrap();
@@ -186,7 +194,7 @@ fn run(
     // writer that the outermost one failed to publish stays between
     // `commit` and `head`, unread.
     let left = b.used_words();
-    SIM.with(|s| {
+    let failure = SIM.with(|s| {
         let s = s.borrow();
         if left != 0 {
             return Some(format!(
@@ -206,6 +214,14 @@ fn run(
             }
         }
         None
+    });
+    SIM.with(|s| {
+        let s = s.borrow();
+        Outcome {
+            steps: s.step,
+            fired: s.fired.clone(),
+            failure,
+        }
     })
 }
 
@@ -246,25 +262,51 @@ fn explore(mode: Mode, words: usize, prefill: usize) {
     SIM.with(|s| *s.borrow_mut() = Sim::default());
     let k = env("NESTING_STEPS", 100);
     let plans = plans(k, env("NESTING_POINTS", 2));
+    // The steps of an uninterrupted write: the interrupt hook must see some
+    // (else no point ever fires and every run below passes untested).
+    let base = run(b, prefill, &[], false).steps;
     let mut failures = Vec::new();
+    let mut fired = 0;
     for p in &plans {
         for drain_batched in [false, true] {
-            if let Some(f) = run(b, prefill, p, drain_batched) {
+            let o = run(b, prefill, p, drain_batched);
+            fired += o.fired.len();
+            if let Some(f) = o.failure {
                 failures.push(format!(
                     "{mode:?} points {p:?} batched drain {drain_batched}: {f}"
                 ));
+            }
+            // Up to its first point a run is the uninterrupted write: a
+            // first point within that write's steps must fire there.
+            if let Some(&(first, _)) = p.first() {
+                if first < base && o.fired.first() != Some(&first) {
+                    failures.push(format!(
+                        "{mode:?} points {p:?} batched drain {drain_batched}: the first point did not fire \
+                         (fired at {:?}; {base} steps uninterrupted)",
+                        o.fired
+                    ));
+                }
             }
         }
     }
     set_interrupt_hook(None);
     println!(
-        "{mode:?}: {} runs, {} failed",
+        "{mode:?}: {} runs, {} failed; an uninterrupted write has {base} steps; {fired} points fired",
         plans.len() * 2,
         failures.len()
     );
     for f in failures.iter().take(5) {
         println!("  {f}");
     }
+    assert!(
+        base > 0,
+        "{mode:?}: the interrupt hook saw no step of a write"
+    );
+    assert!(
+        fired > 0,
+        "{mode:?}: no interrupt point fired in {} runs",
+        plans.len() * 2
+    );
     assert!(failures.is_empty(), "{}", failures[0]);
 }
 
