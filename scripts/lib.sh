@@ -149,6 +149,16 @@ receive_files() {
                      { print; fflush() }'
 }
 
+# bad_kernel_log FILE: the lines of the guest kernel log FILE (a console
+# log) that show a problem: an oops, BUG, WARNING, lockdep report, a sleep in
+# atomic context, a kmemleak report, the debug kernel's hang detectors, a
+# failed KUnit test. The patterns are scripts/guest/bad-log-patterns (less
+# bad-log-exceptions), which the guest's scenario runner uses too.
+bad_kernel_log() {
+    grep -naE -f "$REPO/scripts/guest/bad-log-patterns" "$1" \
+        | grep -vE -f "$REPO/scripts/guest/bad-log-exceptions" || true
+}
+
 # need_number NAME VALUE MIN [MAX [UNIT]]: dies unless VALUE is a whole number
 # from MIN to MAX (without MAX: at least MIN).
 need_number() {

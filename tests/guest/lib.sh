@@ -25,6 +25,17 @@ check() {
     [ $# -gt 0 ] || { fail "$d: check without a command (lib.sh misuse)"; return; }
     if "$@"; then pass "$d"; else fail "$d"; fi
 }
+# insmod ARGS...: busybox's insmod, timed: the rig's scenario runner
+# (scripts/guest/run-scenarios) adds up each scenario's module loads (the
+# KUnit build's include its suites) from /rig/insmod.times.
+insmod() {
+    local a b rc
+    read -r a _ </proc/uptime
+    busybox insmod "$@"; rc=$?
+    read -r b _ </proc/uptime
+    [ ! -d /rig ] || echo "${a%.*}${a#*.} ${b%.*}${b#*.}" >>/rig/insmod.times
+    return $rc
+}
 # expect_eq DESCRIPTION ACTUAL EXPECTED
 expect_eq() {
     [ $# -eq 3 ] || { fail "$1: expect_eq takes 3 arguments, got $# (lib.sh misuse)"; return; }
