@@ -28,7 +28,7 @@ windows=$(( ($(date +%s) - t0) / 5 + 2 ))   # 5-s windows the loop touched, roun
 lines=$(dmesg_since flood | grep -c 'oprofile_rs: .*refused')
 check "600 refused writes (2 messages, $windows windows) log at most $((20 * windows)) lines ($lines)" [ "$lines" -le $((20 * windows)) ]
 sleep 5; /tmp/probe write $DBG/flush 0 >/dev/null   # the next window's first line
-check "and the next window says how many were held back" sh -c "dmesg | sed -n '/oprofile-test-mark flood\$/,\$p' | grep -q 'log lines suppressed (rate limit)'"
+check "and the next window says how many were held back" dmesg_has flood 'log lines suppressed (rate limit)'
 for f in stats event buffer_sizes; do
     out=$(/tmp/probe write $DBG/$f 1)
     check "$f refuses writes ($out)" [ "${out#err }" != "$out" ]

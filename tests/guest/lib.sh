@@ -63,7 +63,16 @@ in_range() {
 }
 # dmesg_since MARK: kernel log lines after the line containing MARK.
 mark() { echo "oprofile-test-mark $1" >/dev/kmsg; }
-dmesg_since() { dmesg | sed -n "/oprofile-test-mark $1\$/,\$p"; }
+# The last line containing MARK counts: scenarios share a boot
+# (scripts/guest/run-scenarios), and an earlier one may have set the same mark.
+dmesg_since() {
+    dmesg | awk -v m="oprofile-test-mark $1" '
+        length($0) >= length(m) && substr($0, length($0) - length(m) + 1) == m { n = 0; on = 1 }
+        on { out[++n] = $0 }
+        END { for (i = 1; i <= n; i++) print out[i] }'
+}
+# dmesg_has MARK TEXT: the kernel log after MARK (dmesg_since) has TEXT (a grep pattern).
+dmesg_has() { dmesg_since "$1" | grep -q -- "$2"; }
 # The debugfs `stats` counters: stat_of CPU FIELD [FILE] (one CPU's; CPU
 # may also name another line, e.g. event_buffer), stat_total FIELD [FILE]
 # and stat_max FIELD [FILE] (summed over CPUs, their largest), stat_cpus

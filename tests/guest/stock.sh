@@ -4,7 +4,7 @@
 # the kernel: out-of-tree, unsigned), streams a workload's samples through
 # /dev/oprofile/buffer, and unloads cleanly.
 # kernels: stock
-# boot: own (it checks that the kernel is untainted before the first load)
+# boot: first (it checks that the kernel is untainted before the first load)
 . /tmp/lib.sh
 rel=$(uname -r)
 check "the stock kernel ($rel, $(cut -d' ' -f3- /proc/version | cut -c1-60))" sh -c "echo '$rel' | grep -q '+deb13-'"
