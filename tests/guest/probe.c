@@ -37,6 +37,9 @@
  *   probe readsig FILE SIZE MS  read what is there, then one blocking read of
  *                                  SIZE bytes interrupted by SIGALRM (no
  *                                  SA_RESTART, sent by a child) after MS ms
+ *   probe writes F1 D1 F2 D2 N     N times: D1 written to F1, then D2 to F2,
+ *                                  each on an fd of its own; prints
+ *                                  "refused R of W" (EINVAL of all writes)
  *   probe -u UID ...               drop to UID/GID first (permission tests)
  *
  * Prints "ok N" (bytes) or "err ENAME" and exits 0 unless usage is wrong.
@@ -142,6 +145,26 @@ int main(int argc, char **argv)
 		if (fd < 0)
 			return report(-1);
 		return report(write(fd, argv[3], strlen(argv[3])));
+	}
+	/* writes PATH DATA PATH2 DATA2 N: N times, a write of DATA to PATH
+	 * then of DATA2 to PATH2, each on an fd of its own (as N pairs of
+	 * `write` would, without 2N processes); prints how many the kernel
+	 * refused with EINVAL, of how many. */
+	if (!strcmp(cmd, "writes") && argc == 7) {
+		long n = strtol(argv[6], NULL, 0), refused = 0, done = 0;
+		for (long i = 0; i < n; i++) {
+			for (int k = 0; k < 2; k++) {
+				int fd = open(argv[2 + 2 * k], O_WRONLY);
+				if (fd < 0)
+					return report(-1);
+				if (write(fd, argv[3 + 2 * k], strlen(argv[3 + 2 * k])) < 0 && errno == EINVAL)
+					refused++;
+				done++;
+				close(fd);
+			}
+		}
+		printf("refused %ld of %ld\n", refused, done);
+		return 0;
 	}
 	if (!strcmp(cmd, "writen") && argc == 4) {
 		size_t n = strtoul(argv[3], NULL, 0);
