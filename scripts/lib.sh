@@ -158,6 +158,13 @@ bad_kernel_log() {
     grep -naE -f "$REPO/scripts/guest/bad-log-patterns" "$1" \
         | grep -vE -f "$REPO/scripts/guest/bad-log-exceptions" || true
 }
+# bad_log_excerpt FILE [LINES]: LINES (40) lines of FILE from its first line
+# that bad_kernel_log names (the report's head and its call trace).
+bad_log_excerpt() {
+    local n
+    n=$(bad_kernel_log "$1" | head -1 | cut -d: -f1)
+    [ -z "$n" ] || sed -n "${n},$((n + ${2:-40}))p" "$1"
+}
 
 # need_number NAME VALUE MIN [MAX [UNIT]]: dies unless VALUE is a whole number
 # from MIN to MAX (without MAX: at least MIN).
