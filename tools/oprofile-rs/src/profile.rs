@@ -651,6 +651,14 @@ impl Profile {
             .as_ref()
             .map(|roots| crate::mapevents::descendants(roots, &map_events));
         let mut comms: HashMap<u32, Rc<str>> = HashMap::new();
+        // The pid and name of each CPU's latest COMM record. The module
+        // writes a COMM before a sample whenever the CPU's previous COMM
+        // named another task or name, so this one names the sample's task
+        // exactly; `comms` (the latest of any CPU, in stream order) is only
+        // the fallback: the stream keeps each CPU's records in order, not
+        // the order between CPUs, and another CPU's COMM read later can be
+        // older (a shell's name, read after its child's exec).
+        let mut cpu_comm: HashMap<u16, (u32, Rc<str>)> = HashMap::new();
         let mut samples = Vec::new();
         let mut events = Vec::new();
         let mut per_cpu: BTreeMap<u16, CpuStats> = BTreeMap::new();
@@ -689,7 +697,9 @@ impl Profile {
             match r {
                 Record::Comm(c) => {
                     let end = c.comm.iter().position(|&b| b == 0).unwrap_or(c.comm.len());
-                    comms.insert(c.pid, Rc::from(text::from_bytes(&c.comm[..end])));
+                    let name: Rc<str> = Rc::from(text::from_bytes(&c.comm[..end]));
+                    cpu_comm.insert(c.cpu, (c.pid, name.clone()));
+                    comms.insert(c.pid, name);
                 }
                 Record::Lost(l) => {
                     per_cpu.entry(l.cpu).or_default().lost += l.count;
@@ -802,8 +812,11 @@ impl Profile {
                             segment,
                         });
                     }
-                    let comm = comms
-                        .get(&s.pid)
+                    let comm = cpu_comm
+                        .get(&s.cpu)
+                        .filter(|(pid, _)| *pid == s.pid)
+                        .map(|(_, name)| name)
+                        .or_else(|| comms.get(&s.pid))
                         .or_else(|| comms.get(&s.tgid))
                         .cloned()
                         .unwrap_or_else(|| {

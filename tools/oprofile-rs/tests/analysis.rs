@@ -500,3 +500,54 @@ fn annotate_counts_samples_per_instruction() {
     let err = fails(&["annotate", "alpha", "-i", f, "--symfs", "/nonexistent"]);
     assert!(err.contains("cannot read /nonexistent"), "{err}");
 }
+
+/// A task that `exec`s keeps its pid and takes a new name; each CPU's COMM
+/// records are in stream order, but the CPUs' batches are not in time order
+/// between them. Here CPU 1's batch with the shell's name (before the exec)
+/// is read after CPU 0's with the new name: the later samples on CPU 0 are
+/// still the new program's (CPU 0's own latest COMM names them). Naming by
+/// pid alone gave them the shell's name: 55 samples of a guest run printed
+/// `sh` for code of the exec'd binary.
+#[test]
+fn a_comm_read_late_from_another_cpu_does_not_rename_the_exec_d_task() {
+    let mut e = Encoder::new(&Header {
+        start_time: 1_000,
+        ..Header::default()
+    });
+    let s = |cpu: u16, time: u64| {
+        Record::Sample(Sample {
+            kernel: true,
+            cpu,
+            time,
+            pc: 0xffff_ffff_8100_0010,
+            pid: PID,
+            tgid: PID,
+            ..Default::default()
+        })
+    };
+    e.record(&Record::Comm(Comm::new(0, 1_050, PID, PID, "maps")))
+        .record(&s(0, 1_060));
+    e.record(&Record::Comm(Comm::new(1, 1_010, PID, PID, "sh")))
+        .record(&s(1, 1_020));
+    e.record(&s(0, 1_070)).record(&s(0, 1_080));
+    let v = victim();
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_recording(dir.path(), &e.finish(), &fake_maps(v, &v.path));
+    let out = run_tool(&["script", "-q", "--all", "-i", file.to_str().unwrap()]);
+    // TIME [CPU] PID/TID COMM ...: ordered by time.
+    let names: Vec<(String, String)> = out
+        .lines()
+        .map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            (w[1].to_string(), w[3].to_string())
+        })
+        .collect();
+    let want = [
+        ("[001]", "sh"),
+        ("[000]", "maps"),
+        ("[000]", "maps"),
+        ("[000]", "maps"),
+    ]
+    .map(|(c, n)| (c.to_string(), n.to_string()));
+    assert_eq!(names, want, "{out}");
+}
