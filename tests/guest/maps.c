@@ -10,9 +10,9 @@
  *             the same address and runs plugin_b_work() there. The guest
  *             programs are static; a mapped copy of one stands for a
  *             library (the kernel reports the same MMAP2 record).
- *   exec      spins in before_exec_spin() for 300 ms, then execs
- *             /tmp/workload 0.6 (same pid, a different binary at the same
- *             addresses)
+ *   exec [S]  spins in before_exec_spin() for 300 ms, then execs
+ *             /tmp/workload S (default 0.6: same pid, a different binary at
+ *             the same addresses)
  *   vdso      calls clock_gettime() (the vDSO) for 400 ms
  */
 #include <elf.h>
@@ -176,7 +176,7 @@ int main(int argc, char **argv)
 		printf("plugins mapped at %p\n", at);
 	} else if (!strcmp(mode, "exec")) {
 		before_exec_spin(0.3);
-		execl("/tmp/workload", "workload", "0.6", (char *)NULL);
+		execl("/tmp/workload", "workload", argc > 2 ? argv[2] : "0.6", (char *)NULL);
 		perror("exec /tmp/workload");
 		return 1;
 	} else if (!strcmp(mode, "vdso")) {

@@ -239,6 +239,16 @@ pub struct Scanner {
     /// counted.
     pub skipped_samples: u64,
     pub skipped_lost: u64,
+    /// Set while `record` reads the backlog, before the command starts:
+    /// once older records showed there is a backlog (the module's buffers
+    /// were full of them when it lost samples), every LOST record read then
+    /// is the backlog's, whatever its time. The
+    /// module stamps a LOST record with the time its sync noticed the loss,
+    /// so the losses of a module nobody read for a while (its buffers full)
+    /// come in records stamped after the stream's opening, when the backlog
+    /// is drained; counted as the recording's, they made an idle minute
+    /// look like a recording that lost four samples in five.
+    pub reading_backlog: bool,
 }
 
 impl Scanner {
@@ -345,7 +355,11 @@ impl Scanner {
                     let backlog = kept.is_some()
                         && match &p.fields {
                             Some(Fields::Sample(s)) => s.time < start,
-                            Some(Fields::Lost(l)) => l.time < start,
+                            Some(Fields::Lost(l)) => {
+                                l.time < start
+                                    || (self.reading_backlog
+                                        && self.skipped_samples + self.skipped_lost > 0)
+                            }
                             _ => false,
                         };
                     if backlog {
@@ -1077,6 +1091,7 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
     // part of it per round). `--keep-backlog` keeps it (the records are
     // then in the stream, as `cat /dev/oprofile/buffer` gives them).
     if scanner.skip_backlog {
+        scanner.reading_backlog = true;
         for _ in 0..8 {
             if stop.load(Ordering::SeqCst) {
                 break;
@@ -1090,6 +1105,7 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
                 break;
             }
         }
+        scanner.reading_backlog = false;
         if scanner.skipped_samples + scanner.skipped_lost > 0 {
             info.push(format!(
                 "backlog-skipped: {} samples and {} lost, buffered before the recording started (--keep-backlog keeps them)",
