@@ -60,9 +60,17 @@ static void overflow_handler(struct perf_event *event, struct perf_sample_data *
  * unwind_done() and unwind_error() are inline. The walk perf's
  * perf_callchain_kernel() does, safe in NMI context (the ORC unwinder reads
  * only the stacks and its tables): calls frame(ctx, addr) for each return
- * address, innermost first and starting with the interrupted address
- * itself, until the walk ends or frame() returns false. Returns whether the
- * unwinder failed before the outermost frame.
+ * address, innermost first, until the walk ends or frame() returns false.
+ * Returns whether the unwinder failed before the outermost frame.
+ *
+ * Registers saved by an interrupt or exception entry (X86_EFLAGS_FIXED set,
+ * perf's perf_hw_regs()) are an interrupted frame: the walk starts there,
+ * with the interrupted address itself. The software events perf fires from
+ * the scheduler (context-switches, cpu-migrations) pass registers made by
+ * perf_fetch_caller_regs() instead: a caller's address and a frame address,
+ * flags 0, no frame the unwinder can start from (every such walk failed at
+ * once). As perf does, the walk then starts from the current stack and
+ * reports the frames above that stack pointer.
  */
 bool oprofile_rs_unwind_kernel(struct pt_regs *regs, bool (*frame)(void *ctx, unsigned long addr),
 			       void *ctx)
@@ -70,8 +78,11 @@ bool oprofile_rs_unwind_kernel(struct pt_regs *regs, bool (*frame)(void *ctx, un
 	struct unwind_state state;
 	unsigned long addr;
 
-	for (unwind_start(&state, current, regs, NULL); !unwind_done(&state);
-	     unwind_next_frame(&state)) {
+	if (regs->flags & X86_EFLAGS_FIXED)
+		unwind_start(&state, current, regs, NULL);
+	else
+		unwind_start(&state, current, NULL, (unsigned long *)regs->sp);
+	for (; !unwind_done(&state); unwind_next_frame(&state)) {
 		addr = unwind_get_return_address(&state);
 		if (!addr)
 			break;

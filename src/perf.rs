@@ -238,7 +238,9 @@ impl Regs {
             // references the walk during the call.
             let w = unsafe { &mut *ctx.cast::<Walk<'_>>() };
             let addr = addr as u64;
-            // The walk starts at the interrupted address itself.
+            // The walk of an interrupted frame starts at the interrupted
+            // address itself (a walk from perf_fetch_caller_regs()'s stack
+            // pointer may too: glue.c).
             if w.n == 0 && addr == w.ip {
                 return true;
             }

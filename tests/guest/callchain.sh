@@ -30,4 +30,39 @@ aborted=$(stat_total backtrace_aborted)
 received=$(stat_total sample_received)
 check "few aborted callchains ($aborted of $received samples)" [ $((aborted * 20)) -lt "$received" ]
 check "rmmod" rmmod oprofile_rs
+
+# The scheduler's software events (context-switches) come with registers
+# perf makes with perf_fetch_caller_regs(), not an interrupted frame: the
+# walk starts from the stack, as perf's does. Every walk completes (before:
+# every one failed at once, no kernel frame), and the chains are those the
+# kernel's perf gives for the same event at the same time (miniperf: perf's
+# own callchains, through perf_event_open): every return address in 5 % or
+# more of perf's chains is in ours.
+check "insmod event=context-switches" insmod /oprofile_rs.ko event=context-switches sample_period=1 backtrace_depth=16
+MINIPERF_EVENT=context-switches MINIPERF_CALLCHAIN=16 /tmp/miniperf record /tmp/cs.perf 1 2>/tmp/mp.err & mp=$!
+mp_ready() { grep -q "recording on" /tmp/mp.err; }
+wait_for mp_ready
+check "record context-switches" oprofile-rs record -q -o /tmp/cs.bin -- sh -c 'for i in $(seq 100); do usleep 2000; done'
+kill -INT $mp; wait $mp
+cat /tmp/mp.err
+oprofile-rs script --all -i /tmp/cs.bin --callchain >/tmp/cs.txt 2>&1
+# Ours: the samples' addresses (perf's chain starts with it when the walk
+# does) and their chains' return addresses.
+awk '/^\tffff/ { print $1; next } $5 ~ /^ffff/ { print $5 }' /tmp/cs.txt | sort | uniq -c | sort -rn >/tmp/ours
+/tmp/miniperf chains /tmp/cs.perf >/tmp/theirs.chains
+nperf=$(wc -l </tmp/theirs.chains)
+tr ' ' '\n' </tmp/theirs.chains | grep . | sort | uniq -c | sort -rn >/tmp/theirs
+echo "perf: $nperf chains; the most frequent return addresses, perf's then ours:"
+head -8 /tmp/theirs; head -8 /tmp/ours
+missing=$(awk -v n="$nperf" '$1 * 20 >= n { print $2 }' /tmp/theirs | while read -r a; do
+    grep -q " $a\$" /tmp/ours || echo "$a"; done | tee /tmp/missing | wc -l)
+sed 's/^/not in ours: /' /tmp/missing
+common=$(awk -v n="$nperf" '$1 * 20 >= n' /tmp/theirs | wc -l)
+check "perf gave context-switch chains ($nperf)" [ "$nperf" -ge 50 ]
+check "with return addresses in 5 % of them or more ($common)" [ "$common" -ge 3 ]
+expect_eq "perf's frequent return addresses all in our chains" "$missing" 0
+aborted=$(stat_total backtrace_aborted)
+received=$(stat_total sample_received)
+check "few aborted kernel walks ($aborted of $received samples)" [ $((aborted * 20)) -lt "$received" ]
+check "rmmod" rmmod oprofile_rs
 finish

@@ -15,6 +15,17 @@
  *   on stderr once every event is enabled; stops at SIGINT or SIGTERM
  *   (disables the events, drains the rings) and prints the bytes written.
  *
+ *   With MINIPERF_EVENT=context-switches in the environment, perf's
+ *   context-switches software event instead (fired from the scheduler with
+ *   perf_fetch_caller_regs()); with MINIPERF_CALLCHAIN=N, kernel callchains
+ *   (PERF_SAMPLE_CALLCHAIN, exclude_callchain_user, at most N entries).
+ *
+ * miniperf chains FILE [PID...]
+ *   Prints one line per sample (of the PIDs, tgid, if any) with a callchain: the
+ *   kernel return addresses of its callchain in hexadecimal, innermost first
+ *   (perf's context markers left out), for callchain.sh to compare with
+ *   oprofile_rs's chains of the same event.
+ *
  * miniperf report FILE LO HI [PID...]
  *   Decodes FILE (perf records as the kernel wrote them) and prints one line
  *     samples=N lost=N throttled=N pid_samples=N pid_in_range=N pid_kernel=N
@@ -128,6 +139,7 @@ static int record(const char *file, uint64_t period, uint64_t pages)
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	for (long cpu = 0; cpu < ncpu; cpu++) {
+		const char *ev = getenv("MINIPERF_EVENT"), *cc = getenv("MINIPERF_CALLCHAIN");
 		struct perf_event_attr attr = {
 			.type = PERF_TYPE_SOFTWARE,
 			.size = sizeof(attr),
@@ -139,6 +151,18 @@ static int record(const char *file, uint64_t period, uint64_t pages)
 			.pinned = 1,
 			.exclude_hv = 1,
 		};
+
+		if (ev && strcmp(ev, "context-switches") == 0)
+			attr.config = PERF_COUNT_SW_CONTEXT_SWITCHES;
+		else if (ev && strcmp(ev, "cpu-clock") != 0) {
+			fprintf(stderr, "miniperf: MINIPERF_EVENT: cpu-clock or context-switches\n");
+			return 1;
+		}
+		if (cc && atoi(cc) > 0) {
+			attr.sample_type |= PERF_SAMPLE_CALLCHAIN;
+			attr.exclude_callchain_user = 1;
+			attr.sample_max_stack = atoi(cc);
+		}
 		struct ring *r = &rings[n];
 		void *base;
 
@@ -240,8 +264,51 @@ static int report(const char *file, uint64_t lo, uint64_t hi, char **pidv, int n
 	return 0;
 }
 
+/* The records' callchain (after IP, TID, TIME, CPU): nr, then nr entries. */
+static int chains(const char *file, char **pidv, int npid)
+{
+	FILE *f = fopen(file, "rb");
+	struct perf_event_header h;
+	char body[4096];
+
+	if (!f)
+		die(file);
+	while (fread(&h, sizeof(h), 1, f) == 1) {
+		size_t len = h.size - sizeof(h);
+		struct sample s;
+		uint64_t nr;
+		int mine = 0;
+
+		if (h.size < sizeof(h) || len > sizeof(body) || fread(body, 1, len, f) != len) {
+			fprintf(stderr, "miniperf: %s: corrupt record at offset %ld\n", file, ftell(f));
+			return 1;
+		}
+		if (h.type != PERF_RECORD_SAMPLE || len < sizeof(s) + 8)
+			continue;
+		memcpy(&s, body, sizeof(s));
+		mine = npid == 0;
+		for (int i = 0; i < npid; i++)
+			mine |= s.pid == strtoul(pidv[i], NULL, 10);
+		memcpy(&nr, body + sizeof(s), 8);
+		if (!mine || nr == 0 || sizeof(s) + 8 + nr * 8 > len)
+			continue;
+		for (uint64_t i = 0, n = 0; i < nr; i++) {
+			uint64_t a;
+
+			memcpy(&a, body + sizeof(s) + 8 + i * 8, 8);
+			if (a < (uint64_t)PERF_CONTEXT_MAX)
+				printf("%s%016llx", n++ ? " " : "", (unsigned long long)a);
+		}
+		printf("\n");
+	}
+	fclose(f);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
+	if (argc >= 3 && strcmp(argv[1], "chains") == 0)
+		return chains(argv[2], argv + 3, argc - 3);
 	if (argc >= 4 && argc <= 5 && strcmp(argv[1], "record") == 0)
 		return record(argv[2], strtoull(argv[3], NULL, 10),
 			      argc == 5 ? strtoull(argv[4], NULL, 10) : 128);
@@ -249,6 +316,7 @@ int main(int argc, char **argv)
 		return report(argv[2], strtoull(argv[3], NULL, 16), strtoull(argv[4], NULL, 16),
 			      argv + 5, argc - 5);
 	fprintf(stderr, "usage: miniperf record FILE PERIOD_NS [PAGES]\n"
+			"       miniperf chains FILE [PID...]\n"
 			"       miniperf report FILE LO HI [PID...]\n");
 	return 2;
 }
