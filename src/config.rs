@@ -297,6 +297,13 @@ impl Profiler {
             );
             return Err(EINVAL);
         }
+        // The buffers stay within their cap (a quarter of RAM, ENOMEM).
+        crate::buffer_memory::check(
+            kernel::cpu::nr_cpu_ids() as usize,
+            new.cpu_buffer_size,
+            new.buffer_size,
+            to_overwrite,
+        )?;
         // Everything that allocates, before anything changes.
         let new_events = if new.buffer_size != cur.config.buffer_size {
             Some(crate::event_buffer::EventBuffer::new(new.buffer_size)?)

@@ -143,8 +143,9 @@ impl EventBuffer {
             .checked_next_multiple_of(PAGE_SIZE)
             .ok_or(EINVAL)?;
         let total = cap.checked_add(PAGE_SIZE).ok_or(EINVAL)?;
-        let mut data = VVec::with_capacity(total, GFP_KERNEL)?;
-        data.resize(total, 0, GFP_KERNEL)?;
+        // Charged to the asking process's memory cgroup (`buffer_memory.rs`).
+        let mut data = VVec::with_capacity(total, GFP_KERNEL_ACCOUNT)?;
+        data.resize(total, 0, GFP_KERNEL_ACCOUNT)?;
         let base = data.as_mut_ptr();
         if base as usize % PAGE_SIZE != 0 {
             // vmalloc memory starts on a page; never seen otherwise.

@@ -9,6 +9,7 @@
 #include <linux/cgroup.h>
 #include <linux/err.h>
 #include <linux/hardirq.h>
+#include <linux/mm.h>
 #include <linux/moduleparam.h>
 #include <linux/perf_event.h>
 #include <linux/ptrace.h>
@@ -243,6 +244,18 @@ void oprofile_rs_perf_release(struct perf_event *event)
 u64 oprofile_rs_clock(void)
 {
 	return local_clock();
+}
+
+/* The machine's RAM in bytes (src/buffer_memory.rs): totalram_pages() is inline. */
+u64 oprofile_rs_totalram_bytes(void)
+{
+	return (u64)totalram_pages() << PAGE_SHIFT;
+}
+
+/* cond_resched() is a macro (src/snapshot.rs: the snapshot's plan and merge). */
+void oprofile_rs_cond_resched(void)
+{
+	cond_resched();
 }
 
 /*

@@ -26,6 +26,8 @@ bool oprofile_rs_regs_user_mode(struct pt_regs *regs);
 bool oprofile_rs_user_regs(struct pt_regs *regs, u64 *ip, u64 *sp, u64 *bp, u64 *limit);
 /* src/sampler.rs */
 u64 oprofile_rs_clock(void);
+u64 oprofile_rs_totalram_bytes(void);
+void oprofile_rs_cond_resched(void);
 void oprofile_rs_current_task(u32 *pid, u32 *tgid, char comm[16]);
 /* src/oprofile.rs */
 const char *oprofile_rs_event_param(void);

@@ -60,6 +60,10 @@ extern "C" {
     ) -> bool;
     /// `local_clock()`.
     pub(crate) fn oprofile_rs_clock() -> u64;
+    /// The machine's RAM in bytes (`totalram_pages()`).
+    pub(crate) fn oprofile_rs_totalram_bytes() -> u64;
+    /// `cond_resched()`: process context, no spinlock held.
+    pub(crate) fn oprofile_rs_cond_resched();
     /// The current task's pid, tgid and comm (16 bytes).
     pub(crate) fn oprofile_rs_current_task(pid: *mut u32, tgid: *mut u32, comm: *mut c_char);
     /// The `event=` module parameter: a NUL-terminated string.

@@ -10,6 +10,7 @@ use kernel::{prelude::*, sync::Arc};
 
 use poll_misc::PollMiscRegistration;
 
+mod buffer_memory;
 mod cgroup;
 mod config;
 mod control;
@@ -167,6 +168,12 @@ impl kernel::InPlaceModule for OprofileModule {
                 mode: mode_param(),
             };
             let mut config = params::Config::validate(raw)?;
+            buffer_memory::check(
+                kernel::cpu::nr_cpu_ids() as usize,
+                config.cpu_buffer_size,
+                config.buffer_size,
+                config.mode == params::RecordMode::Overwrite,
+            )?;
             let filter = load_filter()?;
             config.cgroup = filter.as_ref().map_or(0, |c| c.id());
             let profiler = profiler::Profiler::new(config, filter)?;

@@ -50,7 +50,7 @@ struct PosRing {
 impl PosRing {
     /// An empty ring of `cap` entries.
     fn new(cap: usize) -> Result<Self> {
-        let buf = KVVec::from_elem(0, cap, GFP_KERNEL)?;
+        let buf = KVVec::from_elem(0, cap, GFP_KERNEL_ACCOUNT)?;
         // INVARIANT: empty.
         Ok(Self {
             buf,

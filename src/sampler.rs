@@ -128,9 +128,14 @@ pub(crate) type Storage = KVVec<crate::ringbuf::atomics::AtomicU64>;
 /// Zeroed storage for a CPU ring buffer of `bytes` bytes.
 pub(crate) fn new_storage(bytes: usize) -> Result<Storage> {
     let words = bytes / 8;
-    let mut storage = Storage::with_capacity(words, GFP_KERNEL)?;
+    // Charged to the memory cgroup of the process that asks
+    // (`buffer_memory.rs`), as the other buffers.
+    let mut storage = Storage::with_capacity(words, GFP_KERNEL_ACCOUNT)?;
     for _ in 0..words {
-        storage.push(crate::ringbuf::atomics::AtomicU64::new(0), GFP_KERNEL)?;
+        storage.push(
+            crate::ringbuf::atomics::AtomicU64::new(0),
+            GFP_KERNEL_ACCOUNT,
+        )?;
     }
     Ok(storage)
 }

@@ -233,13 +233,15 @@ impl SnapshotState {
             // The ring's records as stream records take fewer bytes than
             // the ring; the drain wants room for the largest record before
             // each copy.
-            let mut bytes = KVVec::with_capacity(staging_bytes, GFP_KERNEL)?;
-            bytes.resize(staging_bytes, 0, GFP_KERNEL)?;
+            // Charged to the asking process's memory cgroup
+            // (`buffer_memory.rs`).
+            let mut bytes = KVVec::with_capacity(staging_bytes, GFP_KERNEL_ACCOUNT)?;
+            bytes.resize(staging_bytes, 0, GFP_KERNEL_ACCOUNT)?;
             staged.push(
                 StagedCpu {
                     bytes,
                     used: 0,
-                    index: KVVec::with_capacity(max_records, GFP_KERNEL)?,
+                    index: KVVec::with_capacity(max_records, GFP_KERNEL_ACCOUNT)?,
                 },
                 GFP_KERNEL,
             )?;
@@ -296,6 +298,16 @@ fn pause_recording(running: &RecordSwitch) {
 /// sync's reserve: a LOST and a SNAPSHOT BEGIN per CPU, and the END.
 pub(crate) fn framing_bytes(nr_cpus: usize) -> usize {
     nr_cpus * (format::LOST_LEN + format::SNAPSHOT_LEN) + format::SNAPSHOT_LEN
+}
+
+/// Lets other tasks run (`cond_resched()`): the plan and the merge of a
+/// snapshot take O(records × CPUs) steps (millions with large CPU buffers),
+/// under the snapshot's and the event buffer's mutexes.
+fn resched() {
+    // SAFETY: called only from `snapshot` (`Profiler::snapshot`: an ioctl
+    // or a debugfs write, process context), after recording is back on,
+    // holding mutexes only (control, snapshot, event buffer).
+    unsafe { crate::glue::oprofile_rs_cond_resched() }
 }
 
 impl crate::sync::Buffers {
@@ -385,7 +397,7 @@ impl crate::sync::Buffers {
             .free()
             .saturating_sub(self.reserve_bytes())
             .saturating_sub(nr_lost * format::LOST_LEN + (nr_begin + 1) * format::SNAPSHOT_LEN);
-        snapshot_plan::plan(&st.staged, budget, &mut st.plans);
+        snapshot_plan::plan(&st.staged, budget, &mut st.plans, &mut resched);
 
         let e = Endian::native();
         let keep = self.reserve_bytes();
@@ -440,9 +452,14 @@ impl crate::sync::Buffers {
             };
             push(&mut eb, &begin.encoded(e));
         }
+        let mut merged = 0usize;
         while let Some((c, i)) = snapshot_plan::next_merged(&st.staged, &mut st.plans) {
             if let Some(s) = st.staged.get(c) {
                 push(&mut eb, s.record(i));
+            }
+            merged = merged.wrapping_add(1);
+            if merged.is_multiple_of(snapshot_plan::PAUSE_EVERY) {
+                resched();
             }
         }
         let end = format::Snapshot {

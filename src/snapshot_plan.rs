@@ -107,8 +107,14 @@ fn comm_before<S: Staged>(s: &S, i: usize, lo: usize) -> Option<usize> {
 /// slice are ignored) and returns the bytes kept (at most `budget`).
 ///
 /// Cost: O(records × CPUs) comparisons, and each record's COMM is looked for
-/// once (amortised O(records)).
-pub fn plan<S: Staged>(cpus: &[S], budget: usize, plans: &mut [CpuPlan]) -> usize {
+/// once (amortised O(records)). `pause` is called every [`PAUSE_EVERY`]
+/// records kept (the kernel lets other tasks run there).
+pub fn plan<S: Staged>(
+    cpus: &[S],
+    budget: usize,
+    plans: &mut [CpuPlan],
+    pause: &mut dyn FnMut(),
+) -> usize {
     // `first` starts past the end (nothing kept) and moves down, at most to
     // `named`.
     for (s, p) in cpus.iter().zip(plans.iter_mut()) {
@@ -120,6 +126,7 @@ pub fn plan<S: Staged>(cpus: &[S], budget: usize, plans: &mut [CpuPlan]) -> usiz
         };
     }
     let mut total = 0usize;
+    let mut kept = 0usize;
     loop {
         // The newest record not kept yet among the CPUs: the one before
         // each CPU's `first`, if it is not nameless.
@@ -163,9 +170,17 @@ pub fn plan<S: Staged>(cpus: &[S], budget: usize, plans: &mut [CpuPlan]) -> usiz
         p.first = i;
         p.restate = new_restate;
         total = new_total;
+        kept = kept.wrapping_add(1);
+        if kept.is_multiple_of(PAUSE_EVERY) {
+            pause();
+        }
     }
     total
 }
+
+/// How many records [`plan`] keeps between two calls of its `pause` (and
+/// the kernel's merge writes between two `cond_resched()`).
+pub const PAUSE_EVERY: usize = 256;
 
 /// The next record of the merge of the kept records of `cpus` (as planned
 /// in `plans`, which it consumes): `(cpu, index)`, the record with the

@@ -78,7 +78,7 @@ pub(crate) struct Stage {
 impl Stage {
     /// An empty staging area of [`STAGE_BYTES`] bytes.
     pub(crate) fn new() -> Result<Self> {
-        let buf = KVVec::from_elem(0, STAGE_BYTES, GFP_KERNEL)?;
+        let buf = KVVec::from_elem(0, STAGE_BYTES, GFP_KERNEL_ACCOUNT)?;
         // INVARIANT: nothing staged, `STAGE_BYTES` of storage.
         Ok(Self {
             buf,

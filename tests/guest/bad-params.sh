@@ -51,6 +51,27 @@ if expect_eq "no PMU in the VM: the default event is cpu-clock" "$default_event"
     check "log says instructions cannot be sampled" dmesg_has "bad$n" 'cannot sample instructions'
     [ -e $DEV ] && fail "$DEV exists after failed insmod event=instructions"
 fi
+# Buffers past a quarter of RAM fail the load with ENOMEM and a log line
+# naming the sizes (buffer_memory.rs): 4 possible CPUs x 64 MiB is more than
+# a quarter of the VM's 1 GiB. Half of it loads; at run time the same change
+# is refused (ENOMEM) and changes nothing.
+mark "bad$n"
+out=$(insmod /oprofile_rs.ko cpu_buffer_size=67108864 2>&1) && fail "insmod cpu_buffer_size=67108864 succeeded"
+echo "insmod cpu_buffer_size=67108864: $out"
+case $out in *"Cannot allocate memory"*|*"Out of memory"*) pass "insmod cpu_buffer_size=67108864: ENOMEM" ;;
+    *) fail "insmod cpu_buffer_size=67108864: expected ENOMEM, got: $out" ;; esac
+check "log says the buffers exceed the cap" dmesg_has "bad$n" 'exceed the cap of'
+check "cpu_buffer_size=33554432 (within the cap) loads" insmod /oprofile_rs.ko cpu_buffer_size=33554432
+mark "cap-runtime"
+echo 0 >$DBG/tracing_on
+out=$(sh -c "echo 67108864 > $DBG/cpu_buffer_size" 2>&1) && fail "writing cpu_buffer_size=67108864 succeeded"
+echo "write cpu_buffer_size=67108864: $out"
+case $out in *"Cannot allocate memory"*|*"Out of memory"*) pass "run time: cpu_buffer_size=67108864: ENOMEM" ;;
+    *) fail "run time: cpu_buffer_size=67108864: expected ENOMEM, got: $out" ;; esac
+expect_eq "the refused change changed nothing" "$(cat $DBG/cpu_buffer_size)" 33554432
+check "its log line" dmesg_has cap-runtime 'exceed the cap of'
+check "rmmod" rmmod oprofile_rs
+n=$((n + 1))
 check "event=cpu-clock sample_freq=2000 exclude_kernel=1 loads" insmod /oprofile_rs.ko event=cpu-clock sample_freq=2000 exclude_kernel=1
 expect_eq "debugfs event_info shows them" "$(cat $DBG/event_info)" "cpu-clock period=0 freq=2000 context=hardirq exclude_user=0 exclude_kernel=1"
 check "rmmod" rmmod oprofile_rs

@@ -244,5 +244,32 @@ expect_eq "every snapshot of the pinned file succeeded" "$rc" 0
 if lsmod | grep -q oprofile_rs; then check "rmmod after the snapshots" rmmod oprofile_rs
 else fail "the module was already unloaded: an rmmod succeeded while snapshots were taken"; fi
 check "module unloaded" sh -c "! lsmod | grep -q oprofile_rs"
+
+# The largest buffers the cap accepts here (buffer_memory.rs: a quarter of
+# RAM; 4 possible CPUs, 1 GiB): 16 MiB CPU buffers in overwrite mode with a
+# 64 MiB event buffer load, 32 MiB ones do not (ENOMEM). A snapshot of tens
+# of thousands of records is planned and merged with resched points; the
+# lockdep kernel's hung-task and soft-lockup detectors watch (the rig fails
+# a scenario whose kernel log has their reports).
+out=$(insmod /oprofile_rs.ko mode=overwrite cpu_buffer_size=33554432 buffer_size=67108864 2>&1) \
+    && { fail "32 MiB CPU buffers in overwrite mode loaded"; rmmod oprofile_rs; }
+case $out in *"Cannot allocate memory"*) pass "32 MiB CPU buffers in overwrite mode: ENOMEM" ;;
+    *) fail "32 MiB CPU buffers in overwrite mode: expected ENOMEM, got: $out" ;; esac
+check "insmod overwrite, 16 MiB CPU buffers, 64 MiB event buffer, 10 kHz" \
+    insmod /oprofile_rs.ko mode=overwrite cpu_buffer_size=16777216 buffer_size=67108864 sample_period=100000
+cat $DEV >/tmp/big.bin &
+catpid=$!
+/tmp/workload 3 & w1=$!; /tmp/workload 3 & w2=$!; wait $w1 $w2
+held=$(stat_total buffer_entries)
+t0=$(cut -d' ' -f1 /proc/uptime)
+check "snapshot of the large buffers ($held records held)" sh -c "echo 1 >$SNAP"
+echo "the snapshot took $t0 -> $(cut -d' ' -f1 /proc/uptime) s (uptime)"
+echo 1 >$DBG/flush
+stop_reader $catpid
+check_snapshots /tmp/big.bin
+bigrec=$(awk '$1 == "snap" { n += $6 } END { print n + 0 }' /tmp/snap.txt)
+check "it holds them ($bigrec of $held records)" [ "$bigrec" -ge "$held" ]
+check "tens of thousands ($bigrec)" [ "$bigrec" -ge 20000 ]
+check "rmmod" rmmod oprofile_rs
 check_kmemleak
 finish

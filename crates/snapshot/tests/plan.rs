@@ -50,7 +50,7 @@ fn c(time: u64) -> Rec {
 /// Plans and merges: the plans (before the merge) and the merged order.
 fn run(cpus: &[Cpu], budget: usize) -> (Vec<CpuPlan>, usize, Vec<(usize, usize)>) {
     let mut plans = vec![CpuPlan::default(); cpus.len()];
-    let total = plan(cpus, budget, &mut plans);
+    let total = plan(cpus, budget, &mut plans, &mut || {});
     let before = plans.clone();
     let mut merged = Vec::new();
     while let Some(x) = next_merged(cpus, &mut plans) {
