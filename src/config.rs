@@ -54,6 +54,9 @@
 //! counted overwritten), should the event buffer's swap be refused after it
 //! (a reader mapped it since the check).
 //!
+//! The CONFIG generation is one more per change, wrapping from `u32::MAX`
+//! to 0 ([`next_generation`]; `Documentation/stream-format.md`).
+//!
 //! `cgroup` (the filter, `cgroup.rs`) is looked up before anything changes:
 //! `ENOENT` for a path or id that names no cgroup (in the writer's cgroup
 //! namespace), `ENOTDIR` for a path to a file, `EOPNOTSUPP` on a kernel
@@ -485,9 +488,11 @@ impl Profiler {
     }
 }
 
-/// The generation of the change after `generation`: one more.
+/// The generation of the change after `generation`: one more, wrapping
+/// from `u32::MAX` to 0 (see `Documentation/stream-format.md`: a reader
+/// tells a change from a restatement by a different number).
 pub(crate) fn next_generation(generation: u32) -> u32 {
-    generation + 1
+    generation.wrapping_add(1)
 }
 
 /// The settings of a change from `cur` to `new`, at the next generation:
@@ -546,6 +551,46 @@ mod tests {
 
     fn apply(text: &[u8]) -> Result<Config> {
         changed(&load()?, &Changes::parse(text)?)
+    }
+
+    #[test]
+    fn generation_wraps_at_u32_max() {
+        assert_eq!(next_generation(1), 2);
+        assert_eq!(next_generation(u32::MAX - 1), u32::MAX);
+        assert_eq!(next_generation(u32::MAX), 0);
+        let Ok(c) = load() else {
+            assert!(load().is_ok());
+            return;
+        };
+        // A change of the settings at u32::MAX (a depth: the events kept;
+        // then the events: resolved anew) is at generation 0, then 1, and
+        // its CONFIG record says so.
+        let at_max = Settings::new(c, Event::CpuClock, u32::MAX);
+        let deeper = apply(b"backtrace_depth=4");
+        let Ok(deeper) = deeper else {
+            assert!(deeper.is_ok());
+            return;
+        };
+        let next = next_settings(&at_max, deeper, |_, _| at_max);
+        assert_eq!((next.generation, next.config.backtrace_depth), (0, 4));
+        let events = Changes::parse(b"event=page-faults").and_then(|ch| changed(&deeper, &ch));
+        let Ok(events) = events else {
+            assert!(events.is_ok());
+            return;
+        };
+        let mut asked = None;
+        let after = next_settings(&next, events, |c, g| {
+            asked = Some(g);
+            Settings::new(c, Event::CpuClock, g)
+        });
+        assert_eq!((asked, after.generation), (Some(1), 1));
+        assert_eq!(after.events(), &[Event::PageFaults]);
+        let Ok((rec, len)) = encoded(&next) else {
+            assert!(encoded(&next).is_ok());
+            return;
+        };
+        let read = format::Config::read(format::Endian::native(), rec.get(..len).unwrap_or(&[]));
+        assert_eq!(read.map(|r| r.generation), Some(0));
     }
 
     #[test]
