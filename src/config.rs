@@ -48,11 +48,11 @@
 //! fail (the filter, depths, watershed, stack copies, the settings in
 //! force). The undo of a step re-makes what was there: it can fail only as
 //! nothing else does after a tracing_on=0 (an allocation, a CPU buffer that
-//! stays busy), and says so in the log (for the counters: nothing is sampled
-//! until the next change). A shrink of the CPU buffers in overwrite mode
-//! that is undone keeps only what the smaller buffers held (the others are
-//! counted overwritten), should the event buffer's swap be refused after it
-//! (a reader mapped it since the check).
+//! stays busy), and says so in the log (for the counters: nothing is
+//! sampled until a change of the events or modes succeeds). A shrink of the
+//! CPU buffers in overwrite mode that is undone keeps only what the smaller
+//! buffers held (the others are counted overwritten), should the event
+//! buffer's swap be refused after it (a reader mapped it since the check).
 //!
 //! The CONFIG generation is one more per change, wrapping from `u32::MAX`
 //! to 0 ([`next_generation`]; `Documentation/stream-format.md`).
@@ -456,10 +456,11 @@ impl Profiler {
     /// Undoes a configuration change's counter step: the counters of the
     /// settings in force `cur` again (every CPU brought down and up), the
     /// CPU buffers switched back to their mode with `undo` if the change
-    /// switched them. `RUNNING` is untouched: with `tracing_on=1` recording
-    /// goes on as before the change. What cannot be undone (nothing but an
+    /// switched them. `RUNNING` is untouched: recording resumes with them
+    /// as `tracing_on` says. What cannot be undone (nothing but an
     /// allocation failure or a CPU buffer that stays busy can stop it) is
-    /// logged: then nothing is sampled until the next change.
+    /// logged: then nothing is sampled until a change of the events or
+    /// modes succeeds.
     fn restore_counters(
         &self,
         hotplug: &mut Option<crate::hotplug::Registration<Profiler>>,
