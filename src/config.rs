@@ -34,8 +34,28 @@
 //! which mode the records after it were recorded in. Overwrite mode needs a
 //! larger `buffer_size` (a snapshot's framing): `EINVAL` below it.
 //! `ENOMEM` when the new buffers cannot be allocated; `EOPNOTSUPP` when an
-//! event cannot be counted on this machine (the previous events are
-//! restored).
+//! event cannot be counted on this machine.
+//!
+//! All or nothing: a refused change (any of the errors here) leaves every
+//! key as it was (the `config` text, `GET_CONFIG`, the files), writes no
+//! CONFIG record, and recording goes on (or stays off) as `tracing_on` says.
+//! What can fail is prepared first: the values checked, the cgroup looked
+//! up, every allocation made, the event buffer's room for the CONFIG record
+//! checked. Then three steps, each all or nothing itself and undone if a
+//! later one fails: the counters of the new events or modes on every online
+//! CPU (and with them the CPU buffers' mode), the CPU buffers' size, the
+//! event buffer (replaced) with the CONFIG record appended; then what cannot
+//! fail (the filter, depths, watershed, stack copies, the settings in
+//! force). The undo of a step re-makes what was there: it can fail only as
+//! nothing else does after a tracing_on=0 (an allocation, a CPU buffer that
+//! stays busy), and says so in the log (for the counters: nothing is
+//! sampled until a change of the events or modes succeeds). A shrink of the
+//! CPU buffers in overwrite mode that is undone keeps only what the smaller
+//! buffers held (the others are counted overwritten), should the event
+//! buffer's swap be refused after it (a reader mapped it since the check).
+//!
+//! The CONFIG generation is one more per change, wrapping from `u32::MAX`
+//! to 0 ([`next_generation`]; `Documentation/stream-format.md`).
 //!
 //! `cgroup` (the filter, `cgroup.rs`) is looked up before anything changes:
 //! `ENOENT` for a path or id that names no cgroup (in the writer's cgroup
@@ -49,7 +69,7 @@ use crate::{
     params::{self, limits, parse_u64, Config, Names, RecordMode},
     profiler::{Profiler, TRACING_ON},
     ratelimit::pr_ratelimited,
-    settings::KEYS,
+    settings::{Settings, KEYS},
     sync::ModeStorage,
 };
 
@@ -312,132 +332,205 @@ impl Profiler {
         };
         // New CPU buffers; in overwrite mode the snapshots' staging areas
         // for new CPU buffers or a switch to it; the syncs' staging areas for
-        // a switch to consume mode.
+        // a switch to consume mode; and what a switch back needs, should a
+        // later step fail.
         let resized = new.cpu_buffer_size != cur.config.cpu_buffer_size;
         let storages = if resized {
             Some(self.buffers.cpu_storages(new.cpu_buffer_size)?)
         } else {
             None
         };
-        let mode_storage = if to_overwrite && (resized || mode_changed) {
-            Some(ModeStorage::Overwrite(
-                self.buffers.snapshot_staging(new.cpu_buffer_size)?,
-            ))
-        } else if mode_changed {
-            Some(ModeStorage::Consume(self.buffers.sync_stages()?))
+        let mut mode_storage = if mode_changed || (to_overwrite && resized) {
+            Some(
+                self.buffers
+                    .mode_storage(to_overwrite, new.cpu_buffer_size)?,
+            )
+        } else {
+            None
+        };
+        let mut undo_storage = if mode_changed {
+            Some(
+                self.buffers
+                    .mode_storage(overwrite, cur.config.cpu_buffer_size)?,
+            )
         } else {
             None
         };
         let mut hotplug = self.hotplug.lock();
-        let next = if events_changed {
-            self.resolve(new, cur.generation + 1)
-        } else {
-            crate::settings::Settings {
-                config: new,
-                generation: cur.generation + 1,
-                ..cur
+        let next = next_settings(&cur, new, |c, g| self.resolve(c, g));
+        // Refused (EBUSY) before anything changes if the event buffer has
+        // no room for the CONFIG record, or cannot be replaced now.
+        let (_, len) = encoded(&next)?;
+        self.buffers.check_swap(new_events.as_ref(), len)?;
+
+        // The steps that can fail, each all or nothing, each undone if a
+        // later one fails: the counters (and with them the mode), the CPU
+        // buffers' size, the event buffer with the CONFIG record.
+        if counters_changed {
+            // Every counter goes (the registration's drop brings every CPU
+            // down), every CPU comes up with the new events or modes (and
+            // its periodic sync in consume mode).
+            drop(hotplug.take());
+            let mut made = Ok(());
+            if mode_changed {
+                if let Some(storage) = mode_storage.take() {
+                    made = self.buffers.switch_mode(storage);
+                }
             }
+            let switched = mode_changed && made.is_ok();
+            if made.is_ok() {
+                self.set_counted(next);
+                made = self.register().map(|r| *hotplug = Some(r));
+            }
+            if let Err(e) = made {
+                pr_ratelimited!(
+                    pr_warn,
+                    "config: the new events or modes cannot be sampled (error {}): nothing changed\n",
+                    e.to_errno()
+                );
+                let undo = if switched { undo_storage.take() } else { None };
+                self.restore_counters(&mut hotplug, &cur, undo);
+                return Err(e);
+            }
+        }
+        let old_storages = match storages.map(|st| self.buffers.resize_cpus(st)) {
+            Some(Ok(old)) => Some(old),
+            Some(Err(e)) => {
+                if counters_changed {
+                    self.restore_counters(&mut hotplug, &cur, undo_storage.take());
+                }
+                return Err(e);
+            }
+            None => None,
         };
-        let record = next.record(crate::sampler::now());
-        let mut rec = [0u8; format::CONFIG_MAX_LEN];
-        let len = record
-            .encode(format::Endian::native(), &mut rec)
-            .ok_or(EINVAL)?;
-        let rec = rec.get(..len).ok_or(EINVAL)?;
-        // The event buffer: swapped for the new one (its waiting records
-        // carried over) with the CONFIG record appended, or the record
-        // appended, under one hold of its lock; refused (nothing changed)
-        // if it is mapped or being copied from, or has no room.
-        let old_events = self.buffers.swap_events(new_events, rec)?;
-        // From here on nothing fails but the counters (restored on failure)
-        // and the CPU buffers' resize (which is all or nothing itself);
-        // the CONFIG record is in the stream already: on such a failure a
-        // second record restates the configuration kept.
-        drop(old_events);
+        // The record stamped now: after the records a sync may have moved
+        // meanwhile (a LOST record that waited, of the configuration before).
+        let (rec, len) = encoded(&next)?;
+        let swapped = rec
+            .get(..len)
+            .ok_or(EINVAL)
+            .and_then(|rec| self.buffers.swap_events(new_events, rec));
+        match swapped {
+            // Freed outside the event buffer's lock.
+            Ok(old_events) => drop(old_events),
+            Err(e) => {
+                // A reader mapped the event buffer or started a copy since
+                // the check above.
+                if let Some(old) = old_storages {
+                    if self.buffers.resize_cpus(old).is_err() {
+                        pr_ratelimited!(
+                            pr_err,
+                            "config: the CPU buffers cannot be given their old size back\n"
+                        );
+                    }
+                }
+                if counters_changed {
+                    self.restore_counters(&mut hotplug, &cur, undo_storage.take());
+                }
+                return Err(e);
+            }
+        }
+        // Freed: the CPU buffers' old storage.
+        drop(old_storages);
+
+        // Nothing fails from here on.
+        if let Some(ModeStorage::Overwrite(staging)) = mode_storage.take() {
+            // New CPU buffers in overwrite mode, no switch: their snapshot
+            // staging areas.
+            self.buffers.set_snapshot_staging(staging);
+        }
         if let Some(f) = filter {
             // Recording is off: the samples after the record above are the
             // new filter's.
             self.filter.set(f);
         }
-        let mut result = Ok(());
-        let mut mode_storage = mode_storage;
-        if let Some(storages) = storages {
-            match self.buffers.resize_cpus(storages) {
-                Ok(()) if !mode_changed => {
-                    if let Some(ModeStorage::Overwrite(staging)) = mode_storage.take() {
-                        self.buffers.set_snapshot_staging(staging);
-                    }
-                }
-                Ok(()) => {}
-                Err(e) => result = Err(e),
-            }
-        }
-        let mut applied = next;
-        if result.is_err() {
-            applied.config.cpu_buffer_size = cur.config.cpu_buffer_size;
-            applied.config.mode = cur.config.mode;
-        }
-
-        if counters_changed && result.is_ok() {
-            // Every counter goes (the registration's drop brings every CPU
-            // down), the settings change, every CPU comes up with the new
-            // events or modes (and its periodic sync in consume mode).
-            drop(hotplug.take());
-            if let Some(storage) = mode_storage.take() {
-                if let Err(e) = self.buffers.switch_mode(storage) {
-                    result = Err(e);
-                    applied.config.mode = cur.config.mode;
-                }
-            }
-            *self.settings.lock() = applied;
-            match self.register() {
-                Ok(r) => *hotplug = Some(r),
-                Err(e) => {
-                    pr_ratelimited!(
-                        pr_warn,
-                        "config: the new events or modes cannot be sampled (error {}): the previous ones are restored\n",
-                        e.to_errno()
-                    );
-                    result = Err(e);
-                    applied.config.events = cur.config.events;
-                    applied.config.exclude_user = cur.config.exclude_user;
-                    applied.config.exclude_kernel = cur.config.exclude_kernel;
-                    applied.resolved = cur.resolved;
-                    *self.settings.lock() = applied;
-                    match self.register() {
-                        Ok(r) => *hotplug = Some(r),
-                        Err(e) => pr_ratelimited!(
-                            pr_err,
-                            "config: the previous events cannot be sampled again either (error {}): nothing is sampled\n",
-                            e.to_errno()
-                        ),
-                    }
-                }
-            }
-            if events_changed {
-                self.buffers.reset_event_counts();
-            }
-        }
-        if applied != next {
-            // What was kept differs from the record written: a new
-            // generation restates it.
-            applied.generation += 1;
-        }
-        *self.settings.lock() = applied;
-        self.buffers.set_watershed(applied.config.buffer_watershed);
+        *self.settings.lock() = next;
+        self.set_counted(next);
+        self.buffers.set_watershed(next.config.buffer_watershed);
         self.buffers.set_depths(
-            applied.config.backtrace_depth,
-            applied.config.user_backtrace_depth,
+            next.config.backtrace_depth,
+            next.config.user_backtrace_depth,
         );
-        self.buffers.set_user_stack(applied.config.user_stack_size);
-        if applied.generation != next.generation {
-            self.buffers
-                .push_config(&applied.record(crate::sampler::now()));
+        self.buffers.set_user_stack(next.config.user_stack_size);
+        if events_changed {
+            self.buffers.reset_event_counts();
         }
         drop(hotplug);
         self.buffers.wake_readers();
-        result
+        Ok(())
     }
+
+    /// Undoes a configuration change's counter step: the counters of the
+    /// settings in force `cur` again (every CPU brought down and up), the
+    /// CPU buffers switched back to their mode with `undo` if the change
+    /// switched them. `RUNNING` is untouched: recording resumes with them
+    /// as `tracing_on` says. What cannot be undone (nothing but an
+    /// allocation failure or a CPU buffer that stays busy can stop it) is
+    /// logged: then nothing is sampled until a change of the events or
+    /// modes succeeds.
+    fn restore_counters(
+        &self,
+        hotplug: &mut Option<crate::hotplug::Registration<Profiler>>,
+        cur: &Settings,
+        undo: Option<ModeStorage>,
+    ) {
+        drop(hotplug.take());
+        if let Some(storage) = undo {
+            if self.buffers.switch_mode(storage).is_err() {
+                pr_ratelimited!(
+                    pr_err,
+                    "config: the CPU buffers cannot be switched back to {} mode\n",
+                    cur.config.mode.name()
+                );
+            }
+        }
+        self.set_counted(*cur);
+        match self.register() {
+            Ok(r) => *hotplug = Some(r),
+            Err(e) => pr_ratelimited!(
+                pr_err,
+                "config: the previous events cannot be sampled again either (error {}): nothing is sampled\n",
+                e.to_errno()
+            ),
+        }
+    }
+}
+
+/// The generation of the change after `generation`: one more, wrapping
+/// from `u32::MAX` to 0 (see `Documentation/stream-format.md`: a reader
+/// tells a change from a restatement by a different number).
+pub(crate) fn next_generation(generation: u32) -> u32 {
+    generation.wrapping_add(1)
+}
+
+/// The settings of a change from `cur` to `new`, at the next generation:
+/// the events resolved anew by `resolve` (`default`: a probe of the
+/// machine) if they changed, else as `cur` has them.
+fn next_settings(
+    cur: &Settings,
+    new: Config,
+    resolve: impl FnOnce(Config, u32) -> Settings,
+) -> Settings {
+    let generation = next_generation(cur.generation);
+    if new.events != cur.config.events {
+        resolve(new, generation)
+    } else {
+        Settings {
+            config: new,
+            generation,
+            ..*cur
+        }
+    }
+}
+
+/// The CONFIG record of `s`, stamped now, and its length.
+fn encoded(s: &Settings) -> Result<([u8; format::CONFIG_MAX_LEN], usize)> {
+    let mut rec = [0u8; format::CONFIG_MAX_LEN];
+    let len = s
+        .record(crate::sampler::now())
+        .encode(format::Endian::native(), &mut rec)
+        .ok_or(EINVAL)?;
+    Ok((rec, len))
 }
 
 #[cfg(oprofile_rs_kunit)]
@@ -466,6 +559,46 @@ mod tests {
 
     fn apply(text: &[u8]) -> Result<Config> {
         changed(&load()?, &Changes::parse(text)?)
+    }
+
+    #[test]
+    fn generation_wraps_at_u32_max() {
+        assert_eq!(next_generation(1), 2);
+        assert_eq!(next_generation(u32::MAX - 1), u32::MAX);
+        assert_eq!(next_generation(u32::MAX), 0);
+        let Ok(c) = load() else {
+            assert!(load().is_ok());
+            return;
+        };
+        // A change of the settings at u32::MAX (a depth: the events kept;
+        // then the events: resolved anew) is at generation 0, then 1, and
+        // its CONFIG record says so.
+        let at_max = Settings::new(c, Event::CpuClock, u32::MAX);
+        let deeper = apply(b"backtrace_depth=4");
+        let Ok(deeper) = deeper else {
+            assert!(deeper.is_ok());
+            return;
+        };
+        let next = next_settings(&at_max, deeper, |_, _| at_max);
+        assert_eq!((next.generation, next.config.backtrace_depth), (0, 4));
+        let events = Changes::parse(b"event=page-faults").and_then(|ch| changed(&deeper, &ch));
+        let Ok(events) = events else {
+            assert!(events.is_ok());
+            return;
+        };
+        let mut asked = None;
+        let after = next_settings(&next, events, |c, g| {
+            asked = Some(g);
+            Settings::new(c, Event::CpuClock, g)
+        });
+        assert_eq!((asked, after.generation), (Some(1), 1));
+        assert_eq!(after.events(), &[Event::PageFaults]);
+        let Ok((rec, len)) = encoded(&next) else {
+            assert!(encoded(&next).is_ok());
+            return;
+        };
+        let read = format::Config::read(format::Endian::native(), rec.get(..len).unwrap_or(&[]));
+        assert_eq!(read.map(|r| r.generation), Some(0));
     }
 
     #[test]

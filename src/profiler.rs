@@ -77,8 +77,9 @@ static RUNNING: RecordSwitch = RecordSwitch::new(false);
 ///    configuration writer waiting for a CPU hotplug operation in progress
 ///    never waits for itself;
 /// 4. leaves, held only for a copy or a short update, never across
-///    anything that waits for the others: `settings`, `counters`, and those
-///    of `buffers` (a CPU's sync state, then `events`; see [`Buffers`]).
+///    anything that waits for the others: `settings`, `counted`,
+///    `counters`, and those of `buffers` (a CPU's sync state, then
+///    `events`; see [`Buffers`]).
 ///
 /// The work `software` takes only leaves, one at a time, and none across
 /// making or releasing a counter (which may take the CPU hotplug lock for
@@ -100,9 +101,16 @@ pub(crate) struct Profiler {
     /// none).
     software_error: Atomic<i32>,
     /// The configuration in force (a leaf lock: held only to copy or
-    /// replace it).
+    /// replace it): what the `config` text, `GET_CONFIG` and a new stream's
+    /// header show.
     #[pin]
     pub(crate) settings: Mutex<Settings>,
+    /// The settings the counters are made of (a leaf lock, as `settings`):
+    /// those in force, except while a configuration change brings the CPUs
+    /// up with the settings it tries (`config.rs`), which become those in
+    /// force only if every step of the change succeeds.
+    #[pin]
+    counted: Mutex<Settings>,
     /// Each (CPU, event index) counter's overflow context, at
     /// `cpu * MAX_EVENTS + index`: that CPU's sampler, tagged with the
     /// index.
@@ -186,6 +194,7 @@ impl Profiler {
                 software_error: Atomic::new(0),
                 // `default` is resolved at start.
                 settings <- new_mutex!(Settings::new(config, Event::CpuClock, 1)),
+                counted <- new_mutex!(Settings::new(config, Event::CpuClock, 1)),
                 trampolines,
                 buffers <- buffers,
                 // SAFETY: `buffers` is initialised above and pinned; the
@@ -212,6 +221,17 @@ impl Profiler {
     /// The configuration in force.
     pub(crate) fn settings(&self) -> Settings {
         *self.settings.lock()
+    }
+
+    /// The settings the counters are made of (see `counted`).
+    fn counted(&self) -> Settings {
+        *self.counted.lock()
+    }
+
+    /// Makes the counters of CPUs that come up from now on of `settings`
+    /// (a configuration change: the settings it tries, or those it keeps).
+    pub(crate) fn set_counted(&self, settings: Settings) {
+        *self.counted.lock() = settings;
     }
 
     /// Makes the counter of event index `i` of `settings` on `cpu`, calling
@@ -274,11 +294,14 @@ impl Profiler {
             self.resolve(config, 1)
         };
         *self.settings.lock() = settings;
+        self.set_counted(settings);
         self.reader
             .lock()
             .set_initial_config(settings.record(crate::sampler::now()));
         RUNNING.set(true);
-        let registration = self.register()?;
+        let registration = self.register().inspect_err(|_| {
+            RUNNING.set(false);
+        })?;
         let online = self.counters.lock().live_count();
         for (i, a) in (0..settings.events().len())
             .filter_map(|i| settings.attr(i))
@@ -303,8 +326,10 @@ impl Profiler {
     }
 
     /// Registers the hotplug callbacks, bringing every online CPU up with
-    /// the settings in force; a failure (a counter that cannot be made)
-    /// fails it. Turns `RUNNING` off on failure.
+    /// the counted settings (those in force, or those a configuration change
+    /// tries); a failure (a counter that cannot be made) fails it, every
+    /// counter made released. `RUNNING` is left as it is: a configuration
+    /// change that fails here goes on recording with what it keeps.
     ///
     /// Process context, without the CPU hotplug lock (it waits for the
     /// work `software`, which may take it).
@@ -315,10 +340,7 @@ impl Profiler {
         // in `drop`) drops it.
         let registration = unsafe { hotplug::Registration::new(self) };
         self.starting.store(false, Relaxed);
-        let registration = registration.inspect_err(|_| {
-            self.software.flush();
-            RUNNING.set(false);
-        })?;
+        let registration = registration.inspect_err(|_| self.software.flush())?;
         // The software events' counters of every online CPU.
         self.software.flush();
         match self.software_error.xchg(0, Relaxed) {
@@ -326,7 +348,6 @@ impl Profiler {
             errno => {
                 drop(registration);
                 self.software.flush();
-                RUNNING.set(false);
                 Err(Error::from_errno(errno))
             }
         }
@@ -402,7 +423,7 @@ impl HotplugHandler for Profiler {
     /// Those of perf's task-context software events come from the work
     /// `software`, queued here (see the file's documentation).
     fn online(&self, cpu: u32) -> Result {
-        let settings = self.settings();
+        let settings = self.counted();
         if let Some(s) = self.buffers.cpus.get(cpu as usize) {
             s.up.xchg(true, Full);
         }
@@ -497,8 +518,9 @@ impl WorkHandler for Profiler {
                     continue;
                 };
                 // Read after the epoch: a configuration change sets the
-                // settings before the CPUs come up again with a new epoch.
-                let settings = self.settings();
+                // counted settings before the CPUs come up again with a new
+                // epoch.
+                let settings = self.counted();
                 if !settings
                     .attr(i)
                     .is_some_and(|a| a.event.made_outside_hotplug())

@@ -541,6 +541,45 @@ fn min_size(min_consume: usize, nr_cpus: usize, overwrite: bool) -> usize {
     }
 }
 
+/// Why the event buffer `eb` cannot take a CONFIG record of `rec_len` bytes
+/// now, keeping `reserve` bytes free, after replacing it with `new` if
+/// given: `EBUSY` (logged) if `new` is given while `eb` is mapped or a
+/// reader copies from it or if `new` cannot hold what waits, or if the
+/// record does not fit.
+fn swap_refusal(
+    eb: &EventBuffer,
+    new: Option<&EventBuffer>,
+    rec_len: usize,
+    reserve: usize,
+) -> Result {
+    let Some(nb) = new else {
+        if rec_len + reserve > eb.free() {
+            pr_ratelimited!(
+                pr_info,
+                "config: no room in the event buffer for the CONFIG record (EBUSY): read the stream first\n"
+            );
+            return Err(EBUSY);
+        }
+        return Ok(());
+    };
+    if eb.mapped || eb.copying {
+        pr_ratelimited!(
+            pr_info,
+            "config: buffer_size cannot change while the event buffer is mapped or read (EBUSY)\n"
+        );
+        return Err(EBUSY);
+    }
+    if eb.len() + rec_len + reserve > nb.free() {
+        pr_ratelimited!(
+            pr_info,
+            "config: {} bytes wait in the event buffer: more than the new buffer_size holds (EBUSY): read the stream first\n",
+            eb.len()
+        );
+        return Err(EBUSY);
+    }
+    Ok(())
+}
+
 /// What a switch of mode ([`Buffers::switch_mode`]) installs, allocated
 /// before anything changes.
 pub(crate) enum ModeStorage {
@@ -588,17 +627,15 @@ impl Buffers {
         }
     }
 
-    /// Appends a CONFIG record to the event buffer, keeping the reserve.
-    pub(crate) fn push_config(&self, rec: &format::Config) {
-        let mut b = [0u8; format::CONFIG_MAX_LEN];
-        let len = rec.encode(Endian::native(), &mut b).unwrap_or(0);
-        let ok = self
-            .events
-            .lock()
-            .push_keeping(b.get(..len).unwrap_or(&[]), self.reserve.bytes());
-        if !ok {
-            pr_ratelimited!(pr_err, "event buffer full: CONFIG record dropped\n");
-        }
+    /// Whether [`Self::swap_events`] would take a CONFIG record of
+    /// `rec_len` bytes (and `new`) now: `EBUSY` (logged) if not. Nothing
+    /// changes; a configuration change asks before it changes anything.
+    /// While recording is off and the `control` lock is held, only the sync
+    /// of what waited in a staging area adds to the event buffer (a LOST
+    /// record), and a reader may map it or start a copy: the swap checks
+    /// again.
+    pub(crate) fn check_swap(&self, new: Option<&EventBuffer>, rec_len: usize) -> Result {
+        swap_refusal(&self.events.lock(), new, rec_len, self.reserve.bytes())
     }
 
     /// Appends the CONFIG record `rec` to the event buffer, after replacing
@@ -614,31 +651,14 @@ impl Buffers {
     ) -> Result<Option<EventBuffer>> {
         let reserve = self.reserve.bytes();
         let mut eb = self.events.lock();
+        swap_refusal(&eb, new.as_ref(), rec.len(), reserve)?;
         let Some(mut nb) = new else {
             if !eb.push_keeping(rec, reserve) {
-                pr_ratelimited!(
-                    pr_info,
-                    "config: no room in the event buffer for the CONFIG record (EBUSY): read the stream first\n"
-                );
+                // Cannot happen: checked above.
                 return Err(EBUSY);
             }
             return Ok(None);
         };
-        if eb.mapped || eb.copying {
-            pr_ratelimited!(
-                pr_info,
-                "config: buffer_size cannot change while the event buffer is mapped or read (EBUSY)\n"
-            );
-            return Err(EBUSY);
-        }
-        if eb.len() + rec.len() + reserve > nb.free() {
-            pr_ratelimited!(
-                pr_info,
-                "config: {} bytes wait in the event buffer: more than the new buffer_size holds (EBUSY): read the stream first\n",
-                eb.len()
-            );
-            return Err(EBUSY);
-        }
         nb.adopt(&eb);
         if !nb.push_keeping(rec, reserve) {
             // Cannot happen: checked above.
@@ -667,6 +687,20 @@ impl Buffers {
         bytes: usize,
     ) -> Result<KVVec<crate::snapshot::StagedCpu>> {
         crate::snapshot::SnapshotState::new_staging(self.cpus.len(), bytes)
+    }
+
+    /// What a switch to overwrite mode (`overwrite`, for CPU buffers of
+    /// `cpu_buffer_size` bytes) or to consume mode installs.
+    pub(crate) fn mode_storage(
+        &self,
+        overwrite: bool,
+        cpu_buffer_size: usize,
+    ) -> Result<ModeStorage> {
+        Ok(if overwrite {
+            ModeStorage::Overwrite(self.snapshot_staging(cpu_buffer_size)?)
+        } else {
+            ModeStorage::Consume(self.sync_stages()?)
+        })
     }
 
     /// A sync staging area per CPU (for consume mode), allocated before
@@ -818,21 +852,29 @@ impl Buffers {
 
     /// Gives every CPU buffer its storage of `storages` (one per possible
     /// CPU), all or none: a failure puts the old storage back where it was
-    /// replaced already.
-    pub(crate) fn resize_cpus(&self, storages: KVVec<crate::sampler::Storage>) -> Result {
-        let mut old = KVVec::with_capacity(storages.len(), GFP_KERNEL)?;
-        for (cpu, st) in storages.into_iter().enumerate() {
-            match self.resize_one(cpu, st) {
-                Ok(o) => {
-                    // Room reserved above: no allocation.
-                    let _ = old.push(o, GFP_KERNEL);
-                }
+    /// replaced already. Returns the replaced storages in their place (no
+    /// allocation): given back to this, they undo the resize (a
+    /// configuration change that fails later), the records they hold
+    /// carried over as far as they fit.
+    pub(crate) fn resize_cpus(
+        &self,
+        mut storages: KVVec<crate::sampler::Storage>,
+    ) -> Result<KVVec<crate::sampler::Storage>> {
+        for cpu in 0..storages.len() {
+            let Some(slot) = storages.get_mut(cpu) else {
+                break;
+            };
+            match self.resize_one(cpu, core::mem::take(slot)) {
+                Ok(old) => *slot = old,
                 Err(e) => {
-                    for (cpu, o) in old.into_iter().enumerate() {
-                        if self.resize_one(cpu, o).is_err() {
+                    for c in 0..cpu {
+                        let Some(slot) = storages.get_mut(c) else {
+                            break;
+                        };
+                        if self.resize_one(c, core::mem::take(slot)).is_err() {
                             pr_ratelimited!(
                                 pr_err,
-                                "cpu{cpu}: the buffer cannot be put back to its old size\n"
+                                "cpu{c}: the buffer cannot be put back to its old size\n"
                             );
                         }
                     }
@@ -845,7 +887,7 @@ impl Buffers {
                 }
             }
         }
-        Ok(())
+        Ok(storages)
     }
 }
 

@@ -18,8 +18,9 @@
  *                        file; prints "drained B ok" or "drained B err ENAME"
  *   cfgctl hammer SECS TEXT...
  *                        applies the TEXTs in turn for SECS seconds; prints
- *                        "hammer ok N ebusy N einval N other N" (other:
- *                        any other answer, which the scenario refuses)
+ *                        "hammer ok N ebusy N einval N eopnotsupp N other N"
+ *                        (other: any other answer, which the scenario
+ *                        refuses)
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -142,16 +143,18 @@ int main(int argc, char **argv)
 	if (argc >= 4 && !strcmp(argv[1], "hammer")) {
 		int fd = dev();
 		double end = now() + atof(argv[2]);
-		long ok = 0, busy = 0, inval = 0, other = 0;
+		long ok = 0, busy = 0, inval = 0, nosup = 0, other = 0;
 		for (int i = 0; now() < end; i++) {
 			const char *t = argv[3 + i % (argc - 3)];
 			int e = set(fd, t, strlen(t));
 			if (!e) ok++;
 			else if (e == EBUSY) busy++;
 			else if (e == EINVAL) inval++;
+			else if (e == EOPNOTSUPP) nosup++;
 			else { other++; printf("other: %s for %s\n", errname(e), t); }
 		}
-		printf("hammer ok %ld ebusy %ld einval %ld other %ld\n", ok, busy, inval, other);
+		printf("hammer ok %ld ebusy %ld einval %ld eopnotsupp %ld other %ld\n", ok, busy, inval, nosup,
+		       other);
 		return 0;
 	}
 	fprintf(stderr, "usage: cfgctl set TEXT | get LEN | hostile | hammer SECS TEXT...\n");

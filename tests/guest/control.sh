@@ -158,6 +158,33 @@ expect_eq "they apply" "$(cat $DBG/event) $(cat $DBG/sample_freq) $(cat $DBG/bac
 expect_eq "all or nothing: a bad key spoils the good ones" "$(/tmp/cfgctl set "backtrace_depth=9 bogus=1")" "err EINVAL"
 expect_eq "nothing applied" "$(cat $DBG/backtrace_depth)" 4
 
+# --- a change the counters refuse (the VM has no PMU: cycles is
+# EOPNOTSUPP, see bad-params.sh) changes nothing: not the keys given with
+# it, not the stream (no CONFIG record); and recording resumes after it
+snap=$(cat $DBG/config)
+# A new stream then opens with the CONFIG in force (the changes above read).
+drain
+cat $DEV >/tmp/x.bin & catpid=$!
+wait_for reading_device $catpid
+expect_eq "event=cycles with other keys: EOPNOTSUPP" "$(/tmp/cfgctl set "event=cycles buffer_size=131072 \
+backtrace_depth=8 cpu_buffer_size=16384 buffer_watershed=5000 user_stack_size=512 exclude_kernel=1")" "err EOPNOTSUPP"
+expect_eq "event=cycles (debugfs): EOPNOTSUPP" "$(try event cycles)" "err EOPNOTSUPP"
+expect_eq "mode=overwrite event=cycles: EOPNOTSUPP" "$(/tmp/cfgctl set "mode=overwrite event=cycles")" "err EOPNOTSUPP"
+expect_eq "refused: the config file is unchanged" "$(cat $DBG/config)" "$snap"
+expect_eq "refused: GET_CONFIG is unchanged" "$(/tmp/cfgctl get 4096 | tail -n +2)" "$snap"
+r0=$(stat_total sample_received)
+echo 1 >$DBG/tracing_on
+/tmp/workload 0.5
+echo 0 >$DBG/tracing_on
+r1=$(stat_total sample_received)
+check "recording resumes after the refused changes ($r0 -> $r1 samples)" [ "$r1" -gt "$r0" ]
+stop_reader $catpid
+/tmp/evcheck stream /tmp/x.bin >/tmp/x.out; rc=$?
+cat /tmp/x.out
+expect_eq "evcheck: the stream of the refused changes" "$rc" 0
+expect_eq "the stream's only CONFIG is the one in force (none of a refused change)" \
+    "$(awk '/^config/ { print $4 }' /tmp/x.out | tr '\n' ' ')" "cpu-clock:1000:freq "
+
 # --- concurrency: two writers, a tracing_on toggler and CPU hotplug
 # (the debugfs writer also makes, filters on and removes a cgroup, /s2)
 grep -q " /sys/fs/cgroup cgroup2 " /proc/mounts || mount -t cgroup2 none /sys/fs/cgroup
@@ -167,7 +194,8 @@ dmesg -c >/dev/null
     "cpu_buffer_size=16384" "cpu_buffer_size=8192" "buffer_size=131072" "buffer_size=196608" \
     "exclude_user=1 exclude_kernel=0" "exclude_user=0 exclude_kernel=1" "exclude_user=0" \
     "mode=overwrite" "mode=consume" "cgroup=/s1" "cgroup=/" "user_stack_size=4096" \
-    "cpu_buffer_size=32768 user_stack_size=8192" "user_stack_size=0" >/tmp/h1.out &
+    "cpu_buffer_size=32768 user_stack_size=8192" "user_stack_size=0" \
+    "event=cycles backtrace_depth=7 buffer_size=131072" "mode=overwrite event=cycles" >/tmp/h1.out &
 h1=$!
 (end=$(($(date +%s) + 8)); while [ "$(date +%s)" -lt $end ]; do
     echo 2 >$DBG/user_backtrace_depth; echo 0,0 >$DBG/sample_freq; echo cpu-clock,task-clock >$DBG/event
@@ -187,8 +215,11 @@ hp=$!
 cat $DEV >/dev/null & catpid=$!
 wait $h1 $h2 $tog $hp
 cat /tmp/h1.out
-check "the ioctl writer got only ok, EBUSY or EINVAL" grep -q ' other 0$' /tmp/h1.out
+check "the ioctl writer got only ok, EBUSY, EINVAL or EOPNOTSUPP" grep -q ' other 0$' /tmp/h1.out
 check "some changes applied" sh -c "! grep -q 'hammer ok 0 ' /tmp/h1.out"
+check "some changes refused by the counters (cycles)" sh -c "! grep -q ' eopnotsupp 0 ' /tmp/h1.out"
+# Only the refused change gives backtrace_depth=7.
+check "no key of a refused change stays" [ "$(cat $DBG/backtrace_depth)" != 7 ]
 echo 0 >$DBG/tracing_on
 # The storm may have left the flight recorder on: a snapshot empties its
 # buffers, then consume mode again.

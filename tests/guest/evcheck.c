@@ -13,7 +13,8 @@
  *  - a SAMPLE is of a mode its event samples: not kernel mode where the
  *    CONFIG's event flags exclude it (0x04), not user mode where they
  *    exclude that (0x02);
- *  - CONFIG generations never decrease;
+ *  - CONFIG generations never go back (serial-number arithmetic: after
+ *    4294967295 comes 0, see stream-format.md);
  *  - a CONFIG record is 48 + 48 x events bytes, or 8 more with the cgroup
  *    filter's id (the modules since that extension);
  *  - a SAMPLE with a user stack copy (flag 0x08, user_stack_size) is extended,
@@ -102,7 +103,7 @@ static int stream(const char *path)
 			struct gen *c = &gens[ngen];
 			c->generation = u32(r + 16);
 			c->nr = r[6];
-			if (g && c->generation < g->generation)
+			if (g && (int32_t)(c->generation - g->generation) < 0)
 				FAIL("CONFIG generation %u after %u", c->generation, g->generation);
 			int ext = size == 48 + 48 * c->nr + 8;
 			if (c->nr < 1 || c->nr > MAXEV || (size != 48 + 48 * c->nr && !ext))
