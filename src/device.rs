@@ -7,8 +7,9 @@
 //! sample the whole system (`CAP_PERFMON` or `CAP_SYS_ADMIN`): the stream holds kernel addresses and every user's pids,
 //! names and PCs, so a `chmod 666` of the node changes nothing (`EACCES`).
 //!
-//! One reader at a time: an open with read access takes the reader slot (a
-//! second one gets `EBUSY`); an open for writing only (`O_WRONLY`) is a
+//! One reader at a time: an open with read access (`FMODE_READ`: `O_RDONLY`,
+//! `O_RDWR`) takes the reader slot (a second one gets `EBUSY`); an open
+//! without (`O_WRONLY`, or access mode 3, neither read nor write) is a
 //! control file that takes no slot. Each reader's open starts a stream
 //! (`Documentation/stream-format.md`): the header, then whole records. A
 //! blocking read waits until the event buffer holds `buffer_watershed`
@@ -58,7 +59,7 @@ use crate::{
     event_buffer::EventBuffer,
     format::{self, Endian},
     perf::Event,
-    poll_misc::{map_read_only, mask, PollMiscDevice, PollMiscRegistration},
+    poll_misc::{map_read_only, mask, opened_for_reading, PollMiscDevice, PollMiscRegistration},
     profiler::{Profiler, TRACING_ON},
     ratelimit::pr_ratelimited,
     sampler::now,
@@ -96,15 +97,14 @@ pub(crate) mod ioctl {
     pub(crate) const GET_CONFIG: u32 = _IOWR::<[u64; 2]>(MAGIC, 34);
 }
 
-/// `O_NONBLOCK` and `O_ACCMODE` from the UAPI headers.
+/// `O_NONBLOCK` from the UAPI headers.
 const O_NONBLOCK: u32 = bindings::O_NONBLOCK;
-const O_ACCMODE: u32 = bindings::O_ACCMODE;
-const O_WRONLY: u32 = bindings::O_WRONLY;
 
 /// One open file of the device.
 pub(crate) struct BufferReader {
     profiler: Arc<Profiler>,
-    /// This file holds the reader slot (opened with read access).
+    /// This file holds the reader slot (opened with read access:
+    /// `FMODE_READ`).
     reads: bool,
     header_sent: Atomic<bool>,
     /// The stream's opening records (after the header) are not all read.
@@ -287,7 +287,7 @@ impl PollMiscDevice for BufferReader {
     fn open(file: &File, misc: &PollMiscRegistration<Self>) -> Result<KBox<Self>> {
         may_profile_system()?;
         let profiler = misc.data().clone();
-        let reads = file.flags() & O_ACCMODE != O_WRONLY;
+        let reads = opened_for_reading(file);
         if reads && profiler.reader_open.xchg(true, Full) {
             pr_ratelimited!(
                 pr_info,

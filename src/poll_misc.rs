@@ -58,6 +58,17 @@ pub(crate) trait PollMiscDevice: Sized + Send + Sync + 'static {
     fn mmap(me: &Self, file: &File, vma: &VmaNew) -> Result;
 }
 
+/// Whether `file` was opened with read access: `FMODE_READ`, which the
+/// kernel gives for `O_RDONLY` and `O_RDWR`, not for `O_WRONLY` nor for
+/// access mode 3 (`open(path, 3)`: neither read nor write, ioctls only).
+/// The kernel crate's `File` has no accessor for `f_mode`, and bindgen
+/// cannot evaluate `FMODE_READ` (a `__force` cast), hence the C glue.
+pub(crate) fn opened_for_reading(file: &File) -> bool {
+    // SAFETY: `file` is a valid file (a shared reference); its read mode is
+    // set by the open and never changes afterwards.
+    unsafe { crate::glue::oprofile_rs_file_readable(file.as_ptr().cast()) }
+}
+
 /// Fills the new mapping `vma` with pages of a window of `window` pages:
 /// the mapping's page offset `o` (its mmap offset in pages) gets
 /// `page(o)`, the next page `page(o + 1)`, and so on.
