@@ -42,7 +42,7 @@
 
 use kernel::{
     bindings,
-    fs::{File, Kiocb},
+    fs::{File, Kiocb, LocalFile},
     ioctl::{_IO, _IOR, _IOW, _IOWR},
     iov::IovIterDest,
     mm::virt::VmaNew,
@@ -333,8 +333,17 @@ impl PollMiscDevice for BufferReader {
     }
 
     fn read_iter(kiocb: Kiocb<'_, KBox<Self>>, iov: &mut IovIterDest<'_>) -> Result<usize> {
-        // SAFETY: the kiocb of a read in progress has a valid file.
-        let nonblock = unsafe { (*(*kiocb.as_raw()).ki_filp).f_flags } & O_NONBLOCK != 0;
+        // `fcntl(F_SETFL)` may change the flags meanwhile: the kernel
+        // crate's accessor reads them once (`READ_ONCE`).
+        // SAFETY: the kiocb of a read in progress has a valid file, held
+        // for the call; the reference is used on this thread during it.
+        // The file is a stream (`stream_open`): `fdget_pos` takes no
+        // `f_pos_lock` for it, so another thread's read may be in such a
+        // region too; what that rule protects is `f_pos`, which a stream
+        // does not use and `flags()` does not touch.
+        let nonblock = unsafe { LocalFile::from_raw_file((*kiocb.as_raw()).ki_filp) }.flags()
+            & O_NONBLOCK
+            != 0;
         let me = kiocb.file();
         let p = &*me.profiler;
         let room = iov.len();
