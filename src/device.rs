@@ -38,7 +38,10 @@
 //! pages twice back to back) and consume what it processed with
 //! `OPROFILE_RS_IOC_CONSUME`, after `read` delivered the stream's opening.
 //! `read` keeps working on the same file: both consume the one stream (the
-//! consumer position is shared), one at a time (the busy flag).
+//! consumer position is shared), one at a time (the busy flag). While any
+//! piece of a mapping lives (counted by the mappings' `open` and `close`:
+//! split, moved, held after `close`), `buffer_size` cannot change (`EBUSY`);
+//! a refused or ended mapping does not count.
 
 use kernel::{
     bindings,
@@ -324,10 +327,9 @@ impl PollMiscDevice for BufferReader {
     }
 
     fn release(me: KBox<Self>, _file: &File) {
+        // No mapping outlives the file (each holds it): their `close`
+        // already gave the event buffer back to `buffer_size` changes.
         if me.reads {
-            // No mapping outlives the file: the event buffer may be
-            // replaced again (a `buffer_size` change).
-            me.profiler.buffers.events.lock().mapped = false;
             me.profiler.reader_open.store(false, Release);
         }
     }
@@ -479,14 +481,30 @@ impl PollMiscDevice for BufferReader {
         }
         let view = {
             let mut eb = me.profiler.buffers.events.lock();
-            // Before the view: the storage stays while this file lives.
-            eb.mapped = true;
+            // Before the view: the storage stays while the mapping lives
+            // (counted down by its `close`, or below if it is refused).
+            eb.mappings = eb.mappings.saturating_add(1);
             eb.view()
         };
         // SAFETY: `me` holds the profiler, which owns the event buffer, for
         // the whole call; the pages are used only during it (each mapped page
         // then holds its own reference).
-        map_read_only(vma, view.map_pages(), |i| unsafe { view.map_page(i) })
+        let res = map_read_only(vma, view.map_pages(), |i| unsafe { view.map_page(i) });
+        if res.is_err() {
+            // Refused: no mapping (the kernel calls no `close` for it).
+            Self::mapping_closed(me);
+        }
+        res
+    }
+
+    fn mapping_opened(me: &Self) {
+        let mut eb = me.profiler.buffers.events.lock();
+        eb.mappings = eb.mappings.saturating_add(1);
+    }
+
+    fn mapping_closed(me: &Self) {
+        let mut eb = me.profiler.buffers.events.lock();
+        eb.mappings = eb.mappings.saturating_sub(1);
     }
 
     fn poll(me: &Self, file: &File, table: PollTable<'_>) -> u32 {

@@ -624,7 +624,7 @@ impl Buffers {
             }
             return Ok(None);
         };
-        if eb.mapped || eb.copying {
+        if eb.mappings > 0 || eb.copying {
             pr_ratelimited!(
                 pr_info,
                 "config: buffer_size cannot change while the event buffer is mapped or read (EBUSY)\n"

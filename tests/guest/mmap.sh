@@ -3,6 +3,8 @@
 # may-skip: the first handoff's "no consume walked" applies only while the event buffer's index did not overflow, which a busy or slow guest (the lockdep kernel, a loaded host) cannot promise
 # Zero-copy reading (Documentation/mmap.md): mmap of /dev/oprofile/buffer.
 # - hostile mappings and consumes get their documented errors;
+# - buffer_size changes are refused while a mapping (or a piece of one:
+#   split, moved, held after close) lives, not after refused or ended ones;
 # - a stream read through the mapping is byte-identical to what read() gives
 #   for the same bytes, and its accounting is exact;
 # - a consume notes the COMM records it delivers (the next reader's opening
@@ -38,6 +40,9 @@ check "insmod" insmod /oprofile_rs.ko sample_period=250000
 out=$(/tmp/mmap hostile); rc=$?
 echo "$out"
 expect_eq "hostile mappings and consumes: documented answers only" "$rc" 0
+out=$(/tmp/mmap lifetime); rc=$?
+echo "$out"
+expect_eq "live mappings, not attempts, keep the event buffer" "$rc" 0
 check "rmmod" rmmod oprofile_rs
 
 # The same bytes through the mapping and read().
