@@ -42,6 +42,11 @@
 //! piece of a mapping lives (counted by the mappings' `open` and `close`:
 //! split, moved, held after `close`), `buffer_size` cannot change (`EBUSY`);
 //! a refused or ended mapping does not count.
+//!
+//! Permissions are checked at `open` only, as perf checks them at
+//! `perf_event_open`: an open file carries everything it was opened for to
+//! whoever holds it (a process that dropped its privileges, or got the fd
+//! passed), see `Documentation/user-guide.md` (Security).
 
 use kernel::{
     bindings,

@@ -37,6 +37,12 @@ expect_eq "an unknown ioctl: ENOTTY" "$(/tmp/probe ioctl $DEV bogus wronly)" "er
 expect_eq "access mode 3 is a control file (no read, no consume, no reader slot)" \
     "$(/tmp/probe open3 $DEV)" "read EBADF consume EBADF get ok reader ok"
 
+# The permission model (user-guide: Security): checked at open; an fd keeps
+# what it was opened for in a process that dropped its privileges (or got it
+# passed), while that process cannot open the device itself.
+expect_eq "a kept fd works after a drop to nobody, a new open does not" \
+    "$(/tmp/probe keepfd $DEV 65534)" "reopen EACCES get ok read 96 mmap ok flush ok"
+
 # A blocked read and a signal that does not kill (SIGALRM, no SA_RESTART).
 echo 0 >$DBG/tracing_on
 expect_eq "a signal interrupts a blocked read: EINTR" "$(/tmp/probe readsig $DEV 1048576 300)" "err EINTR"

@@ -45,6 +45,13 @@
  *                                  CONSUME, GET_TRACING on it, and an
  *                                  O_RDONLY open (the reader slot); prints
  *                                  "read R consume C get G reader O"
+ *   probe keepfd FILE UID          open FILE O_RDONLY|O_NONBLOCK, then drop to
+ *                                  UID/GID (no capabilities left, as a process
+ *                                  an fd was passed to); then: open FILE
+ *                                  again, GET_TRACING, a read of the header,
+ *                                  an mmap of the meta page, FLUSH on the
+ *                                  kept fd; prints "reopen E get G read R
+ *                                  mmap M flush F"
  *   probe -u UID ...               drop to UID/GID first (permission tests)
  *
  * Prints "ok N" (bytes) or "err ENAME" and exits 0 unless usage is wrong.
@@ -63,8 +70,10 @@
 #include <signal.h>
 #include <stdint.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <grp.h>
 
 /* Bytes of the stream header (Documentation/stream-format.md). */
 #define STREAM_HEADER 96
@@ -317,6 +326,29 @@ int main(int argc, char **argv)
 		printf("consume %s ", res(ioctl(fd, OPROFILE_RS_IOC_CONSUME, c)));
 		printf("get %s ", res(ioctl(fd, OPROFILE_RS_IOC_GET_TRACING, &v)));
 		printf("reader %s\n", res(open(path, O_RDONLY | O_NONBLOCK)));
+		return 0;
+	}
+	if (!strcmp(cmd, "keepfd") && argc == 4) {
+		char buf[STREAM_HEADER];
+		uid_t id = strtoul(argv[3], NULL, 0);
+		uint32_t v;
+		int fd = open(path, O_RDONLY | O_NONBLOCK);
+		if (fd < 0)
+			return report(-1);
+		if (setgroups(0, NULL) || setgid(id) || setuid(id)) {
+			perror("setuid");
+			return 2;
+		}
+		printf("reopen %s ", res(open(path, O_WRONLY)));
+		printf("get %s ", res(ioctl(fd, OPROFILE_RS_IOC_GET_TRACING, &v)));
+		long r = read(fd, buf, sizeof(buf));
+		if (r < 0)
+			printf("read %s ", strerrorname_np(errno));
+		else
+			printf("read %ld ", r);
+		void *m = mmap(NULL, sysconf(_SC_PAGESIZE), PROT_READ, MAP_SHARED, fd, 0);
+		printf("mmap %s ", m == MAP_FAILED ? strerrorname_np(errno) : "ok");
+		printf("flush %s\n", res(ioctl(fd, OPROFILE_RS_IOC_FLUSH)));
 		return 0;
 	}
 	if (!strcmp(cmd, "threads") && argc >= 4) {
