@@ -100,6 +100,11 @@ pub(crate) fn opened_for_reading(file: &File) -> bool {
 /// [`PollMiscDevice::mmap`]); each holds a page reference until it is
 /// unmapped, and the mapping holds the file (so its release, and the
 /// module's unload, wait for the unmap).
+///
+/// `VM_DONTEXPAND` and `VM_MIXEDMAP` are `VM_SPECIAL` flags: `madvise`
+/// refuses `MADV_DOFORK` (and `MADV_DODUMP`) on such a mapping with
+/// `EINVAL` (`mm/madvise.c`), so `VM_DONTCOPY` and `VM_DONTDUMP` stay:
+/// the mapping is never inherited by `fork` nor dumped.
 pub(crate) fn map_read_only<'a>(
     vma: &VmaNew,
     window: usize,

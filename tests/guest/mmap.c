@@ -26,8 +26,10 @@
  *                    refused mappings (writable, past the window) and
  *                    ended ones, and is refused while any piece of a
  *                    mapping lives: split by munmap or mprotect, moved by
- *                    mremap, held after close. Prints one line per case
- *                    and "violations V"
+ *                    mremap, held after close. A mapping is not inherited
+ *                    by fork, also after madvise(MADV_DOFORK) (refused:
+ *                    EINVAL; ENOSYS on a kernel without madvise). Prints
+ *                    one line per case and "violations V"
  *   mmap hold SECS   maps, closes the fd, prints "held", sleeps SECS, checks
  *                    the meta page still reads, unmaps, prints "unmapped"
  *   mmap die         a child maps and consumes in a loop; SIGKILLed after
@@ -436,9 +438,29 @@ static int cmd_lifetime(void)
 	expect("buffer_size change while the moved page lives", resize(fd), EBUSY);
 	munmap(to, page);
 	expect("buffer_size change after the moved page went", resize(fd), 0);
+	/* fork: not inherited, also after MADV_DOFORK. */
 	p = map_at(fd, NULL, page, 0);
 	if (p == MAP_FAILED)
 		return violation("map a page", errno), 1;
+	/* The test kernels have no madvise (CONFIG_ADVISE_SYSCALLS=n): ENOSYS,
+	 * which mmap.sh reports as a skip. */
+	int e = madvise(p, page, MADV_DOFORK) ? errno : 0;
+	if (e == ENOSYS)
+		printf("madvise(MADV_DOFORK): ENOSYS\n");
+	else
+		expect("madvise(MADV_DOFORK)", e, EINVAL);
+	pid_t c = fork();
+	if (c == 0) {
+		/* mincore: ENOMEM where nothing is mapped. */
+		unsigned char v;
+		_exit(mincore(p, page, &v) == 0 ? 1 : errno == ENOMEM ? 0 : 2);
+	}
+	int st;
+	waitpid(c, &st, 0);
+	printf("the child after fork: %s\n", WIFEXITED(st) && WEXITSTATUS(st) == 0 ? "not mapped" : "mapped");
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+		violation("a forked child inherited the mapping", 0);
+	expect("buffer_size change while the parent's mapping lives", resize(fd), EBUSY);
 	/* Held after close: a control file sees the mapping, until it goes. */
 	close(fd);
 	int w = open(DEV, O_WRONLY);
