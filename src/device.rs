@@ -7,8 +7,9 @@
 //! sample the whole system (`CAP_PERFMON` or `CAP_SYS_ADMIN`): the stream holds kernel addresses and every user's pids,
 //! names and PCs, so a `chmod 666` of the node changes nothing (`EACCES`).
 //!
-//! One reader at a time: an open with read access takes the reader slot (a
-//! second one gets `EBUSY`); an open for writing only (`O_WRONLY`) is a
+//! One reader at a time: an open with read access (`FMODE_READ`: `O_RDONLY`,
+//! `O_RDWR`) takes the reader slot (a second one gets `EBUSY`); an open
+//! without (`O_WRONLY`, or access mode 3, neither read nor write) is a
 //! control file that takes no slot. Each reader's open starts a stream
 //! (`Documentation/stream-format.md`): the header, then whole records. A
 //! blocking read waits until the event buffer holds `buffer_watershed`
@@ -37,11 +38,19 @@
 //! pages twice back to back) and consume what it processed with
 //! `OPROFILE_RS_IOC_CONSUME`, after `read` delivered the stream's opening.
 //! `read` keeps working on the same file: both consume the one stream (the
-//! consumer position is shared), one at a time (the busy flag).
+//! consumer position is shared), one at a time (the busy flag). While any
+//! piece of a mapping lives (counted by the mappings' `open` and `close`:
+//! split, moved, held after `close`), `buffer_size` cannot change (`EBUSY`);
+//! a refused or ended mapping does not count.
+//!
+//! Permissions are checked at `open` only, as perf checks them at
+//! `perf_event_open`: an open file carries everything it was opened for to
+//! whoever holds it (a process that dropped its privileges, or got the fd
+//! passed), see `Documentation/user-guide.md` (Security).
 
 use kernel::{
     bindings,
-    fs::{File, Kiocb},
+    fs::{File, Kiocb, LocalFile},
     ioctl::{_IO, _IOR, _IOW, _IOWR},
     iov::IovIterDest,
     mm::virt::VmaNew,
@@ -58,7 +67,7 @@ use crate::{
     event_buffer::EventBuffer,
     format::{self, Endian},
     perf::Event,
-    poll_misc::{map_read_only, mask, PollMiscDevice, PollMiscRegistration},
+    poll_misc::{map_read_only, mask, opened_for_reading, PollMiscDevice, PollMiscRegistration},
     profiler::{Profiler, TRACING_ON},
     ratelimit::pr_ratelimited,
     sampler::now,
@@ -96,15 +105,14 @@ pub(crate) mod ioctl {
     pub(crate) const GET_CONFIG: u32 = _IOWR::<[u64; 2]>(MAGIC, 34);
 }
 
-/// `O_NONBLOCK` and `O_ACCMODE` from the UAPI headers.
+/// `O_NONBLOCK` from the UAPI headers.
 const O_NONBLOCK: u32 = bindings::O_NONBLOCK;
-const O_ACCMODE: u32 = bindings::O_ACCMODE;
-const O_WRONLY: u32 = bindings::O_WRONLY;
 
 /// One open file of the device.
 pub(crate) struct BufferReader {
     profiler: Arc<Profiler>,
-    /// This file holds the reader slot (opened with read access).
+    /// This file holds the reader slot (opened with read access:
+    /// `FMODE_READ`).
     reads: bool,
     header_sent: Atomic<bool>,
     /// The stream's opening records (after the header) are not all read.
@@ -287,7 +295,7 @@ impl PollMiscDevice for BufferReader {
     fn open(file: &File, misc: &PollMiscRegistration<Self>) -> Result<KBox<Self>> {
         may_profile_system()?;
         let profiler = misc.data().clone();
-        let reads = file.flags() & O_ACCMODE != O_WRONLY;
+        let reads = opened_for_reading(file);
         if reads && profiler.reader_open.xchg(true, Full) {
             pr_ratelimited!(
                 pr_info,
@@ -324,17 +332,25 @@ impl PollMiscDevice for BufferReader {
     }
 
     fn release(me: KBox<Self>, _file: &File) {
+        // No mapping outlives the file (each holds it): their `close`
+        // already gave the event buffer back to `buffer_size` changes.
         if me.reads {
-            // No mapping outlives the file: the event buffer may be
-            // replaced again (a `buffer_size` change).
-            me.profiler.buffers.events.lock().mapped = false;
             me.profiler.reader_open.store(false, Release);
         }
     }
 
     fn read_iter(kiocb: Kiocb<'_, KBox<Self>>, iov: &mut IovIterDest<'_>) -> Result<usize> {
-        // SAFETY: the kiocb of a read in progress has a valid file.
-        let nonblock = unsafe { (*(*kiocb.as_raw()).ki_filp).f_flags } & O_NONBLOCK != 0;
+        // `fcntl(F_SETFL)` may change the flags meanwhile: the kernel
+        // crate's accessor reads them once (`READ_ONCE`).
+        // SAFETY: the kiocb of a read in progress has a valid file, held
+        // for the call; the reference is used on this thread during it.
+        // The file is a stream (`stream_open`): `fdget_pos` takes no
+        // `f_pos_lock` for it, so another thread's read may be in such a
+        // region too; what that rule protects is `f_pos`, which a stream
+        // does not use and `flags()` does not touch.
+        let nonblock = unsafe { LocalFile::from_raw_file((*kiocb.as_raw()).ki_filp) }.flags()
+            & O_NONBLOCK
+            != 0;
         let me = kiocb.file();
         let p = &*me.profiler;
         let room = iov.len();
@@ -470,14 +486,30 @@ impl PollMiscDevice for BufferReader {
         }
         let view = {
             let mut eb = me.profiler.buffers.events.lock();
-            // Before the view: the storage stays while this file lives.
-            eb.mapped = true;
+            // Before the view: the storage stays while the mapping lives
+            // (counted down by its `close`, or below if it is refused).
+            eb.mappings = eb.mappings.saturating_add(1);
             eb.view()
         };
         // SAFETY: `me` holds the profiler, which owns the event buffer, for
         // the whole call; the pages are used only during it (each mapped page
         // then holds its own reference).
-        map_read_only(vma, view.map_pages(), |i| unsafe { view.map_page(i) })
+        let res = map_read_only(vma, view.map_pages(), |i| unsafe { view.map_page(i) });
+        if res.is_err() {
+            // Refused: no mapping (the kernel calls no `close` for it).
+            Self::mapping_closed(me);
+        }
+        res
+    }
+
+    fn mapping_opened(me: &Self) {
+        let mut eb = me.profiler.buffers.events.lock();
+        eb.mappings = eb.mappings.saturating_add(1);
+    }
+
+    fn mapping_closed(me: &Self) {
+        let mut eb = me.profiler.buffers.events.lock();
+        eb.mappings = eb.mappings.saturating_sub(1);
     }
 
     fn poll(me: &Self, file: &File, table: PollTable<'_>) -> u32 {

@@ -122,10 +122,11 @@ pub(crate) struct EventBuffer {
     pub(crate) full: u64,
     /// Total bytes ever consumed (`head` is its ring offset).
     consumed: u64,
-    /// The device's reader mapped the buffer (set before its `mmap` takes
-    /// a view, cleared when its file is released, which no mapping
-    /// outlives): the storage must not be replaced.
-    pub(crate) mapped: bool,
+    /// The live mappings of the buffer: the vmas of the device's reader
+    /// (counted before its `mmap` takes a view, one more for each piece a
+    /// split or a move makes, one less for each that goes and for a
+    /// refused `mmap`). While any lives, the storage must not be replaced.
+    pub(crate) mappings: usize,
     /// A reader copies a chunk without the lock (from taking its view to
     /// consuming it): the storage must not be replaced.
     pub(crate) copying: bool,
@@ -167,7 +168,7 @@ impl EventBuffer {
             bytes_in: 0,
             full: 0,
             consumed: 0,
-            mapped: false,
+            mappings: 0,
             copying: false,
             index: RecordIndex::new(cap)?,
         };
@@ -691,13 +692,13 @@ mod tests {
         }
         let want = bytes(&old, old.chunk(usize::MAX));
         assert_eq!(want.len(), 8 * 24);
-        old.mapped = true;
+        old.mappings = 2;
         old.copying = true;
         assert!(new.adopt(&old));
         assert_eq!(new.len(), old.len());
         assert_eq!(new.consumed(), old.consumed());
         assert_eq!(new.bytes_in, old.bytes_in);
-        assert!(!new.mapped && !new.copying);
+        assert!(new.mappings == 0 && !new.copying);
         // The same records, where the consumer position says in the new ring.
         let c = new.chunk(usize::MAX);
         assert_eq!(bytes(&new, c), want);

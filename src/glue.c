@@ -8,6 +8,7 @@
  */
 #include <linux/cgroup.h>
 #include <linux/err.h>
+#include <linux/fs.h>
 #include <linux/hardirq.h>
 #include <linux/mm.h>
 #include <linux/moduleparam.h>
@@ -357,4 +358,12 @@ MODULE_PARM_DESC(cgroup, "Sample only the tasks of this cgroup (v2) and its desc
 const char *oprofile_rs_cgroup_param(void)
 {
 	return cgroup ? cgroup : "";
+}
+
+/* ---- the device's files (src/poll_misc.rs): bindgen cannot evaluate
+ * FMODE_READ (a __force cast), and the kernel crate's File has no f_mode. */
+
+bool oprofile_rs_file_readable(const struct file *file)
+{
+	return file->f_mode & FMODE_READ;
 }

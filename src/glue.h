@@ -8,6 +8,7 @@
 #include <linux/types.h>
 
 struct cgroup;
+struct file;
 struct perf_event;
 struct pt_regs;
 
@@ -43,5 +44,7 @@ int oprofile_rs_cgroup_path(struct cgroup *cgrp, char *buf, size_t len);
 bool oprofile_rs_current_in_cgroup(struct cgroup *ancestor);
 const char *oprofile_rs_sample_period_param(void);
 const char *oprofile_rs_sample_freq_param(void);
+/* src/poll_misc.rs */
+bool oprofile_rs_file_readable(const struct file *file);
 
 #endif

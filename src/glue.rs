@@ -5,8 +5,8 @@
 //! `glue.c` holds only what Rust cannot reach through the kernel crate: inline
 //! functions and macros, and declarations missing from its bindings (each
 //! function there says which). The safe wrappers are in `perf.rs` (counters,
-//! registers, the unwinder), `sampler.rs` (the clock) and `oprofile.rs` (the
-//! `event=` parameter).
+//! registers, the unwinder), `sampler.rs` (the clock), `oprofile.rs` (the
+//! `event=` parameter) and `poll_misc.rs` (a file's read mode).
 
 use kernel::{
     bindings,
@@ -94,4 +94,7 @@ extern "C" {
     ) -> c_int;
     /// Whether the current task is in `ancestor` or below it.
     pub(crate) fn oprofile_rs_current_in_cgroup(ancestor: *mut RawCgroup) -> bool;
+    /// `file->f_mode & FMODE_READ` of a `struct file *` (passed as `void`:
+    /// `bindings::file` holds a zero-sized array Rust does not call FFI-safe).
+    pub(crate) fn oprofile_rs_file_readable(file: *const c_void) -> bool;
 }

@@ -5,7 +5,9 @@
 //! release, read_iter, ioctl, mmap) plus `poll`, which `select`, `poll` and
 //! `epoll` use. [`map_read_only`] maps pages read-only into a new mapping
 //! (the policy of ftrace's ring-buffer mapping), with the kernel crate's
-//! `VmaNew` and `vm_insert_page`.
+//! `VmaNew` and `vm_insert_page`; the mappings made get `vm_operations`
+//! whose `open` and `close` tell the device each piece of a mapping that
+//! comes (a split, a move) and goes (the kernel crate has no `vm_ops`).
 //!
 //! Files are streams (`stream_open`): `lseek`, `pread` and `pwrite` fail with
 //! `ESPIPE`. The registration holds `T::RegistrationData` (what every open
@@ -54,8 +56,31 @@ pub(crate) trait PollMiscDevice: Sized + Send + Sync + 'static {
     /// `poll`: registers `table` with the wait queues that signal a change and
     /// returns the current `EPOLL*` mask.
     fn poll(me: &Self, file: &File, table: PollTable<'_>) -> u32;
-    /// `mmap`: sets up the new mapping `vma` (see [`map_read_only`]).
+    /// `mmap`: sets up the new mapping `vma` (see [`map_read_only`]). On
+    /// success the mapping is live: [`Self::mapping_opened`] is called for
+    /// each further piece of it (a split by `munmap` or `mprotect` of a
+    /// part, a copy by `mremap`), [`Self::mapping_closed`] once for each
+    /// piece that goes, the first one included. On failure neither is
+    /// called for it (the kernel calls no `close` for a refused mapping).
     fn mmap(me: &Self, file: &File, vma: &VmaNew) -> Result;
+    /// A live mapping of the file got one more piece (the vma's `open`).
+    /// Called with the mmap lock held for writing; may sleep.
+    fn mapping_opened(me: &Self);
+    /// A piece of a live mapping of the file went (the vma's `close`):
+    /// `munmap`, the process's exit or `exec`, the old piece of a move.
+    /// Called with the mmap lock held; may sleep.
+    fn mapping_closed(me: &Self);
+}
+
+/// Whether `file` was opened with read access: `FMODE_READ`, which the
+/// kernel gives for `O_RDONLY` and `O_RDWR`, not for `O_WRONLY` nor for
+/// access mode 3 (`open(path, 3)`: neither read nor write, ioctls only).
+/// The kernel crate's `File` has no accessor for `f_mode`, and bindgen
+/// cannot evaluate `FMODE_READ` (a `__force` cast), hence the C glue.
+pub(crate) fn opened_for_reading(file: &File) -> bool {
+    // SAFETY: `file` is a valid file (a shared reference); its read mode is
+    // set by the open and never changes afterwards.
+    unsafe { crate::glue::oprofile_rs_file_readable(file.as_ptr().cast()) }
 }
 
 /// Fills the new mapping `vma` with pages of a window of `window` pages:
@@ -71,9 +96,15 @@ pub(crate) trait PollMiscDevice: Sized + Send + Sync + 'static {
 /// empty lengths with `EINVAL`).
 ///
 /// The pages are inserted now (no fault handler: the mapping calls no code
-/// of this module afterwards); each holds a page reference until it is
+/// of this module afterwards but its `open` and `close`, see
+/// [`PollMiscDevice::mmap`]); each holds a page reference until it is
 /// unmapped, and the mapping holds the file (so its release, and the
 /// module's unload, wait for the unmap).
+///
+/// `VM_DONTEXPAND` and `VM_MIXEDMAP` are `VM_SPECIAL` flags: `madvise`
+/// refuses `MADV_DOFORK` (and `MADV_DODUMP`) on such a mapping with
+/// `EINVAL` (`mm/madvise.c`), so `VM_DONTCOPY` and `VM_DONTDUMP` stay:
+/// the mapping is never inherited by `fork` nor dumped.
 pub(crate) fn map_read_only<'a>(
     vma: &VmaNew,
     window: usize,
@@ -183,6 +214,47 @@ impl<T: PollMiscDevice> Vtable<T> {
         owner: <crate::LocalModule as ModuleMetadata>::THIS_MODULE.as_ptr(),
         ..pin_init::zeroed()
     };
+
+    /// The operations of the mappings [`Self::mmap`] made.
+    const VM_OPS: bindings::vm_operations_struct = bindings::vm_operations_struct {
+        open: Some(Self::vma_open),
+        close: Some(Self::vma_close),
+        ..pin_init::zeroed()
+    };
+
+    /// The device of a mapping made by [`Self::mmap`].
+    ///
+    /// # Safety
+    ///
+    /// `vma` is a live vma whose `vm_ops` are [`Self::VM_OPS`]; the
+    /// returned reference is used during the vma operation only.
+    unsafe fn vma_device<'a>(vma: *mut bindings::vm_area_struct) -> &'a T {
+        // SAFETY: such a vma maps a file opened by `open` (only `mmap` sets
+        // these `vm_ops`, on success) and holds a reference to it in
+        // `vm_file` (taken by `mmap_region` or, for a split or a copy,
+        // before `open` is called; dropped after `close`); the file's
+        // private data is the `KBox<T>` of `open` until its release, which
+        // waits for that reference.
+        unsafe { <KBox<T> as ForeignOwnable>::borrow((*(*vma).vm_file).private_data) }
+    }
+
+    /// # Safety
+    ///
+    /// Called by the mm for a new piece (a split, a copy) of a mapping
+    /// made by [`Self::mmap`].
+    unsafe extern "C" fn vma_open(vma: *mut bindings::vm_area_struct) {
+        // SAFETY: a live vma with our `vm_ops`, for the call.
+        T::mapping_opened(unsafe { Self::vma_device(vma) });
+    }
+
+    /// # Safety
+    ///
+    /// Called by the mm when a piece of a mapping made by [`Self::mmap`]
+    /// goes (before it drops its file reference).
+    unsafe extern "C" fn vma_close(vma: *mut bindings::vm_area_struct) {
+        // SAFETY: a live vma with our `vm_ops`, for the call.
+        T::mapping_closed(unsafe { Self::vma_device(vma) });
+    }
 
     /// # Safety
     ///
@@ -297,9 +369,20 @@ impl<T: PollMiscDevice> Vtable<T> {
         // SAFETY: the file is valid for the call.
         let file = unsafe { File::from_raw_file(raw) };
         // SAFETY: the vma is undergoing its initial setup for this call.
-        let vma = unsafe { VmaNew::from_raw(vma) };
-        match T::mmap(me, file, vma) {
-            Ok(()) => 0,
+        let new = unsafe { VmaNew::from_raw(vma) };
+        match T::mmap(me, file, new) {
+            Ok(()) => {
+                // After everything that can fail: from here on the kernel
+                // keeps the vma (`__mmap_new_vma`), and calls `close` for
+                // it when it goes.
+                // SAFETY: the vma is being set up by this mmap call (mmap
+                // lock held for writing, not yet visible to anyone else);
+                // setting its operations is what `->mmap` may do. The
+                // operations are `'static` (a promoted constant), and this
+                // module stays loaded while the vma holds the file.
+                unsafe { (*vma).vm_ops = &Self::VM_OPS };
+                0
+            }
             Err(e) => e.to_errno(),
         }
     }

@@ -562,7 +562,7 @@ fn swap_refusal(
         }
         return Ok(());
     };
-    if eb.mapped || eb.copying {
+    if eb.mappings > 0 || eb.copying {
         pr_ratelimited!(
             pr_info,
             "config: buffer_size cannot change while the event buffer is mapped or read (EBUSY)\n"

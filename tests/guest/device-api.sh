@@ -31,6 +31,17 @@ expect_eq "TRACING_ON on a reader's file" "$(/tmp/probe ioctl $DEV on)" "ok 0"
 expect_eq "tracing_on follows the ioctl" "$(cat $DBG/tracing_on)" "1"
 expect_eq "FLUSH" "$(/tmp/probe ioctl $DEV flush wronly)" "ok 0"
 expect_eq "an unknown ioctl: ENOTTY" "$(/tmp/probe ioctl $DEV bogus wronly)" "err ENOTTY"
+# Access mode 3 (open(path, 3): neither read nor write, the kernel gives no
+# FMODE_READ): a control file, which neither reads nor consumes nor takes the
+# reader slot.
+expect_eq "access mode 3 is a control file (no read, no consume, no reader slot)" \
+    "$(/tmp/probe open3 $DEV)" "read EBADF consume EBADF get ok reader ok"
+
+# The permission model (user-guide: Security): checked at open; an fd keeps
+# what it was opened for in a process that dropped its privileges (or got it
+# passed), while that process cannot open the device itself.
+expect_eq "a kept fd works after a drop to nobody, a new open does not" \
+    "$(/tmp/probe keepfd $DEV 65534)" "reopen EACCES get ok read 96 mmap ok flush ok"
 
 # A blocked read and a signal that does not kill (SIGALRM, no SA_RESTART).
 echo 0 >$DBG/tracing_on

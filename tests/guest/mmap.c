@@ -20,6 +20,16 @@
  *                    consume (copy the view, then consume; ESTALE means the
  *                    copy may be torn and is dropped); written to OUT in
  *                    consumption order. Prints "consumed C stale S".
+ *   mmap lifetime    what keeps the event buffer (buffer_size changes get
+ *                    EBUSY) is the live mappings, not the attempts: with
+ *                    recording off, a buffer_size change succeeds after
+ *                    refused mappings (writable, past the window) and
+ *                    ended ones, and is refused while any piece of a
+ *                    mapping lives: split by munmap or mprotect, moved by
+ *                    mremap, held after close. A mapping is not inherited
+ *                    by fork, also after madvise(MADV_DOFORK) (refused:
+ *                    EINVAL; ENOSYS on a kernel without madvise). Prints
+ *                    one line per case and "violations V"
  *   mmap hold SECS   maps, closes the fd, prints "held", sleeps SECS, checks
  *                    the meta page still reads, unmaps, prints "unmapped"
  *   mmap die         a child maps and consumes in a loop; SIGKILLed after
@@ -83,12 +93,17 @@
 #define DEV "/dev/oprofile/buffer"
 #define HEADER 96
 
+#define IOC_TRACING_ON _IO('O', 1)
 #define IOC_TRACING_OFF _IO('O', 2)
 #define IOC_FLUSH _IO('O', 3)
 struct consume {
 	uint64_t tail, new_tail;
 };
 #define IOC_CONSUME _IOW('O', 5, struct consume)
+struct config_text {
+	uint64_t ptr, len;
+};
+#define IOC_SET_CONFIG _IOW('O', 33, struct config_text)
 
 /* The meta page (Documentation/mmap.md). */
 struct meta {
@@ -360,6 +375,103 @@ static int cmd_hostile(void)
 	       EPERM);
 	expect("map read-only (O_RDWR file)", try_map(rw, page, PROT_READ, MAP_SHARED, 0), 0);
 	close(rw);
+	printf("violations %d\n", violations);
+	return violations != 0;
+}
+
+/* Changes buffer_size to the other of 1 MiB and 2 MiB; 0 or an errno. */
+static int resize(int fd)
+{
+	static int big;
+	char text[40];
+	snprintf(text, sizeof(text), "buffer_size=%d", big ? 1 << 20 : 2 << 20);
+	struct config_text t = { (uintptr_t)text, strlen(text) };
+	if (ioctl(fd, IOC_SET_CONFIG, &t))
+		return errno;
+	big = !big;
+	return 0;
+}
+
+static void *map_at(int fd, void *at, size_t len, off_t off)
+{
+	return mmap(at, len, PROT_READ, MAP_SHARED | (at ? MAP_FIXED : 0), fd, off);
+}
+
+static int cmd_lifetime(void)
+{
+	int fd = open(DEV, O_RDWR | O_NONBLOCK);
+	if (fd < 0)
+		return violation("open O_RDWR", errno), 1;
+	if (ioctl(fd, IOC_TRACING_OFF))
+		return violation("tracing off", errno), 1;
+	expect("buffer_size change, nothing mapped", resize(fd), 0);
+	/* Refused mappings leave nothing behind. */
+	expect("map writable (O_RDWR file)", try_map(fd, page, PROT_READ | PROT_WRITE, MAP_SHARED, 0),
+	       EPERM);
+	expect("buffer_size change after the refused writable mapping", resize(fd), 0);
+	expect("map far past the window", try_map(fd, page, PROT_READ, MAP_SHARED, (off_t)1 << 40),
+	       EINVAL);
+	expect("buffer_size change after the refused mapping past the window", resize(fd), 0);
+	/* A mapping that ended. */
+	expect("map the meta page, unmap it", try_map(fd, page, PROT_READ, MAP_SHARED, 0), 0);
+	expect("buffer_size change after the unmap", resize(fd), 0);
+	/* A live mapping, and its pieces. */
+	uint8_t *p = map_at(fd, NULL, 3 * page, 0);
+	if (p == MAP_FAILED)
+		return violation("map 3 pages", errno), 1;
+	expect("buffer_size change while mapped", resize(fd), EBUSY);
+	expect("unmap the middle page (split in two)", munmap(p + page, page) ? errno : 0, 0);
+	expect("buffer_size change while two pieces live", resize(fd), EBUSY);
+	munmap(p, page);
+	expect("buffer_size change while the last piece lives", resize(fd), EBUSY);
+	munmap(p + 2 * page, page);
+	expect("buffer_size change after the last piece went", resize(fd), 0);
+	/* Split without an unmap (mprotect), then moved (mremap). */
+	p = map_at(fd, NULL, 2 * page, 0);
+	if (p == MAP_FAILED)
+		return violation("map 2 pages", errno), 1;
+	expect("mprotect the first page PROT_NONE (split)", mprotect(p, page, PROT_NONE) ? errno : 0, 0);
+	uint8_t *to = mmap(NULL, page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	uint8_t *q = mremap(p + page, page, page, MREMAP_MAYMOVE | MREMAP_FIXED, to);
+	expect("mremap the second page elsewhere", q == MAP_FAILED ? errno : 0, 0);
+	munmap(p, page);
+	expect("buffer_size change while the moved page lives", resize(fd), EBUSY);
+	munmap(to, page);
+	expect("buffer_size change after the moved page went", resize(fd), 0);
+	/* fork: not inherited, also after MADV_DOFORK. */
+	p = map_at(fd, NULL, page, 0);
+	if (p == MAP_FAILED)
+		return violation("map a page", errno), 1;
+	/* The test kernels have no madvise (CONFIG_ADVISE_SYSCALLS=n): ENOSYS,
+	 * which mmap.sh reports as a skip. */
+	int e = madvise(p, page, MADV_DOFORK) ? errno : 0;
+	if (e == ENOSYS)
+		printf("madvise(MADV_DOFORK): ENOSYS\n");
+	else
+		expect("madvise(MADV_DOFORK)", e, EINVAL);
+	pid_t c = fork();
+	if (c == 0) {
+		/* mincore: ENOMEM where nothing is mapped. */
+		unsigned char v;
+		_exit(mincore(p, page, &v) == 0 ? 1 : errno == ENOMEM ? 0 : 2);
+	}
+	int st;
+	waitpid(c, &st, 0);
+	printf("the child after fork: %s\n", WIFEXITED(st) && WEXITSTATUS(st) == 0 ? "not mapped" : "mapped");
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+		violation("a forked child inherited the mapping", 0);
+	expect("buffer_size change while the parent's mapping lives", resize(fd), EBUSY);
+	/* Held after close: a control file sees the mapping, until it goes. */
+	close(fd);
+	int w = open(DEV, O_WRONLY);
+	if (w < 0)
+		return violation("open O_WRONLY", errno), 1;
+	expect("buffer_size change while a mapping outlives its file", resize(w), EBUSY);
+	munmap(p, page);
+	expect("buffer_size change after that mapping went", resize(w), 0);
+	if (ioctl(w, IOC_TRACING_ON))
+		violation("tracing on", errno);
+	close(w);
 	printf("violations %d\n", violations);
 	return violations != 0;
 }
@@ -832,6 +944,8 @@ int main(int argc, char **argv)
 		return cmd_slow(argv[2], atoi(argv[3]));
 	if (!strcmp(cmd, "threads") && argc == 4)
 		return cmd_threads(argv[2], atoi(argv[3]));
+	if (!strcmp(cmd, "lifetime"))
+		return cmd_lifetime();
 	if (!strcmp(cmd, "hold") && argc == 3)
 		return cmd_hold(atoi(argv[2]));
 	if (!strcmp(cmd, "die"))

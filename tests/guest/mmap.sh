@@ -1,8 +1,11 @@
 #!/bin/sh
 # vm-run: --smp 2
-# may-skip: the first handoff's "no consume walked" applies only while the event buffer's index did not overflow, which a busy or slow guest (the lockdep kernel, a loaded host) cannot promise
+# may-skip: the first handoff's "no consume walked" applies only while the event buffer's index did not overflow, which a busy or slow guest (the lockdep kernel, a loaded host) cannot promise; madvise(MADV_DOFORK) can be tried only on a kernel with madvise (the test kernels have CONFIG_ADVISE_SYSCALLS=n; Debian's stock kernel has it)
 # Zero-copy reading (Documentation/mmap.md): mmap of /dev/oprofile/buffer.
 # - hostile mappings and consumes get their documented errors;
+# - buffer_size changes are refused while a mapping (or a piece of one:
+#   split, moved, held after close) lives, not after refused or ended ones;
+#   fork inherits no mapping, also after madvise(MADV_DOFORK);
 # - a stream read through the mapping is byte-identical to what read() gives
 #   for the same bytes, and its accounting is exact;
 # - a consume notes the COMM records it delivers (the next reader's opening
@@ -38,6 +41,15 @@ check "insmod" insmod /oprofile_rs.ko sample_period=250000
 out=$(/tmp/mmap hostile); rc=$?
 echo "$out"
 expect_eq "hostile mappings and consumes: documented answers only" "$rc" 0
+out=$(/tmp/mmap lifetime); rc=$?
+echo "$out"
+expect_eq "live mappings, not attempts, keep the event buffer; fork inherits none" "$rc" 0
+dofork=$(echo "$out" | sed -n 's/^madvise(MADV_DOFORK): //p')
+if [ "$dofork" = ENOSYS ]; then
+    skip "madvise(MADV_DOFORK) on a mapping: this kernel has no madvise (CONFIG_ADVISE_SYSCALLS=n)"
+else
+    expect_eq "madvise(MADV_DOFORK) on a mapping is refused (VM_SPECIAL)" "$dofork" EINVAL
+fi
 check "rmmod" rmmod oprofile_rs
 
 # The same bytes through the mapping and read().

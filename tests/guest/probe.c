@@ -40,6 +40,18 @@
  *   probe writes F1 D1 F2 D2 N     N times: D1 written to F1, then D2 to F2,
  *                                  each on an fd of its own; prints
  *                                  "refused R of W" (EINVAL of all writes)
+ *   probe open3 FILE               open FILE with access mode 3 (neither read
+ *                                  nor write: ioctls only), then: a read, a
+ *                                  CONSUME, GET_TRACING on it, and an
+ *                                  O_RDONLY open (the reader slot); prints
+ *                                  "read R consume C get G reader O"
+ *   probe keepfd FILE UID          open FILE O_RDONLY|O_NONBLOCK, then drop to
+ *                                  UID/GID (no capabilities left, as a process
+ *                                  an fd was passed to); then: open FILE
+ *                                  again, GET_TRACING, a read of the header,
+ *                                  an mmap of the meta page, FLUSH on the
+ *                                  kept fd; prints "reopen E get G read R
+ *                                  mmap M flush F"
  *   probe -u UID ...               drop to UID/GID first (permission tests)
  *
  * Prints "ok N" (bytes) or "err ENAME" and exits 0 unless usage is wrong.
@@ -58,8 +70,10 @@
 #include <signal.h>
 #include <stdint.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <grp.h>
 
 /* Bytes of the stream header (Documentation/stream-format.md). */
 #define STREAM_HEADER 96
@@ -95,6 +109,7 @@ static int wait_readable(int fd, const char *how, int ms)
 #define OPROFILE_RS_IOC_TRACING_OFF _IO('O', 2)
 #define OPROFILE_RS_IOC_FLUSH _IO('O', 3)
 #define OPROFILE_RS_IOC_GET_TRACING _IOR('O', 4, uint32_t)
+#define OPROFILE_RS_IOC_CONSUME _IOW('O', 5, uint64_t[2])
 
 static int shared_fd, stop_threads, headers, errors;
 
@@ -115,6 +130,12 @@ static void *reader_thread(void *arg)
 static void on_alarm(int sig)
 {
 	(void)sig;
+}
+
+/* "ok" if r >= 0, else errno's name. */
+static const char *res(long r)
+{
+	return r < 0 ? strerrorname_np(errno) : "ok";
 }
 
 static int report(long r)
@@ -293,6 +314,42 @@ int main(int argc, char **argv)
 		if (fd1 < 0)
 			return report(-1);
 		return report(open(path, O_RDONLY | O_NONBLOCK));
+	}
+	if (!strcmp(cmd, "open3")) {
+		char buf[STREAM_HEADER];
+		uint64_t c[2] = { 0, 0 };
+		uint32_t v;
+		int fd = open(path, 3);
+		if (fd < 0)
+			return report(-1);
+		printf("read %s ", res(read(fd, buf, sizeof(buf))));
+		printf("consume %s ", res(ioctl(fd, OPROFILE_RS_IOC_CONSUME, c)));
+		printf("get %s ", res(ioctl(fd, OPROFILE_RS_IOC_GET_TRACING, &v)));
+		printf("reader %s\n", res(open(path, O_RDONLY | O_NONBLOCK)));
+		return 0;
+	}
+	if (!strcmp(cmd, "keepfd") && argc == 4) {
+		char buf[STREAM_HEADER];
+		uid_t id = strtoul(argv[3], NULL, 0);
+		uint32_t v;
+		int fd = open(path, O_RDONLY | O_NONBLOCK);
+		if (fd < 0)
+			return report(-1);
+		if (setgroups(0, NULL) || setgid(id) || setuid(id)) {
+			perror("setuid");
+			return 2;
+		}
+		printf("reopen %s ", res(open(path, O_WRONLY)));
+		printf("get %s ", res(ioctl(fd, OPROFILE_RS_IOC_GET_TRACING, &v)));
+		long r = read(fd, buf, sizeof(buf));
+		if (r < 0)
+			printf("read %s ", strerrorname_np(errno));
+		else
+			printf("read %ld ", r);
+		void *m = mmap(NULL, sysconf(_SC_PAGESIZE), PROT_READ, MAP_SHARED, fd, 0);
+		printf("mmap %s ", m == MAP_FAILED ? strerrorname_np(errno) : "ok");
+		printf("flush %s\n", res(ioctl(fd, OPROFILE_RS_IOC_FLUSH)));
+		return 0;
 	}
 	if (!strcmp(cmd, "threads") && argc >= 4) {
 		pthread_t t[2];
