@@ -452,14 +452,15 @@ impl crate::sync::Buffers {
             };
             push(&mut eb, &begin.encoded(e));
         }
-        let mut merged = 0usize;
+        let mut until_resched = snapshot_plan::PAUSE_EVERY;
         while let Some((c, i)) = snapshot_plan::next_merged(&st.staged, &mut st.plans) {
             if let Some(s) = st.staged.get(c) {
                 push(&mut eb, s.record(i));
             }
-            merged = merged.wrapping_add(1);
-            if merged.is_multiple_of(snapshot_plan::PAUSE_EVERY) {
+            until_resched = until_resched.saturating_sub(1);
+            if until_resched == 0 {
                 resched();
+                until_resched = snapshot_plan::PAUSE_EVERY;
             }
         }
         let end = format::Snapshot {

@@ -126,7 +126,7 @@ pub fn plan<S: Staged>(
         };
     }
     let mut total = 0usize;
-    let mut kept = 0usize;
+    let mut until_pause = PAUSE_EVERY;
     loop {
         // The newest record not kept yet among the CPUs: the one before
         // each CPU's `first`, if it is not nameless.
@@ -170,9 +170,10 @@ pub fn plan<S: Staged>(
         p.first = i;
         p.restate = new_restate;
         total = new_total;
-        kept = kept.wrapping_add(1);
-        if kept.is_multiple_of(PAUSE_EVERY) {
+        until_pause = until_pause.saturating_sub(1);
+        if until_pause == 0 {
             pause();
+            until_pause = PAUSE_EVERY;
         }
     }
     total
