@@ -379,9 +379,6 @@ fn write_header(p: &Profile, out: &mut dyn Write) -> std::io::Result<()> {
     if let Some(u) = p.unwind.describe() {
         writeln!(out, "# call graph: {u}")?;
     }
-    if let Some(t) = truncated_note(p) {
-        writeln!(out, "# {t}")?;
-    }
     let cgroups = p.cgroup_filters();
     if !cgroups.is_empty() {
         let ids: Vec<String> = cgroups.iter().map(u64::to_string).collect();
@@ -399,6 +396,9 @@ fn write_header(p: &Profile, out: &mut dyn Write) -> std::io::Result<()> {
             p.total_samples(),
             p.recorded_samples()
         )?;
+    }
+    if let Some(t) = truncated_note(p) {
+        writeln!(out, "# {t}")?;
     }
     let secs = p.recording_ns() as f64 / 1e9;
     write!(out, "# recording: {secs:.2} s")?;
