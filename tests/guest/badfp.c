@@ -36,7 +36,6 @@
 #include <sys/mman.h>
 #include <time.h>
 
-#define RET 0x401000UL /* a return address in the text of a static binary */
 
 /*
  * Spins with rbp = fp until n reaches 0; rbp restored after. Not inlined:
@@ -53,6 +52,13 @@ __attribute__((noinline)) void spin(unsigned long fp, unsigned long n)
 			 : "D"(fp)
 			 : "r12", "cc", "memory");
 }
+
+/*
+ * A return address: in the text, as are RET + 1 .. RET + 999 (their calls,
+ * RET - 1 + i, too), so that the tool, which cuts a user stack at an address
+ * in no executable mapping (issue 30), shows every frame the walk recorded.
+ */
+#define RET ((unsigned long)spin + 1)
 
 /* Spins with rsp = sp until n reaches 0 (nothing may touch the stack meanwhile); rsp restored after. */
 __attribute__((noinline)) void spin_sp(unsigned long sp, unsigned long n)

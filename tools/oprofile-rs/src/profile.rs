@@ -60,7 +60,10 @@ pub struct ResolvedSample {
     /// DWARF unwind of the sample's user stack copy found, if it found
     /// callers ([`crate::unwind`]), else the recorded frame-pointer chain.
     /// User return addresses are named after their call
-    /// ([`Resolver::resolve_return`]).
+    /// ([`Resolver::resolve_return`]). The user part ends with a
+    /// [`Frame::truncated`] frame at the first address in no executable
+    /// mapping of the process at the sample's time
+    /// ([`Resolver::user_code_at`]; [`ResolvedSample::truncated`]).
     ///
     /// [`Resolver::resolve_return`]: crate::symbols::Resolver::resolve_return
     pub callchain: Vec<Rc<Frame>>,
@@ -79,6 +82,12 @@ impl ResolvedSample {
     /// Frames from the outermost caller to the sampled pc.
     pub fn stack_root_first(&self) -> impl Iterator<Item = &Rc<Frame>> {
         self.callchain.iter().rev().chain(std::iter::once(&self.pc))
+    }
+
+    /// Whether the user call stack was cut at an address that is not code
+    /// (it ends with a [`Frame::truncated`] frame).
+    pub fn truncated(&self) -> bool {
+        self.callchain.last().is_some_and(|f| f.is_truncated())
     }
 }
 
@@ -849,7 +858,17 @@ impl Profile {
                         if a == 0 || a >= PERF_CONTEXT_MAX {
                             continue;
                         }
-                        callchain.push(if s.kernel && i == 0 {
+                        // A return address is checked at its call (a - 1),
+                        // where it is named.
+                        let entry = s.kernel && i == 0;
+                        let code = if entry { a } else { a - 1 };
+                        if !resolver.user_code_at(s.tgid, s.time, code) {
+                            // Not code: the walk read something else as a
+                            // frame. Cut the stack, marked, here.
+                            callchain.push(Rc::new(Frame::truncated(a)));
+                            break;
+                        }
+                        callchain.push(if entry {
                             resolver.resolve_at(false, s.tgid, s.time, a)
                         } else {
                             resolver.resolve_return(s.tgid, s.time, a)

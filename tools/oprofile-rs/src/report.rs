@@ -397,6 +397,9 @@ fn write_header(p: &Profile, out: &mut dyn Write) -> std::io::Result<()> {
             p.recorded_samples()
         )?;
     }
+    if let Some(t) = truncated_note(p) {
+        writeln!(out, "# {t}")?;
+    }
     let secs = p.recording_ns() as f64 / 1e9;
     write!(out, "# recording: {secs:.2} s")?;
     if let Some(rate) = p.requested_rate() {
@@ -609,6 +612,9 @@ struct JsonReport<'a> {
     /// how their user callchains were found (absent without such samples).
     #[serde(skip_serializing_if = "Option::is_none")]
     user_stacks: Option<JsonUnwind>,
+    /// Kept samples whose user call stack was cut at an address in no
+    /// executable mapping (it ends in a `[truncated]` frame).
+    truncated_stacks: u64,
     /// Samples and weight the filter kept (the base of every percentage).
     kept_samples: u64,
     kept_weight: u64,
@@ -618,6 +624,31 @@ struct JsonReport<'a> {
     recording_seconds: f64,
     sort: Vec<SortKey>,
     rows: Vec<Row>,
+}
+
+/// Samples (of those the filter kept) whose user call stack was cut at an
+/// address in no executable mapping ([`ResolvedSample::truncated`]).
+///
+/// [`ResolvedSample::truncated`]: crate::profile::ResolvedSample::truncated
+pub fn truncated_samples(p: &Profile) -> u64 {
+    p.samples.iter().filter(|s| s.truncated()).count() as u64
+}
+
+/// The report's note on cut call stacks: how many, why, and what fixes it;
+/// `None` if no stack was cut.
+pub fn truncated_note(p: &Profile) -> Option<String> {
+    let n = truncated_samples(p);
+    (n > 0).then(|| {
+        format!(
+            "call stacks cut: {n} of {} samples ({:.1}%) end in {}: a user return address \
+             lay in no executable mapping of the process (a frame-pointer walk through code \
+             built without frame pointers reads data as frames); build the program with \
+             -fno-omit-frame-pointer, or record with --call-graph dwarf",
+            p.samples.len(),
+            100.0 * n as f64 / p.samples.len().max(1) as f64,
+            crate::symbols::TRUNCATED
+        )
+    })
 }
 
 /// The DWARF unwind's counts in `--json` ([`crate::unwind::UnwindStats`]).
@@ -667,6 +698,7 @@ fn json_report<'a>(p: &'a Profile, o: &ReportOptions) -> JsonReport<'a> {
             dwarf: p.unwind.dwarf,
             frame_pointer: p.unwind.fallback,
         }),
+        truncated_stacks: truncated_samples(p),
         kept_samples: p.total_samples(),
         kept_weight: p.total_weight(),
         weight_unit: ev.map_or("samples", |e| e.weight_unit()),

@@ -12,6 +12,11 @@ use crate::mapevents::{TimedMap, Timeline};
 /// Name used for the core kernel image.
 pub const KERNEL_DSO: &str = "[kernel.kallsyms]";
 
+/// Name (symbol and binary) of the frame that ends a user call stack cut
+/// where an address lies in no executable mapping of the process
+/// ([`Frame::truncated`]).
+pub const TRUNCATED: &str = "[truncated]";
+
 /// A resolved address.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Frame {
@@ -77,6 +82,23 @@ impl Frame {
             Some((_, l)) => l.as_ref(),
             None => self.srcline.as_ref(),
         }
+    }
+
+    /// The frame that ends a user call stack at `addr`, a "return
+    /// address" in no executable mapping of the process at the sample's
+    /// time: what a frame-pointer walk through code built without frame
+    /// pointers reads (a saved `rbp` used as a general register). The stack
+    /// is cut there rather than padded with the garbage beyond.
+    pub fn truncated(addr: u64) -> Frame {
+        let mut f = Frame::unknown(addr, false);
+        f.symbol = Some(TRUNCATED.into());
+        f.dso = TRUNCATED.into();
+        f
+    }
+
+    /// Whether this is the frame that ends a cut user call stack.
+    pub fn is_truncated(&self) -> bool {
+        !self.kernel && self.dso == TRUNCATED
     }
 
     fn unknown(addr: u64, kernel: bool) -> Frame {
@@ -924,6 +946,23 @@ impl Resolver {
     /// symbolisation uses; the DWARF unwinder's modules follow it).
     pub fn user_mapping(&self, tgid: u32, time: u64, addr: u64) -> Option<(usize, &TimedMap)> {
         self.maps.lookup(tgid, time, addr)
+    }
+
+    /// Whether user address `addr` of process `tgid` may be code at `time`:
+    /// it lies in an executable mapping in force then (the one
+    /// symbolisation uses), or without any mapping, in the process's JIT
+    /// perf map. True where it cannot be told (no maps captured for the
+    /// process). The timeline holds every executable mapping the kernel
+    /// reported and the `/proc` snapshot's mappings of every kind, so an
+    /// address the snapshot puts in the stack or the heap is not code.
+    pub fn user_code_at(&self, tgid: u32, time: u64, addr: u64) -> bool {
+        if !self.maps.has(tgid) {
+            return true;
+        }
+        match self.maps.lookup(tgid, time, addr) {
+            Some((_, tm)) => tm.map.perms.as_bytes().get(2) == Some(&b'x'),
+            None => self.jit(tgid, addr).is_some(),
+        }
     }
 
     /// Whether maps of process `tgid` were captured.

@@ -279,9 +279,10 @@ fn script_prints_user_frames_after_kernel_frames() {
 
 #[test]
 fn hostile_user_chains_are_harmless() {
-    // Zeros and perf context markers are dropped; kernel addresses and
-    // addresses outside every mapping in a user chain come out [unknown];
-    // 255 entries (the format's most) fold.
+    // Zeros and perf context markers are dropped; a kernel address or an
+    // address outside every mapping in a user chain is not code: the stack
+    // is cut there, marked [truncated] (issue 30), and the rest (0x10, 1)
+    // is not shown; 255 entries (the format's most) fold.
     let h = Header::default();
     let mut e = Encoder::new(&h);
     e.record(&Record::Comm(Comm::new(0, 1, PID, PID, "victim")));
@@ -307,11 +308,7 @@ fn hostile_user_chains_are_harmless() {
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines.len(), 3, "{out}");
     assert!(lines.contains(&"victim;main;beta 1"), "{out}");
-    assert!(
-        lines.iter().any(|l| l
-            .starts_with("victim;[unknown] 0x1;[unknown] 0x10;[unknown] 0xffffffff81001010;beta ")),
-        "{out}"
-    );
+    assert!(lines.contains(&"victim;[truncated];beta 1"), "{out}");
     let deep = lines
         .iter()
         .find(|l| l.matches(";main").count() == 254)
