@@ -306,6 +306,18 @@ impl std::str::FromStr for TimeSpan {
             start: bound(a)?,
             end: bound(b)?,
         };
+        // Ends of the same kind are compared here (a relative and an
+        // absolute one only against the recording).
+        let backwards = match (span.start, span.end) {
+            (Some(TimeBound::Relative(x)), Some(TimeBound::Relative(y)))
+            | (Some(TimeBound::Absolute(x)), Some(TimeBound::Absolute(y))) => x >= y,
+            _ => false,
+        };
+        if backwards {
+            return Err(format!(
+                "--time {s:?}: the span ends before it starts (START,END: samples with START <= time < END)"
+            ));
+        }
         Ok(span)
     }
 }

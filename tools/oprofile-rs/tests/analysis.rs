@@ -177,8 +177,9 @@ fn time_spans_relative_and_absolute() {
             "victim;entry_SYSCALL_64_[k];do_syscall_64_[k];__schedule_[k] 3"
         ]
     );
-    // Bad spans are refused.
-    for bad in ["5", "a,b", "-1,2"] {
+    // Bad spans are refused, an empty or backwards one too (it was taken,
+    // with a warning that the filter keeps nothing).
+    for bad in ["5", "a,b", "-1,2", "5,2", "2,2", "@5,@2"] {
         Command::cargo_bin("oprofile-rs")
             .unwrap()
             .args(["report", "-i", f, "--time", bad])
