@@ -10,6 +10,12 @@ use crate::symbols::Frame;
 use crate::text;
 
 fn frame_name(f: &Frame) -> String {
+    // Kernel addresses without a symbol (no kallsyms, or outside every
+    // symbol) are one frame, not one sliver per address (`report` and
+    // `script` keep the addresses).
+    if f.kernel && f.symbol.is_none() {
+        return "[unknown]_[k]".into();
+    }
     let mut n = text::folded_frame(&f.name());
     if f.kernel {
         // The stackcollapse-perf convention for kernel frames.

@@ -173,7 +173,7 @@ fn time_spans_relative_and_absolute() {
     assert_eq!(
         out.lines().collect::<Vec<_>>(),
         [
-            "victim;[unknown] 0xffffffff81002010_[k] 1",
+            "victim;[unknown]_[k] 1",
             "victim;entry_SYSCALL_64_[k];do_syscall_64_[k];__schedule_[k] 3"
         ]
     );
@@ -551,4 +551,30 @@ fn a_comm_read_late_from_another_cpu_does_not_rename_the_exec_d_task() {
     ]
     .map(|(c, n)| (c.to_string(), n.to_string()));
     assert_eq!(names, want, "{out}");
+}
+
+/// Kernel addresses without a symbol (past `_etext`) are one flame-graph
+/// frame, `[unknown]_[k]`, not one sliver per address (issue 35: the
+/// folded stacks had `[unknown] 0xADDR_[k]`, one per address); `script`
+/// keeps the addresses.
+#[test]
+fn unknown_kernel_addresses_fold_into_one_frame() {
+    let dir = tempfile::tempdir().unwrap();
+    let pcs = [
+        0xffff_ffff_8100_2010,
+        0xffff_ffff_8100_2020,
+        0xffff_ffff_8100_2ff0,
+    ];
+    let file = kernel_recording(dir.path(), "kt", &pcs);
+    let f = file.to_str().unwrap();
+    let out = run_tool(&["folded", "--all", "-i", f]);
+    assert_eq!(
+        out.lines().collect::<Vec<_>>(),
+        vec!["kt;[unknown]_[k] 3"],
+        "{out}"
+    );
+    let script = run_tool(&["script", "--all", "-i", f]);
+    for pc in pcs {
+        assert!(script.contains(&format!("{pc:x}")), "{script}");
+    }
 }

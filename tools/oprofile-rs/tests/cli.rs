@@ -244,7 +244,7 @@ fn folded_stacks() {
     assert_eq!(
         lines,
         vec![
-            "victim;[unknown] 0xffffffff81002010_[k] 1",
+            "victim;[unknown]_[k] 1",
             "victim;alpha 10",
             "victim;beta 6",
             "victim;entry_SYSCALL_64_[k];do_syscall_64_[k];__schedule_[k] 3",
