@@ -492,6 +492,8 @@ fn write_one(p: &Profile, o: &ReportOptions, out: &mut dyn Write) -> std::io::Re
     let sym_w = width(&|r| text(&r.key.symbol), 6, 60);
     let dso_w = width(&|r| text(&r.key.dso), 6, 30);
     let comm_w = width(&|r| text(&r.key.comm), 4, 16);
+    let pid_comm = |r: &Row| format!("{}/{}", r.key.pid.unwrap_or(0), text(&r.key.comm));
+    let pid_w = width(&pid_comm, 8, 40);
     // Periods are shown when some sample weighs more than one.
     let show_weight = p.samples.iter().any(|s| s.weight != 1);
     let mut head = if o.children {
@@ -508,7 +510,7 @@ fn write_one(p: &Profile, o: &ReportOptions, out: &mut dyn Write) -> std::io::Re
             SortKey::Cpu => head += &format!("  {:>4}", "CPU"),
             SortKey::Symbol => head += &format!("  {:<sym_w$}", "Symbol"),
             SortKey::Dso => head += &format!("  {:<dso_w$}", "Binary"),
-            SortKey::Pid => head += "  Pid/Comm",
+            SortKey::Pid => head += &format!("  {:<pid_w$}", "Pid/Comm"),
             SortKey::Comm if keys.contains(&SortKey::Pid) => continue,
             SortKey::Comm => head += &format!("  {:<comm_w$}", "Comm"),
         }
@@ -551,9 +553,7 @@ fn write_one(p: &Profile, o: &ReportOptions, out: &mut dyn Write) -> std::io::Re
                 }
                 SortKey::Symbol => line += &format!("  {:<sym_w$}", text(&r.key.symbol)),
                 SortKey::Dso => line += &format!("  {:<dso_w$}", text(&r.key.dso)),
-                SortKey::Pid => {
-                    line += &format!("  {}/{}", r.key.pid.unwrap_or(0), text(&r.key.comm))
-                }
+                SortKey::Pid => line += &format!("  {:<pid_w$}", pid_comm(r)),
                 SortKey::Comm => line += &format!("  {:<comm_w$}", text(&r.key.comm)),
             }
         }
@@ -784,15 +784,21 @@ pub fn write_diff(
         old.total_samples(),
         new.total_samples()
     )?;
+    // The symbol column as wide as its longest name (at most 60).
+    let sym_w = rows
+        .iter()
+        .map(|r| esc(&r.symbol).chars().count())
+        .max()
+        .unwrap_or(6)
+        .clamp(6, 60);
     writeln!(
         out,
-        "{:>8} {:>8} {:>9} {:>10} {:>10}  Symbol  Binary",
-        "Old%", "New%", "Delta", "Old", "New"
+        "{:>8} {:>8} {:>9} {:>10} {:>10}  {:<sym_w$}  Binary",
+        "Old%", "New%", "Delta", "Old", "New", "Symbol"
     )?;
     for r in &rows {
-        writeln!(
-            out,
-            "{:>7.2}% {:>7.2}% {:>+8.2}% {:>10} {:>10}  {}  {}",
+        let line = format!(
+            "{:>7.2}% {:>7.2}% {:>+8.2}% {:>10} {:>10}  {:<sym_w$}  {}",
             r.old_percent,
             r.new_percent,
             r.delta,
@@ -800,7 +806,8 @@ pub fn write_diff(
             r.new_weight,
             esc(&r.symbol),
             esc(&r.dso)
-        )?;
+        );
+        writeln!(out, "{}", line.trim_end())?;
     }
     Ok(())
 }

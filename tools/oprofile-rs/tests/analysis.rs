@@ -578,3 +578,33 @@ fn unknown_kernel_addresses_fold_into_one_frame() {
         assert!(script.contains(&format!("{pc:x}")), "{script}");
     }
 }
+
+/// The column of `name` in `header` starts where the row's value `value`
+/// starts (issue 35: the `--sort pid,symbol` and `diff` headers were not
+/// over their columns).
+fn assert_under(header: &str, name: &str, row: &str, value: &str) {
+    let h = header
+        .find(name)
+        .unwrap_or_else(|| panic!("{name} not in {header:?}"));
+    let r = row
+        .rfind(value)
+        .unwrap_or_else(|| panic!("{value} not in {row:?}"));
+    assert_eq!(h, r, "{name} at {h}, {value} at {r}:\n{header}\n{row}");
+}
+
+#[test]
+fn headers_stand_over_their_columns() {
+    let (_d, f) = recording();
+    let f = f.to_str().unwrap();
+    let out = run_tool(&["report", "-q", "-i", f, "--sort", "pid,symbol"]);
+    let lines: Vec<&str> = out.lines().filter(|l| !l.starts_with('#')).collect();
+    let (head, row) = (lines[0], lines[1]);
+    assert_under(head, "Pid/Comm", row, "4242/victim");
+    let sym = row.split_whitespace().nth(3).unwrap();
+    assert_under(head, "Symbol", row, sym);
+    let out = run_tool(&["diff", "-q", f, f]);
+    let lines: Vec<&str> = out.lines().filter(|l| !l.starts_with('#')).collect();
+    let (head, row) = (lines[0], lines[1]);
+    let words: Vec<&str> = row.split_whitespace().collect();
+    assert_under(head, "Binary", row, words[words.len() - 1]);
+}
