@@ -91,7 +91,10 @@ pub fn write(p: &Profile, o: &ScriptOptions, out: &mut dyn Write) -> std::io::Re
                     s.pc.addr,
                     esc(&s.pc.name()),
                     esc(&s.pc.dso),
-                    srcline(s.pc.leaf_srcline()),
+                    // The line in the function named (with inlined
+                    // functions there: the call to them; each of those is
+                    // listed with its own line under --callchain).
+                    srcline(s.pc.srcline.as_ref()),
                     perf_word(&event_name(p, s)),
                     period_text(s)
                 )?;
@@ -107,13 +110,22 @@ pub fn write(p: &Profile, o: &ScriptOptions, out: &mut dyn Write) -> std::io::Re
                         )?;
                     }
                     for f in &s.callchain {
+                        for (name, line) in f.inlined.iter().rev() {
+                            writeln!(
+                                out,
+                                "\t{:016x} {} (inlined){}",
+                                f.addr,
+                                esc(name),
+                                srcline(line.as_ref())
+                            )?;
+                        }
                         writeln!(
                             out,
                             "\t{:016x} {} ({}){}",
                             f.addr,
                             esc(&f.name()),
                             esc(&f.dso),
-                            srcline(f.leaf_srcline())
+                            srcline(f.srcline.as_ref())
                         )?;
                     }
                     if !s.callchain.is_empty() {

@@ -289,3 +289,64 @@ fn cpp_and_rust_demangling() {
     assert_eq!(demangle("_Znot valid"), "_Znot valid");
     assert_eq!(demangle("main"), "main");
 }
+
+/// `script` names a sample in `outer` at an address of the inlined `inner`
+/// with outer's own line (the call), and, with `--callchain`, inner with
+/// its line above it; it printed `ns::outer(int)` with inner's line (issue
+/// 35: pprof had it right). Also at a return address of the callchain.
+#[test]
+fn script_gives_each_function_its_own_line() {
+    use oprofile_stream::{Comm, Encoder, Header, Record, Sample};
+    let dir = tempfile::tempdir().unwrap();
+    let elf = build(dir.path());
+    let maps = maps_for(&elf, elf.to_str().unwrap());
+    let r = resolver(&maps, ResolverOptions::default());
+    let (outer, size) = sym(&elf, "_ZN2ns5outerEi");
+    let inl = (0..size)
+        .map(|d| BASE + outer + d)
+        .find(|&a| !r.resolve(false, PID, a).inlined.is_empty())
+        .expect("an inlined address");
+    let mut e = Encoder::new(&Header::default());
+    e.record(&Record::Comm(Comm::new(0, 1, PID, PID, "inline")));
+    e.record(&Record::Sample(Sample {
+        time: 10,
+        pc: inl,
+        pid: PID,
+        tgid: PID,
+        user_callchain: vec![inl + 1],
+        ..Default::default()
+    }));
+    let file = write_recording(dir.path(), &e.finish(), &maps);
+    let out = Command::new(assert_cmd::cargo::cargo_bin("oprofile-rs"))
+        .args(["script", "-q", "--callchain", "-i", file.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&out.stdout).into_owned();
+    let call = format!("inline.cc:{} ", line_of("CALL-LINE"));
+    // inner's body: its loop (the line before INNER-LINE) and INNER-LINE.
+    let inner_lines: Vec<String> = [line_of("INNER-LINE") - 1, line_of("INNER-LINE")]
+        .iter()
+        .map(|n| format!("inline.cc:{n}"))
+        .collect();
+    let in_inner = |l: &str| {
+        inner_lines
+            .iter()
+            .any(|x| l.ends_with(x.as_str()) || l.contains(&format!("{x} ")))
+    };
+    let lines: Vec<&str> = out.lines().filter(|l| !l.is_empty()).collect();
+    assert!(
+        lines[0].contains("ns::outer(int)") && lines[0].contains(&call),
+        "{out}"
+    );
+    assert!(!in_inner(lines[0]), "{out}");
+    let inlined: Vec<&&str> = lines.iter().filter(|l| l.contains("(inlined)")).collect();
+    assert_eq!(inlined.len(), 2, "{out}");
+    for l in inlined {
+        assert!(l.contains("inner") && in_inner(l), "{out}");
+    }
+    let caller = lines
+        .iter()
+        .find(|l| l.starts_with('\t') && l.contains("ns::outer(int)"));
+    let call_at_end = call.trim_end();
+    assert!(caller.is_some_and(|l| l.ends_with(call_at_end)), "{out}");
+}
