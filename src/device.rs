@@ -13,8 +13,8 @@
 //! control file that takes no slot. Each reader's open starts a stream
 //! (`Documentation/stream-format.md`): the header, then whole records. A
 //! blocking read waits until the event buffer holds `buffer_watershed`
-//! bytes, a flush (or `tracing_on=0`) happens, or the event buffer is full,
-//! and is interrupted by signals; `O_NONBLOCK` gives `EAGAIN` when nothing
+//! bytes, a flush (or `tracing_on=0`) happens, the event buffer is full, or
+//! (recording off) anything waits, and is interrupted by signals; `O_NONBLOCK` gives `EAGAIN` when nothing
 //! waits. A zero-length read returns 0; a user buffer that cannot hold the
 //! next whole record gets `EINVAL`. `poll`/`select`/`epoll` report the
 //! device readable exactly when a blocking read would return at once. The
@@ -147,6 +147,7 @@ impl BufferReader {
             || eb.len() >= self.profiler.buffers.watershed()
             || self.profiler.buffers.nearly_full(eb)
             || (flushed && eb.len() > 0)
+            || (self.profiler.buffers.stopped() && eb.len() > 0)
     }
 }
 

@@ -231,7 +231,10 @@ fn sync_cpu(t: &Target<'_>) -> Moved {
         } else {
             moved.full = true;
         }
-        moved.wake = moved.full || t.b.nearly_full(&eb) || eb.len() >= t.b.watershed();
+        moved.wake = moved.full
+            || t.b.nearly_full(&eb)
+            || eb.len() >= t.b.watershed()
+            || (moved.records > 0 && t.b.stopped());
         drop(eb);
         if moved.full || !more || moved.records >= MAX_MOVE {
             return moved;
@@ -305,6 +308,10 @@ pub(crate) struct Buffers {
     /// The time of a TRACING on record that did not fit in the event buffer
     /// yet (0: none). The sync writes it before any other record.
     pending_on: Atomic<u64>,
+    /// Recording is off (`tracing_on=0`, from [`Buffers::mark_off`] to
+    /// [`Buffers::mark_on`]): no more records come to reach the watershed,
+    /// so whatever arrives wakes the reader.
+    stopped: Atomic<bool>,
     #[pin]
     pub(crate) events: Mutex<EventBuffer>,
     /// Woken when data arrives, at a flush, when the event buffer is full,
@@ -365,6 +372,7 @@ impl Buffers {
             reserve,
             last_ts: Atomic::new(0),
             pending_on: Atomic::new(0),
+            stopped: Atomic::new(false),
             events <- new_mutex!(EventBuffer::new(buffer_size)?),
             readers <- new_poll_condvar!(),
             buffer_size: Atomic::new(buffer_size),
@@ -434,6 +442,13 @@ impl Buffers {
         self.watershed.load(Relaxed)
     }
 
+    /// Whether recording is off (`tracing_on=0`): then any record that
+    /// arrives wakes the reader, whatever the watershed (a LOST record a
+    /// later sync writes, say; no more come to reach it).
+    pub(crate) fn stopped(&self) -> bool {
+        self.stopped.load(Relaxed)
+    }
+
     /// Sets the fill of the event buffer that wakes readers.
     pub(crate) fn set_watershed(&self, bytes: usize) {
         self.watershed.store(bytes, Relaxed);
@@ -474,6 +489,7 @@ impl Buffers {
         if !eb.push_keeping(&rec, self.reserve.bytes()) {
             self.pending_on.store(t, Relaxed);
         }
+        self.stopped.store(false, Relaxed);
     }
 
     /// Writes the TRACING off record of `tracing_on=0`, after recording
@@ -487,6 +503,7 @@ impl Buffers {
         // discard below is done no record moves (`BLOCKED`).
         let cancelled = {
             let _eb = self.events.lock();
+            self.stopped.store(true, Relaxed);
             self.pending_on.xchg(BLOCKED, Relaxed) != 0
         };
         if !cancelled {

@@ -33,7 +33,13 @@
  *                                  than EAGAIN)
  *   probe readto FILE SIZE SECS    a read of the 96-byte header, then one
  *                                  blocking read of SIZE bytes, interrupted by
- *                                  SIGALRM (no SA_RESTART) after SECS s
+ *                                  SIGALRM (no SA_RESTART) after SECS s (the
+ *                                  read watchdog)
+ *   probe readoff FILE SIZE SECS  open FILE blocking and read SIZE bytes at a
+ *                                  time until a read waits SECS s (then a
+ *                                  thread sends SIGALRM, no SA_RESTART);
+ *                                  prints "read B bytes, then E" (E: the last
+ *                                  read's errno, or "eof")
  *   probe readsig FILE SIZE MS  read what is there, then one blocking read of
  *                                  SIZE bytes interrupted by SIGALRM (no
  *                                  SA_RESTART, sent by a child) after MS ms
@@ -130,6 +136,52 @@ static void *reader_thread(void *arg)
 static void on_alarm(int sig)
 {
 	(void)sig;
+}
+
+/* The read watchdog: the test kernels have no POSIX timers (alarm and
+ * setitimer are ENOSYS there), so a thread sends the reading thread SIGALRM
+ * (no SA_RESTART: its blocked read gets EINTR) once it made no progress for
+ * watch_secs s. */
+static pthread_t watched;
+static long watch_secs, watch_last;
+
+static long mono_secs(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec;
+}
+
+/* The watched thread made progress (a read returned). */
+static void watch_progress(void)
+{
+	__atomic_store_n(&watch_last, mono_secs(), __ATOMIC_RELAXED);
+}
+
+static void *watchdog(void *arg)
+{
+	(void)arg;
+	for (;;) {
+		usleep(100000);
+		if (mono_secs() - __atomic_load_n(&watch_last, __ATOMIC_RELAXED) >= watch_secs) {
+			pthread_kill(watched, SIGALRM);
+			watch_progress();
+		}
+	}
+	return NULL;
+}
+
+/* Interrupts the calling thread's blocking calls after SECS s without
+ * progress (watch_progress). */
+static void watch_start(long secs)
+{
+	struct sigaction sa = { .sa_handler = on_alarm };
+	pthread_t t;
+	sigaction(SIGALRM, &sa, NULL);
+	watched = pthread_self();
+	watch_secs = secs;
+	watch_progress();
+	pthread_create(&t, NULL, watchdog, NULL);
 }
 
 /* "ok" if r >= 0, else errno's name. */
@@ -392,17 +444,33 @@ int main(int argc, char **argv)
 		wait(NULL);
 		return report(r);
 	}
+	if (!strcmp(cmd, "readoff") && argc >= 5) {
+		size_t n = strtoul(argv[3], NULL, 0);
+		char *buf = malloc(n + 1);
+		long total = 0, r;
+		int fd = open(path, O_RDONLY);
+		if (fd < 0 || !buf)
+			return report(-1);
+		watch_start(atol(argv[4]));
+		for (;;) {
+			r = read(fd, buf, n);
+			watch_progress();
+			if (r <= 0)
+				break;
+			total += r;
+		}
+		printf("read %ld bytes, then %s\n", total, r == 0 ? "eof" : strerrorname_np(errno));
+		return 0;
+	}
 	if (!strcmp(cmd, "readto") && argc >= 5) {
 		size_t n = strtoul(argv[3], NULL, 0);
 		char *buf = malloc(n + 1);
-		struct sigaction sa = { .sa_handler = on_alarm };
 		int fd = open(path, O_RDONLY);
 		if (fd < 0)
 			return report(-1);
 		if (read(fd, buf, STREAM_HEADER) != STREAM_HEADER)
 			return report(-1);
-		sigaction(SIGALRM, &sa, NULL);
-		alarm(atoi(argv[4]));
+		watch_start(atol(argv[4]));
 		return report(read(fd, buf, n));
 	}
 usage:

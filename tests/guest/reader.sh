@@ -27,4 +27,18 @@ out=$(rmmod oprofile_rs 2>&1); rc=$?
 check "rmmod refused while a reader is open ($out)" [ "$rc" -ne 0 ]
 kill $!; wait $! 2>/dev/null
 check "rmmod after the reader ended" rmmod oprofile_rs
+
+check "insmod sample_freq=250" insmod /oprofile_rs.ko sample_freq=250
+/tmp/workload 1 >/dev/null
+echo 0 >$DBG/tracing_on
+before=$(stat_of event_buffer bytes_waiting)
+mark=$(sed -n 's/^buffer_watershed=//p' $DBG/config)
+in_range "recording off: bytes waiting below the watershed ($mark)" "$before" 1 $((mark - 1))
+# Opened after the switch (so the switch's wake-up is not its own), reading
+# 512 bytes at a time: each read returns at once until nothing waits.
+out=$(/tmp/probe readoff $DEV 512 2)
+got=$(echo "$out" | sed -n 's/^read \([0-9]*\) bytes, then EINTR$/\1/p')
+in_range "blocking reads while off take all that waited, then wait ($out)" "${got:-none}" "$before" 1073741824
+expect_eq "nothing left waiting below the watershed" "$(stat_of event_buffer bytes_waiting)" 0
+check "rmmod" rmmod oprofile_rs
 finish

@@ -22,6 +22,11 @@ sleep 2   # no reader: the 64 KiB event buffer fills
 for i in 1 2 3 4 5; do echo 0 >$T; sleep 0.2; echo 1 >$T; sleep 0.3; done
 echo 0 >$T
 wait
+# A flush before any reader: the sync stages the LOST records the off
+# switches could not write (the buffer was full) and moves them once the
+# reader made room, below the watershed: recording off, that wakes the
+# reader (it slept on them once, and stop_reader timed out).
+echo 1 >$DBG/flush
 cat $DEV >/tmp/p1.bin & catpid=$!
 wait_for reading_device $catpid; echo 1 >$DBG/flush
 stop_reader $catpid
