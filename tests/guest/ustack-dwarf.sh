@@ -90,11 +90,11 @@ check "rmmod" rmmod oprofile_rs
 # --- the tool: frame pointers against DWARF on a program without them
 check "insmod" insmod /oprofile_rs.ko event=cpu-clock sample_period=1000000 \
     cpu_buffer_size=1048576 buffer_size=8388608
-oprofile-rs record -q -o /tmp/n.bin -- /tmp/ustack_nofp 2
+oprofile-rs record -q -g -o /tmp/n.bin -- /tmp/ustack_nofp 2
 oprofile-rs folded -i /tmp/n.bin >/tmp/n.folded 2>/dev/null
 whole=$(folded_count ';main;outer;hot_[ab]( |;)' /tmp/n.folded)
 all=$(folded_count . /tmp/n.folded)
-check "frame pointers: the stacks are short ($whole of $all whole)" [ "$(pct "$whole" "$all")" -le 5 ]
+check "frame pointers alone (-g): the stacks are short ($whole of $all whole)" [ "$(pct "$whole" "$all")" -le 5 ]
 oprofile-rs record -q --call-graph dwarf -o /tmp/d.bin -- /tmp/ustack_nofp 3
 expect_eq "record put user_stack_size back" "$(cat $DBG/user_stack_size)" 0
 oprofile-rs folded -i /tmp/d.bin >/tmp/d.folded 2>/dev/null

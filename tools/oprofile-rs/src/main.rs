@@ -124,8 +124,8 @@ struct RecordArgs {
         value_delimiter = ','
     )]
     freq: Vec<u64>,
-    /// Record kernel and user call stacks (32 entries each; see
-    /// --call-graph).
+    /// Record kernel and user call stacks by frame pointers alone (32
+    /// entries each; no stack copy; see --call-graph).
     #[arg(short = 'g', conflicts_with = "call_graph")]
     callchains: bool,
     /// Call stacks: KDEPTH[,UDEPTH] (kernel callchain and user call stack
@@ -136,7 +136,11 @@ struct RecordArgs {
     /// binaries' .eh_frame, for code built without frame pointers (the
     /// module's user_stack_size, put back after the recording; the CPU and
     /// event buffers are raised to hold such samples unless their sizes are
-    /// given).
+    /// given). Without -g and --call-graph: the hybrid, the module's
+    /// frame-pointer chain and 1 KiB of user stack per sample, unwound with
+    /// .eh_frame and continued along the chain past the copy (whole stacks
+    /// with frame pointers, leaf callers included, and without them while
+    /// the stack fits in the copy).
     #[arg(long, value_name = "KDEPTH[,UDEPTH]|fp|dwarf[,SIZE]|no", value_parser = control::parse_call_graph_arg)]
     call_graph: Option<control::CallGraph>,
     /// Bytes of each CPU's ring buffer (K, M, G suffixes).
@@ -601,12 +605,18 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 events: (!a.events.is_empty()).then_some(a.events),
                 count: (!a.count.is_empty()).then_some(a.count),
                 freq: (!a.freq.is_empty()).then_some(a.freq),
-                call_graph: if a.callchains {
-                    Some(control::DEFAULT_CALL_GRAPH)
-                } else {
-                    a.call_graph.map(|c| c.depths)
+                // The default: the hybrid (a small stack copy beside the
+                // frame-pointer chain); -g and the depth forms: the chain
+                // alone; dwarf: the copy perf takes.
+                call_graph: match a.call_graph {
+                    _ if a.callchains => Some(control::DEFAULT_CALL_GRAPH),
+                    c => c.map(|c| c.depths),
                 },
-                user_stack: a.call_graph.and_then(|c| c.user_stack),
+                user_stack: match a.call_graph {
+                    _ if a.callchains => Some(0),
+                    c => c.map(|c| c.user_stack.unwrap_or(0)),
+                },
+                default_stacks: !a.callchains && a.call_graph.is_none(),
                 cpu_buffer_size: a.cpu_buffer_size,
                 buffer_size: a.buffer_size,
                 watershed: a.watershed,

@@ -63,7 +63,9 @@ pub struct ResolvedSample {
     /// ([`Resolver::resolve_return`]). The user part ends with a
     /// [`Frame::truncated`] frame at the first address in no executable
     /// mapping of the process at the sample's time
-    /// ([`Resolver::user_code_at`]; [`ResolvedSample::truncated`]).
+    /// ([`Resolver::user_code_at`]; [`ResolvedSample::truncated`]), or at
+    /// address 0 where the stack copy ended before the outermost frame and
+    /// the frame-pointer chain did not go on from there.
     ///
     /// [`Resolver::resolve_return`]: crate::symbols::Resolver::resolve_return
     pub callchain: Vec<Rc<Frame>>,
@@ -84,10 +86,19 @@ impl ResolvedSample {
         self.callchain.iter().rev().chain(std::iter::once(&self.pc))
     }
 
-    /// Whether the user call stack was cut at an address that is not code
-    /// (it ends with a [`Frame::truncated`] frame).
+    /// Whether the user call stack was cut: at an address that is not
+    /// code, or where its copy ended (it ends with a [`Frame::truncated`]
+    /// frame).
     pub fn truncated(&self) -> bool {
         self.callchain.last().is_some_and(|f| f.is_truncated())
+    }
+
+    /// Whether the user call stack was cut where its copy ended (a
+    /// [`Frame::truncated`] frame at address 0).
+    pub fn cut_at_copy_end(&self) -> bool {
+        self.callchain
+            .last()
+            .is_some_and(|f| f.is_truncated() && f.addr == 0)
     }
 }
 
@@ -861,11 +872,20 @@ impl Profile {
                     // sample, where the task entered the kernel. The DWARF
                     // unwind's where the sample has a stack copy and it
                     // found callers; else the frame-pointer chain.
-                    let unwound = s
-                        .user_stack
+                    let unwound = s.user_stack.as_ref().and_then(|st| {
+                        unwinder.callchain(
+                            &resolver,
+                            s.tgid,
+                            s.time,
+                            s.kernel,
+                            st,
+                            &s.user_callchain,
+                        )
+                    });
+                    let user_chain = unwound
                         .as_ref()
-                        .and_then(|st| unwinder.callchain(&resolver, s.tgid, s.time, s.kernel, st));
-                    let user_chain = unwound.as_deref().unwrap_or(&s.user_callchain);
+                        .map_or(&s.user_callchain[..], |u| &u.chain[..]);
+                    let mut cut_at_copy_end = unwound.as_ref().is_some_and(|u| u.cut);
                     for (i, &a) in user_chain.iter().enumerate() {
                         if a == 0 || a >= PERF_CONTEXT_MAX {
                             continue;
@@ -878,6 +898,7 @@ impl Profile {
                             // Not code: the walk read something else as a
                             // frame. Cut the stack, marked, here.
                             callchain.push(Rc::new(Frame::truncated(a)));
+                            cut_at_copy_end = false;
                             break;
                         }
                         callchain.push(if entry {
@@ -885,6 +906,10 @@ impl Profile {
                         } else {
                             resolver.resolve_return(s.tgid, s.time, a)
                         });
+                    }
+                    if cut_at_copy_end {
+                        // The stack copy ended before the outermost frame.
+                        callchain.push(Rc::new(Frame::truncated(0)));
                     }
                     samples.push(ResolvedSample {
                         weight: 1,

@@ -638,15 +638,31 @@ pub fn truncated_samples(p: &Profile) -> u64 {
 /// `None` if no stack was cut.
 pub fn truncated_note(p: &Profile) -> Option<String> {
     let n = truncated_samples(p);
+    let at_copy_end = p.samples.iter().filter(|s| s.cut_at_copy_end()).count() as u64;
+    let not_code = n - at_copy_end;
     (n > 0).then(|| {
+        let mut why = Vec::new();
+        if not_code > 0 {
+            why.push(format!(
+                "{not_code} at a user return address in no executable mapping of the process \
+                 (a frame-pointer walk through code built without frame pointers reads data as \
+                 frames): build the program with -fno-omit-frame-pointer, or record with \
+                 --call-graph dwarf"
+            ));
+        }
+        if at_copy_end > 0 {
+            why.push(format!(
+                "{at_copy_end} where the user stack copy ended (deep stacks in code built \
+                 without frame pointers): record with --call-graph dwarf (8 KiB copies), or \
+                 --call-graph dwarf,SIZE"
+            ));
+        }
         format!(
-            "call stacks cut: {n} of {} samples ({:.1}%) end in {}: a user return address \
-             lay in no executable mapping of the process (a frame-pointer walk through code \
-             built without frame pointers reads data as frames); build the program with \
-             -fno-omit-frame-pointer, or record with --call-graph dwarf",
+            "call stacks cut: {n} of {} samples ({:.1}%) end in {}: {}",
             p.samples.len(),
             100.0 * n as f64 / p.samples.len().max(1) as f64,
-            crate::symbols::TRUNCATED
+            crate::symbols::TRUNCATED,
+            why.join("; ")
         )
     })
 }
@@ -657,6 +673,10 @@ struct JsonUnwind {
     samples: u64,
     dwarf: u64,
     frame_pointer: u64,
+    /// Of `dwarf`: went on along the frame-pointer chain past the copy.
+    spliced: u64,
+    /// Of `dwarf`: cut where the copy ended.
+    cut_at_copy_end: u64,
 }
 
 /// `--json` for a recording of several events (without `--event`): one
@@ -697,6 +717,8 @@ fn json_report<'a>(p: &'a Profile, o: &ReportOptions) -> JsonReport<'a> {
             samples: p.unwind.with_stack,
             dwarf: p.unwind.dwarf,
             frame_pointer: p.unwind.fallback,
+            spliced: p.unwind.spliced,
+            cut_at_copy_end: p.unwind.cut,
         }),
         truncated_stacks: truncated_samples(p),
         kept_samples: p.total_samples(),

@@ -88,7 +88,9 @@ impl Frame {
     /// address" in no executable mapping of the process at the sample's
     /// time: what a frame-pointer walk through code built without frame
     /// pointers reads (a saved `rbp` used as a general register). The stack
-    /// is cut there rather than padded with the garbage beyond.
+    /// is cut there rather than padded with the garbage beyond. At `addr`
+    /// 0: the stack copy ended before the outermost frame, and no
+    /// frame-pointer chain went on from there.
     pub fn truncated(addr: u64) -> Frame {
         let mut f = Frame::unknown(addr, false);
         f.symbol = Some(TRUNCATED.into());

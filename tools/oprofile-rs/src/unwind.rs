@@ -14,6 +14,14 @@
 //! bytes only: a read outside them ends the unwind, as do a return address
 //! outside every executable mapping of the process and
 //! [`MAX_FRAMES`] frames. Only x86-64 (little-endian) stacks are unwound.
+//!
+//! The hybrid (`record`'s default: a small copy beside the frame-pointer
+//! chain): where the copy ends before the outermost frame, the unwind goes
+//! on along the sample's frame-pointer chain from the frame it reached,
+//! found by its frame pointer ([`splice`]): the copy gives the frames
+//! nearest the sampled address (a leaf without a frame, code built without
+//! frame pointers), the chain those beyond it. A stack that can be followed
+//! neither way is cut there ([`Unwound::cut`]) and marked, not padded.
 
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
@@ -42,6 +50,12 @@ pub struct UnwindStats {
     /// Of them: those the unwind found no caller for, which kept their
     /// frame-pointer chain.
     pub fallback: u64,
+    /// Of the unwound: those continued along the frame-pointer chain past
+    /// the end of the copy.
+    pub spliced: u64,
+    /// Of the unwound: those cut where the copy ended (neither the copy nor
+    /// the frame-pointer chain reached further).
+    pub cut: u64,
 }
 
 impl UnwindStats {
@@ -49,10 +63,17 @@ impl UnwindStats {
     /// to the frame-pointer chain`, or `None` without such samples.
     pub fn describe(&self) -> Option<String> {
         (self.with_stack > 0).then(|| {
-            format!(
+            let mut d = format!(
                 "{} samples with a user stack copy: {} unwound with .eh_frame (DWARF), {} fell back to the frame-pointer chain",
                 self.with_stack, self.dwarf, self.fallback
-            )
+            );
+            if self.spliced > 0 || self.cut > 0 {
+                d.push_str(&format!(
+                    "; past the copy's end {} went on along the frame-pointer chain, {} were cut",
+                    self.spliced, self.cut
+                ));
+            }
+            d
         })
     }
 }
@@ -190,11 +211,15 @@ impl DwarfUnwinder {
     }
 
     /// The user callchain of a sample of process `tgid` at `time` whose
-    /// user stack is `stack`, as the stream's user callchain reads: for a
+    /// user stack is `stack` and whose frame-pointer chain is `fp_chain`
+    /// (the stream's user callchain), read as that chain reads: for a
     /// kernel-mode sample the address where the task entered the kernel
-    /// first, then the return addresses of its callers, innermost first.
-    /// `None` when the unwind found no caller (the sample keeps its
-    /// frame-pointer chain). Counts the sample in [`DwarfUnwinder::stats`].
+    /// first, then the return addresses of its callers, innermost first;
+    /// past the copy's end it goes on along `fp_chain` where it can
+    /// ([`splice`]). `None` when the unwind found no caller but for the
+    /// copy's end (the sample keeps its frame-pointer chain). Counts the
+    /// sample in
+    /// [`DwarfUnwinder::stats`].
     pub fn callchain(
         &mut self,
         resolver: &Resolver,
@@ -202,10 +227,12 @@ impl DwarfUnwinder {
         time: u64,
         kernel: bool,
         stack: &UserStack,
-    ) -> Option<Vec<u64>> {
+        fp_chain: &[u64],
+    ) -> Option<Unwound> {
         self.stats.with_stack += 1;
-        let callers = self.unwind(resolver, tgid, time, stack);
-        if callers.is_empty() {
+        let (callers, end) = self.unwind_to(resolver, tgid, time, stack);
+        // No caller found, and not for want of a longer copy.
+        if callers.is_empty() && end == End::Other {
             self.stats.fallback += 1;
             return None;
         }
@@ -215,7 +242,23 @@ impl DwarfUnwinder {
             chain.push(stack.ip);
         }
         chain.extend(callers);
-        Some(chain)
+        let mut cut = false;
+        if let End::CopyEnd { sp, bp } = end {
+            // The frame-pointer chain's return addresses (without the entry
+            // address of a kernel-mode sample).
+            let fp_rets = fp_chain.get(usize::from(kernel)..).unwrap_or(&[]);
+            match splice(stack, fp_rets, sp, bp) {
+                Some(rest) if !rest.is_empty() => {
+                    self.stats.spliced += 1;
+                    chain.extend_from_slice(rest);
+                }
+                _ => {
+                    self.stats.cut += 1;
+                    cut = true;
+                }
+            }
+        }
+        Some(Unwound { chain, cut })
     }
 
     /// The return addresses of the callers of `stack.ip`, innermost first
@@ -227,31 +270,62 @@ impl DwarfUnwinder {
         time: u64,
         stack: &UserStack,
     ) -> Vec<u64> {
+        self.unwind_to(resolver, tgid, time, stack).0
+    }
+
+    /// [`DwarfUnwinder::unwind`], and why it ended.
+    fn unwind_to(
+        &mut self,
+        resolver: &Resolver,
+        tgid: u32,
+        time: u64,
+        stack: &UserStack,
+    ) -> (Vec<u64>, End) {
         let mut out = Vec::new();
         if !self.little || stack.ip == 0 || !resolver.has_maps(tgid) {
-            return out;
+            return (out, End::Other);
         }
         let sp = stack.sp;
         let data = &stack.data[..];
+        // The copy filled its whole area: it may have ended before the
+        // outermost frame (a shorter copy reached the top of the stack).
+        let full = data.len() >= usize::from(stack.size) && !data.is_empty();
+        let copy_end = sp.saturating_add(data.len() as u64);
+        let beyond = std::cell::Cell::new(false);
         // Only the copied bytes: anything else ends the unwind.
         let mut read_stack = |addr: u64| -> Result<u64, ()> {
+            if full && addr >= copy_end && addr < copy_end.saturating_add(1 << 20) {
+                beyond.set(true);
+            }
             let off = usize::try_from(addr.checked_sub(sp).ok_or(())?).map_err(|_| ())?;
             let word = data.get(off..off.checked_add(8).ok_or(())?).ok_or(())?;
             Ok(u64::from_le_bytes(word.try_into().map_err(|_| ())?))
         };
         let mut regs = UnwindRegsX86_64::new(stack.ip, stack.sp, stack.bp);
         let mut frame = FrameAddress::from_instruction_pointer(stack.ip);
+        let mut end = End::Other;
         while out.len() < MAX_FRAMES {
             self.place_module(resolver, tgid, time, frame.address_for_lookup());
             let Some(p) = self.procs.get(&tgid) else {
                 break;
             };
+            let before = regs;
+            beyond.set(false);
             let ra =
                 match p
                     .unwinder
                     .unwind_frame(frame, &mut regs, &mut self.cache, &mut read_stack)
                 {
                     Ok(Some(ra)) => ra,
+                    // A read past the end of a full copy: the stack goes
+                    // on beyond what was copied, from this frame.
+                    Err(_) if beyond.get() => {
+                        end = End::CopyEnd {
+                            sp: before.sp(),
+                            bp: before.bp(),
+                        };
+                        break;
+                    }
                     // The root (`_start`, a thread's start), or a read outside
                     // the copy, or a rule that makes no sense.
                     Ok(None) | Err(_) => break,
@@ -268,7 +342,7 @@ impl DwarfUnwinder {
             out.push(ra);
             frame = next;
         }
-        out
+        (out, end)
     }
 
     /// Makes the module of the mapping that holds `addr` (in process `tgid`
@@ -334,6 +408,64 @@ impl DwarfUnwinder {
     }
 }
 
+/// A sample's user callchain from its stack copy ([`DwarfUnwinder::callchain`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unwound {
+    /// As the stream's user callchain reads.
+    pub chain: Vec<u64>,
+    /// The copy ended before the outermost frame, and the frame-pointer
+    /// chain did not go on from where it ended: the stack is cut there.
+    pub cut: bool,
+}
+
+/// Why an unwind of a stack copy ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum End {
+    /// It needed the stack past the end of a full copy, to unwind the
+    /// frame whose registers were `sp` and `bp`.
+    CopyEnd { sp: u64, bp: u64 },
+    /// The root, garbage, no unwind information, or the frame limit.
+    Other,
+}
+
+/// The frame-pointer chain's return addresses `fp_rets` from the frame the
+/// unwind of `stack` reached at the end of its copy (its registers `sp`,
+/// `bp`) on: the chain's walk is replayed on the copy (its frame records
+/// at `stack.bp`, then at each saved `rbp`); the frame whose record lies
+/// at `bp` (a frame that keeps a frame pointer: its record, its return
+/// address, at `bp`) continues with the chain's entry for that record.
+/// `None` when no record of the chain lies at `bp` above `sp`, or the
+/// chain disagrees with the copy (then it is not the same walk).
+pub fn splice<'a>(stack: &UserStack, fp_rets: &'a [u64], sp: u64, bp: u64) -> Option<&'a [u64]> {
+    if bp < sp || !bp.is_multiple_of(8) {
+        return None;
+    }
+    let read = |addr: u64| -> Option<u64> {
+        let off = usize::try_from(addr.checked_sub(stack.sp)?).ok()?;
+        let word = stack.data.get(off..off.checked_add(8)?)?;
+        Some(u64::from_le_bytes(word.try_into().ok()?))
+    };
+    let mut fp = stack.bp;
+    for (i, &ret) in fp_rets.iter().enumerate() {
+        if fp == bp {
+            return Some(&fp_rets[i..]);
+        }
+        // The chain went on from this record: it lay above the last one.
+        // Where the copy holds it, it must say what the chain says.
+        match (read(fp), read(fp.checked_add(8)?)) {
+            (Some(next), Some(copied_ret)) => {
+                if copied_ret != ret || next <= fp {
+                    return None;
+                }
+                fp = next;
+            }
+            // Past the copy: only the record at `bp` can be known.
+            _ => return None,
+        }
+    }
+    None
+}
+
 /// The unwind sections of the binary at `real`; `None` (with a warning)
 /// when it cannot be read or is no x86-64 ELF file.
 fn load(real: &std::path::Path, warnings: &mut Vec<String>) -> Option<Rc<UnwindFile>> {
@@ -370,6 +502,7 @@ mod tests {
             with_stack: 5,
             dwarf: 4,
             fallback: 1,
+            ..Default::default()
         };
         assert_eq!(
             s.describe().unwrap(),
@@ -411,13 +544,14 @@ mod tests {
             size: 64,
             data: vec![0xff; 64],
         };
-        assert_eq!(u.callchain(&r, 1, 0, false, &st), None);
+        assert_eq!(u.callchain(&r, 1, 0, false, &st, &[]), None);
         assert_eq!(
             u.stats,
             UnwindStats {
                 with_stack: 1,
                 dwarf: 0,
-                fallback: 1
+                fallback: 1,
+                ..Default::default()
             }
         );
         // Garbage everywhere: no panic, nothing found.

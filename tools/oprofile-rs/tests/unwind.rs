@@ -343,11 +343,143 @@ fn the_library_unwinds_return_addresses_named_after_their_calls() {
     assert!(r.resolve(false, PID, c.rip).name() == "gamma_fn");
     assert!(c.gamma <= c.rip);
     // A kernel-mode sample's chain starts where the task entered the kernel.
-    let k = u.callchain(&r, PID, 0, true, &stack_of(&c)).unwrap();
+    let k = u
+        .callchain(&r, PID, 0, true, &stack_of(&c), &[])
+        .unwrap()
+        .chain;
     assert_eq!(k[0], c.rip);
     assert_eq!(k[1..], chain[..]);
     assert_eq!(
         (u.stats.with_stack, u.stats.dwarf, u.stats.fallback),
         (1, 1, 0)
     );
+}
+
+/// The frame-pointer chain the module records for `c` (its walk from
+/// `rbp`: the return address of each frame record, while the copy holds
+/// them), as the stream's user callchain of a user-mode sample.
+fn fp_chain_of(c: &Capture) -> Vec<u64> {
+    let word = |addr: u64| -> Option<u64> {
+        let off = usize::try_from(addr.checked_sub(c.rsp)?).ok()?;
+        Some(u64::from_le_bytes(
+            c.stack.get(off..off + 8)?.try_into().ok()?,
+        ))
+    };
+    let (mut fp, mut chain) = (c.rbp, Vec::new());
+    while let (Some(next), Some(ret)) = (word(fp), word(fp + 8)) {
+        if ret == 0 {
+            break;
+        }
+        chain.push(ret);
+        if next <= fp {
+            break;
+        }
+        fp = next;
+    }
+    chain
+}
+
+/// `c`'s stack copy cut to its first `n` bytes, as a copy area of `n`.
+fn short_stack(c: &Capture, n: usize) -> UserStack {
+    UserStack {
+        ip: c.rip,
+        sp: c.rsp,
+        bp: c.rbp,
+        size: n as u16,
+        data: c.stack[..n].to_vec(),
+    }
+}
+
+/// The hybrid (`record`'s default): a copy too short for the whole stack
+/// of a program built with frame pointers goes on along the frame-pointer
+/// chain from the frame where the copy ends, and gives the stack the whole
+/// copy gives.
+#[test]
+fn a_short_copy_goes_on_along_the_frame_pointer_chain() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some((_bin, c)) = capture(dir.path(), "fp", &["-fno-omit-frame-pointer"]) else {
+        return;
+    };
+    let chain = fp_chain_of(&c);
+    assert!(
+        chain.len() >= 4,
+        "the frame-pointer walk of the fixture: {chain:x?}"
+    );
+    // gamma_fn's frame and its frame record, not beta_fn's frame: the
+    // unwind of beta_fn needs the stack past the copy.
+    let n = usize::try_from(c.rbp - c.rsp).unwrap() + 16;
+    assert!(n < c.stack.len() && n.is_multiple_of(8), "{n}");
+    let records = [
+        user_sample(&c, 2_000, stack_of(&c), chain.clone()),
+        user_sample(&c, 3_000, short_stack(&c, n), chain.clone()),
+    ];
+    let f = write(dir.path(), &c, &records);
+    // The program's own frames are the whole copy's. (The chain ends in
+    // glibc's start code, built without frame pointers, where the whole
+    // copy's unwind reaches _start.)
+    let folded = run_tool(&["folded", "-i", &f]);
+    let lines: Vec<&str> = folded.lines().collect();
+    assert_eq!(lines.len(), 2, "{folded}");
+    for l in &lines {
+        assert!(l.ends_with(";main;alpha_fn;beta_fn;gamma_fn 1"), "{folded}");
+    }
+    assert!(!folded.contains("[truncated]"), "{folded}");
+    let out = run_tool(&["report", "-i", &f, "--children", "-g"]);
+    assert!(
+        out.contains("past the copy's end 1 went on along the frame-pointer chain, 0 were cut"),
+        "{out}"
+    );
+    assert!(!out.contains("call stacks cut"), "{out}");
+    let v = json(&run_tool(&["report", "-i", &f, "--json"]));
+    assert_eq!(v["user_stacks"]["spliced"], 1, "{v}");
+    assert_eq!(v["truncated_stacks"], 0, "{v}");
+
+    // A chain that disagrees with the copy is not spliced on: cut, marked.
+    let mut wrong = chain.clone();
+    wrong[0] ^= 0x10;
+    let f = write(
+        dir.path(),
+        &c,
+        &[user_sample(&c, 2_000, short_stack(&c, n), wrong)],
+    );
+    let folded = run_tool(&["folded", "-i", &f]);
+    assert!(
+        folded
+            .trim_end()
+            .ends_with(";[truncated];beta_fn;gamma_fn 1"),
+        "{folded}"
+    );
+}
+
+/// Without frame pointers a copy that ends before the outermost frame
+/// cuts the stack there, marked, and the report says why and what fixes it.
+#[test]
+fn a_short_copy_without_frame_pointers_is_cut_and_marked() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some((_bin, c)) = capture(dir.path(), "nofp", &[]) else {
+        return;
+    };
+    // Less than gamma_fn's frame (its 96-byte buffer, its locals, the
+    // saved registers): not even its return address is in the copy.
+    let n = 256;
+    let f = write(
+        dir.path(),
+        &c,
+        &[user_sample(&c, 2_000, short_stack(&c, n), vec![])],
+    );
+    let folded = run_tool(&["folded", "-i", &f]);
+    assert!(
+        folded.trim_end() == "unwind;[truncated];gamma_fn 1",
+        "{folded}"
+    );
+    let out = run_tool(&["report", "-i", &f, "--children", "-g"]);
+    let note = out
+        .lines()
+        .find(|l| l.starts_with("# call stacks cut: "))
+        .unwrap_or_else(|| panic!("no note on cut stacks: {out}"));
+    assert!(
+        note.contains("1 where the user stack copy ended") && note.contains("--call-graph dwarf"),
+        "{note}"
+    );
+    assert!(!note.contains("no executable mapping"), "{note}");
 }
