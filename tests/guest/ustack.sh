@@ -1,17 +1,17 @@
 #!/bin/sh
-# User call stacks (user_backtrace_depth, on by default; `oprofile-rs
-# record`'s default adds a 1 KiB stack copy, the hybrid): a program built
+# User call stacks (user_backtrace_depth, on by default): a program built
 # with frame pointers whose split is known (ustack: main → outer → hot_a /
 # hot_b, 3:1) comes out whole and in that proportion in the folded stacks
-# and in pprof; so does the same program without frame pointers
-# (ustack_nofp), by default, while `record -g` (the chain alone) gives it
-# short stacks and no crash; a leaf without a frame record called from two
-# callers 3:1 (leafcall, -O1 -fno-omit-frame-pointer) keeps its callers by
-# default, where the chain alone loses them; a hostile process (badfp) whose
-# frame pointer leads to garbage (a loop, kernel addresses, unmapped or
-# absent pages, misaligned, 1000 records deep) costs a bounded walk and
-# yields no user frame above the garbage; user_backtrace_depth=0 turns them
-# off (record's default adds no copy then).
+# and in pprof; the same program without frame pointers (ustack_nofp) gives
+# short stacks and no crash with the chain alone, and whole ones, 3:1, with
+# the hybrid (`record --call-graph dwarf,1K`: a 1 KiB stack copy beside the
+# chain, continued along the chain past the copy); a leaf without a frame
+# record called from two callers 3:1 (leafcall, -O1 -fno-omit-frame-pointer)
+# keeps its callers with the hybrid, where the chain alone loses them; a
+# hostile process (badfp) whose frame pointer leads to garbage (a loop,
+# kernel addresses, unmapped or absent pages, misaligned, 1000 records deep)
+# costs a bounded walk and yields no user frame above the garbage;
+# user_backtrace_depth=0 turns them off.
 . /tmp/lib.sh
 
 check "insmod" insmod /oprofile_rs.ko
@@ -56,27 +56,27 @@ oprofile-rs report -q -i /tmp/u.bin --children -n 4 2>/dev/null | tee /tmp/u.rep
 main_share=$(awk '$NF ~ /ustack/ && $4 == "main" { print int($1) }' /tmp/u.report)
 check "report --children: main is in most stacks (${main_share:-none}%)" [ "${main_share:-0}" -ge 80 ]
 
-# --- without frame pointers, by default: whole stacks, 3:1, from the copy
-oprofile-rs record -q -o /tmp/d.bin -- /tmp/ustack_nofp 3
+# --- without frame pointers, the hybrid: whole stacks, 3:1, from the copy
+oprofile-rs record -q --call-graph dwarf,1K -o /tmp/d.bin -- /tmp/ustack_nofp 3
 oprofile-rs folded -i /tmp/d.bin >/tmp/d.folded 2>/dev/null
 sort -k2 -n -r -t' ' /tmp/d.folded | head -5
 a=$(folded_count ';main;outer;hot_a( |;)' /tmp/d.folded)
 b=$(folded_count ';main;outer;hot_b( |;)' /tmp/d.folded)
 all=$(folded_count . /tmp/d.folded)
-check "no frame pointers, record's default: whole stacks main;outer;hot_x ($((a + b)) of $all)" \
+check "no frame pointers, the hybrid: whole stacks main;outer;hot_x ($((a + b)) of $all)" \
     [ "$(pct $((a + b)) "$all")" -ge 80 ]
-in_range "no frame pointers, record's default: hot_a:hot_b about 3:1 (hot_a's share in %)" "$(pct "$a" $((a + b)))" 65 85
+in_range "no frame pointers, the hybrid: hot_a:hot_b about 3:1 (hot_a's share in %)" "$(pct "$a" $((a + b)))" 65 85
 oprofile-rs report -q -i /tmp/d.bin -n 1 2>/dev/null | grep '^# call' || true
 
 # --- a leaf without a frame record, two callers 3:1
-oprofile-rs record -q -o /tmp/l.bin -- /tmp/leafcall 3
+oprofile-rs record -q --call-graph dwarf,1K -o /tmp/l.bin -- /tmp/leafcall 3
 oprofile-rs folded -i /tmp/l.bin >/tmp/l.folded 2>/dev/null
 sort -k2 -n -r -t' ' /tmp/l.folded | head -5
 x=$(folded_count ';main;outer_x;leaf( |;)' /tmp/l.folded)
 y=$(folded_count ';main;outer_y;leaf( |;)' /tmp/l.folded)
 all=$(folded_count 'leaf( |;)' /tmp/l.folded)
-check "leaf, record's default: its samples name their caller ($((x + y)) of $all)" [ "$(pct $((x + y)) "$all")" -ge 80 ]
-in_range "leaf, record's default: outer_x:outer_y about 3:1 (outer_x's share in %)" "$(pct "$x" $((x + y)))" 65 85
+check "leaf, the hybrid: its samples name their caller ($((x + y)) of $all)" [ "$(pct $((x + y)) "$all")" -ge 80 ]
+in_range "leaf, the hybrid: outer_x:outer_y about 3:1 (outer_x's share in %)" "$(pct "$x" $((x + y)))" 65 85
 oprofile-rs record -q -g -o /tmp/lg.bin -- /tmp/leafcall 1
 oprofile-rs folded -i /tmp/lg.bin >/tmp/lg.folded 2>/dev/null
 echo "leaf, record -g (the chain alone): $(folded_count ';outer_[xy];leaf( |;)' /tmp/lg.folded) of $(folded_count 'leaf( |;)' /tmp/lg.folded) samples name the caller"

@@ -29,14 +29,6 @@ pub const DEFAULT_CALL_GRAPH: (u32, u32) = (32, 32);
 /// size (perf's default).
 pub const DEFAULT_USER_STACK: u32 = oprofile_stream::oprofile_format::MAX_USER_STACK as u32;
 
-/// The user stack bytes per sample `record` copies by default (no `-g`,
-/// no `--call-graph`): the hybrid, the copy beside the frame-pointer chain.
-/// The analyses unwind the copy with the binaries' CFI (the sampled leaf,
-/// frames without frame pointers, libraries) and go on along the chain
-/// past its end (`unwind.rs`): whole stacks for programs built with frame
-/// pointers, and for those built without while their stack fits.
-pub const HYBRID_USER_STACK: u32 = 1024;
-
 /// With `--call-graph dwarf`, the CPU ring buffers are raised (unless
 /// `--cpu-buffer-size` is given) to hold at least this many of the largest
 /// records: a sample is kilobytes then, and the default 64 KiB buffer would
@@ -105,13 +97,6 @@ pub struct ModuleSettings {
     /// the CPU ring buffers and the event buffer are raised to hold such
     /// samples where `cpu_buffer_size` and `buffer_size` are not given.
     pub user_stack: Option<u32>,
-    /// No `-g`, no `--call-graph`: `record`'s default call stacks, the
-    /// hybrid: [`HYBRID_USER_STACK`] bytes of stack beside the module's
-    /// frame-pointer chain (its depths as they are), with CPU buffers that
-    /// hold such samples, applied where the module's values differ. A
-    /// module that takes no user stacks (`user_backtrace_depth=0`) or is
-    /// older than stack copies (no `user_stack_size`) is left as it is.
-    pub default_stacks: bool,
     pub cpu_buffer_size: Option<u64>,
     pub buffer_size: Option<u64>,
     pub watershed: Option<u64>,
@@ -306,17 +291,6 @@ impl ModuleSettings {
         *self == ModuleSettings::default()
     }
 
-    /// Whether only `record`'s default call stacks are asked for (nothing
-    /// given on the command line): then a device without runtime control
-    /// is recorded as it is.
-    pub fn only_defaults(&self) -> bool {
-        *self
-            == ModuleSettings {
-                default_stacks: true,
-                ..Default::default()
-            }
-    }
-
     /// Refuses what no module could take (before anything is touched):
     /// more than [`MAX_EVENTS`] events or the same event twice, `-c` and
     /// `-F` both for an event, lists of lengths that do not match, a
@@ -440,31 +414,14 @@ impl ModuleSettings {
             out.push(("sample_freq", join(&q)));
         }
         let has_user_stack = current.contains_key("user_stack_size");
-        let defaults =
-            self.default_stacks && self.call_graph.is_none() && self.user_stack.is_none();
-        let (call_graph, user_stack) = if defaults {
-            // The module's depths as they are; the copy where it takes user
-            // stacks at all (`user_backtrace_depth=0` keeps them off).
-            let user_on = current
-                .get("user_backtrace_depth")
-                .and_then(|v| v.trim().parse::<u32>().ok())
-                .is_some_and(|d| d > 0);
-            (
-                None,
-                (has_user_stack && user_on).then_some(HYBRID_USER_STACK),
-            )
-        } else {
-            (self.call_graph, self.user_stack)
-        };
-        let first_default = out.len();
-        if let Some((k, u)) = call_graph {
+        if let Some((k, u)) = self.call_graph {
             out.push(("backtrace_depth", k.to_string()));
             out.push(("user_backtrace_depth", u.to_string()));
         }
         let (mut cpu_buffer_size, mut buffer_size) = (self.cpu_buffer_size, self.buffer_size);
         // A module older than stack copies: `-g` and the depth forms (0)
         // need nothing of it.
-        if let Some(n) = user_stack.filter(|&n| has_user_stack || n > 0) {
+        if let Some(n) = self.user_stack.filter(|&n| has_user_stack || n > 0) {
             if !has_user_stack {
                 bail!(
                     "--call-graph dwarf: the module has no user_stack_size setting (it predates \
@@ -506,24 +463,6 @@ impl ModuleSettings {
         }
         if let Some(v) = buffer_size {
             out.push(("buffer_size", v.to_string()));
-        }
-        if defaults {
-            // The defaults change only what differs (none: recording is not
-            // even switched off); what the user gave is applied as given.
-            let given = |k: &str| match k {
-                "cpu_buffer_size" => self.cpu_buffer_size.is_some(),
-                "buffer_size" => self.buffer_size.is_some(),
-                _ => false,
-            };
-            let mut i = first_default;
-            while i < out.len() {
-                let (k, v) = &out[i];
-                if !given(k) && current.get(*k) == Some(v) {
-                    out.remove(i);
-                } else {
-                    i += 1;
-                }
-            }
         }
         if let Some(v) = self.watershed {
             out.push(("buffer_watershed", v.to_string()));
@@ -605,16 +544,6 @@ pub fn words(kv: &[(&'static str, String)]) -> String {
         .map(|(k, v)| format!("{k}={v}"))
         .collect::<Vec<_>>()
         .join(" ")
-}
-
-/// The changes `want` makes to the module behind `ctl` (its `config`
-/// read): none when its values are those asked for.
-pub fn pending_changes<C: Control>(
-    ctl: &mut C,
-    want: &ModuleSettings,
-) -> Result<Vec<(&'static str, String)>> {
-    let text = ctl.config()?;
-    want.changes(&parse_config(&text))
 }
 
 /// Applies `want`: reads the configuration, computes the changes (an error
@@ -1693,12 +1622,11 @@ mod tests {
     }
 
     #[test]
-    fn the_default_is_the_hybrid_and_changes_only_what_differs() {
-        let defaults = ModuleSettings {
-            default_stacks: true,
-            ..ModuleSettings::default()
-        };
-        assert!(defaults.only_defaults() && !defaults.is_empty());
+    fn call_graph_g_turns_the_copy_off() {
+        // -g (and the depth forms): the chain alone, the copy off, even on
+        // a module older than copies.
+        let mut cur = stack_fake().config();
+        cur.remove("user_stack_size");
         let ch = |cur: &BTreeMap<String, String>, s: &ModuleSettings| {
             s.changes(cur)
                 .unwrap()
@@ -1706,44 +1634,6 @@ mod tests {
                 .map(|(k, v)| format!("{k}={v}"))
                 .collect::<Vec<_>>()
         };
-        // The module's own defaults (no kernel callchains, user depth 32,
-        // no copies, 64 KiB CPU buffers): the copy, and CPU buffers for 64
-        // of its samples; the depths as they are.
-        let mut cur = stack_fake().config();
-        cur.insert("backtrace_depth".into(), "0".into());
-        cur.insert("user_backtrace_depth".into(), "32".into());
-        cur.insert("cpu_buffer_size".into(), "65536".into());
-        let want = (64 * max_record(HYBRID_USER_STACK)).next_power_of_two();
-        assert_eq!(
-            ch(&cur, &defaults),
-            [
-                format!("cpu_buffer_size={want}"),
-                format!("user_stack_size={HYBRID_USER_STACK}")
-            ]
-        );
-        // A module at those values already: nothing (recording is not
-        // even switched off).
-        cur.insert("cpu_buffer_size".into(), want.to_string());
-        cur.insert("user_stack_size".into(), HYBRID_USER_STACK.to_string());
-        assert!(ch(&cur, &defaults).is_empty());
-        // Other depths stay; a size given is applied.
-        cur.insert("user_backtrace_depth".into(), "8".into());
-        let given = ModuleSettings {
-            cpu_buffer_size: Some(want),
-            ..defaults.clone()
-        };
-        assert!(!given.only_defaults());
-        assert_eq!(ch(&cur, &given), [format!("cpu_buffer_size={want}")]);
-        // User stacks off in the module: no copy is added.
-        cur.insert("user_backtrace_depth".into(), "0".into());
-        cur.insert("user_stack_size".into(), "0".into());
-        assert!(ch(&cur, &defaults).is_empty());
-        // A module older than stack copies: as it is.
-        cur.insert("user_backtrace_depth".into(), "32".into());
-        cur.remove("user_stack_size");
-        assert!(ch(&cur, &defaults).is_empty());
-        // -g (and the depth forms): the chain alone, the copy off, even on
-        // a module older than copies.
         let g = ModuleSettings {
             call_graph: Some(DEFAULT_CALL_GRAPH),
             user_stack: Some(0),

@@ -136,11 +136,11 @@ struct RecordArgs {
     /// binaries' .eh_frame, for code built without frame pointers (the
     /// module's user_stack_size, put back after the recording; the CPU and
     /// event buffers are raised to hold such samples unless their sizes are
-    /// given). Without -g and --call-graph: the hybrid, the module's
-    /// frame-pointer chain and 1 KiB of user stack per sample, unwound with
-    /// .eh_frame and continued along the chain past the copy (whole stacks
-    /// with frame pointers, leaf callers included, and without them while
-    /// the stack fits in the copy).
+    /// given). Past the end of the copy the unwind goes on along the
+    /// frame-pointer chain, so a small SIZE (dwarf,1K) is a hybrid: the copy
+    /// for the frames nearest the sample (a leaf without a frame record,
+    /// libraries without frame pointers), the chain beyond. Without -g and
+    /// --call-graph the module's settings are used as they are.
     #[arg(long, value_name = "KDEPTH[,UDEPTH]|fp|dwarf[,SIZE]|no", value_parser = control::parse_call_graph_arg)]
     call_graph: Option<control::CallGraph>,
     /// Bytes of each CPU's ring buffer (K, M, G suffixes).
@@ -605,9 +605,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 events: (!a.events.is_empty()).then_some(a.events),
                 count: (!a.count.is_empty()).then_some(a.count),
                 freq: (!a.freq.is_empty()).then_some(a.freq),
-                // The default: the hybrid (a small stack copy beside the
-                // frame-pointer chain); -g and the depth forms: the chain
-                // alone; dwarf: the copy perf takes.
+                // -g and the depth forms: the chain alone (no copy);
+                // dwarf: the copy too; neither: the module as it is.
                 call_graph: match a.call_graph {
                     _ if a.callchains => Some(control::DEFAULT_CALL_GRAPH),
                     c => c.map(|c| c.depths),
@@ -616,7 +615,6 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     _ if a.callchains => Some(0),
                     c => c.map(|c| c.user_stack.unwrap_or(0)),
                 },
-                default_stacks: !a.callchains && a.call_graph.is_none(),
                 cpu_buffer_size: a.cpu_buffer_size,
                 buffer_size: a.buffer_size,
                 watershed: a.watershed,

@@ -956,51 +956,31 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
             .write(true)
             .open(&opts.device)
             .with_context(|| format!("cannot open {} for control", opts.device.display()))?;
-        use crate::control::Control;
-        let mut ctl = ModuleControl::new(ctl_file, opts.debugfs.clone());
-        // Only the default call stacks: applied where they change something,
-        // and a device without runtime control is recorded as it is.
-        let needed = !settings.only_defaults()
-            || match crate::control::pending_changes(&mut ctl, &settings) {
-                Ok(c) => !c.is_empty(),
-                Err(e) => {
-                    eprintln!(
-                        "record: the default call stacks (a {} B stack copy beside the frame-pointer chain) are not set: cannot read the module's configuration ({}): {e:#}; recording with its settings as they are",
-                        crate::control::HYBRID_USER_STACK,
-                        ctl.describe()
-                    );
-                    false
-                }
-            };
+        let ctl = ModuleControl::new(ctl_file, opts.debugfs.clone());
         // Bytes read to make room for the CONFIG record (the event buffer
         // filled up since the open): written first.
         let mut scratch = vec![0u8; opts.buffer_size.max(4096)];
-        let a = if !needed {
-            None
-        } else {
-            Some(crate::control::apply(ctl, &settings, &mut || {
-                let mut got = false;
-                while pre.len() < (256 << 20) {
-                    match read_some(&mut dev, &mut scratch) {
-                        Ok(ReadOutcome::Data(n)) => {
-                            pre.extend_from_slice(&scratch[..n]);
-                            got = true;
-                        }
-                        _ => break,
+        let a = crate::control::apply(ctl, &settings, &mut || {
+            let mut got = false;
+            while pre.len() < (256 << 20) {
+                match read_some(&mut dev, &mut scratch) {
+                    Ok(ReadOutcome::Data(n)) => {
+                        pre.extend_from_slice(&scratch[..n]);
+                        got = true;
                     }
+                    _ => break,
                 }
-                got
-            })?)
-        };
-        if let Some(a) = a {
-            info.push(format!(
-                "settings: {} (through {}; they replaced {})",
-                words(&a.changes),
-                a.control().describe(),
-                words(&a.saved)
-            ));
-            applied = Some(a);
-        }
+            }
+            got
+        })?;
+        use crate::control::Control;
+        info.push(format!(
+            "settings: {} (through {}; they replaced {})",
+            words(&a.changes),
+            a.control().describe(),
+            words(&a.saved)
+        ));
+        applied = Some(a);
     }
     if sc_dir.exists() {
         std::fs::remove_dir_all(&sc_dir)

@@ -15,8 +15,9 @@
 //! outside every executable mapping of the process and
 //! [`MAX_FRAMES`] frames. Only x86-64 (little-endian) stacks are unwound.
 //!
-//! The hybrid (`record`'s default: a small copy beside the frame-pointer
-//! chain): where the copy ends before the outermost frame, the unwind goes
+//! The hybrid (`--call-graph dwarf` with a small SIZE, e.g. `dwarf,1K`: a
+//! small copy beside the frame-pointer chain, which `dwarf` records too):
+//! where the copy ends before the outermost frame, the unwind goes
 //! on along the sample's frame-pointer chain from the frame it reached,
 //! found by its frame pointer ([`splice`]): the copy gives the frames
 //! nearest the sampled address (a leaf without a frame, code built without
