@@ -149,11 +149,7 @@ fn folded_and_flamegraph_end_the_stack_at_the_cut() {
 #[test]
 fn report_counts_the_cut_samples_and_says_what_fixes_it() {
     let (_d, f) = recording();
-    let out = run_tool(&["report", "-i", &f, "--children", "-g"]);
-    let note = out
-        .lines()
-        .find(|l| l.starts_with("# call stacks cut: "))
-        .unwrap_or_else(|| panic!("no note on cut stacks: {out}"));
+    let note = common::cut_note(&f);
     assert!(
         note.contains("7 of 12 samples (58.3%) end in [truncated]"),
         "{note}"
@@ -161,6 +157,7 @@ fn report_counts_the_cut_samples_and_says_what_fixes_it() {
     assert!(note.contains("no executable mapping"), "{note}");
     assert!(note.contains("-fno-omit-frame-pointer"), "{note}");
     assert!(note.contains("--call-graph dwarf"), "{note}");
+    let out = run_tool(&["report", "-i", &f, "--children", "-g"]);
     assert!(out.contains("[truncated]"), "{out}");
     // The call graph: the cut frame is the caller of beta in 4 samples.
     let v = json(&run_tool(&[

@@ -472,11 +472,7 @@ fn a_short_copy_without_frame_pointers_is_cut_and_marked() {
         folded.trim_end() == "unwind;[truncated];gamma_fn 1",
         "{folded}"
     );
-    let out = run_tool(&["report", "-i", &f, "--children", "-g"]);
-    let note = out
-        .lines()
-        .find(|l| l.starts_with("# call stacks cut: "))
-        .unwrap_or_else(|| panic!("no note on cut stacks: {out}"));
+    let note = common::cut_note(&f);
     assert!(
         note.contains("1 where the user stack copy ended") && note.contains("--call-graph dwarf"),
         "{note}"

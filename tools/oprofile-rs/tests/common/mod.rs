@@ -273,6 +273,17 @@ pub fn run_tool(args: &[&str]) -> String {
 }
 
 /// `out` parsed as JSON.
+/// `report --children -g`'s note on cut call stacks for recording `f`
+/// (it must have one).
+#[allow(dead_code)]
+pub fn cut_note(f: &str) -> String {
+    let out = run_tool(&["report", "-i", f, "--children", "-g"]);
+    out.lines()
+        .find(|l| l.starts_with("# call stacks cut: "))
+        .unwrap_or_else(|| panic!("no note on cut stacks: {out}"))
+        .to_string()
+}
+
 pub fn json(out: &str) -> serde_json::Value {
     serde_json::from_str(out).unwrap_or_else(|e| panic!("{e}: {out}"))
 }
