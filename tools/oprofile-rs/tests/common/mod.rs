@@ -272,10 +272,8 @@ pub fn run_tool(args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
-/// `out` parsed as JSON.
 /// `report --children -g`'s note on cut call stacks for recording `f`
 /// (it must have one).
-#[allow(dead_code)]
 pub fn cut_note(f: &str) -> String {
     let out = run_tool(&["report", "-i", f, "--children", "-g"]);
     out.lines()
@@ -284,6 +282,7 @@ pub fn cut_note(f: &str) -> String {
         .to_string()
 }
 
+/// `out` parsed as JSON.
 pub fn json(out: &str) -> serde_json::Value {
     serde_json::from_str(out).unwrap_or_else(|e| panic!("{e}: {out}"))
 }
