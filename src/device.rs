@@ -14,9 +14,10 @@
 //! (`Documentation/stream-format.md`): the header, then whole records. A
 //! blocking read waits until the event buffer holds `buffer_watershed`
 //! bytes, a flush (or `tracing_on=0`) happens, the event buffer is full, or
-//! (recording off) anything waits, and is interrupted by signals; `O_NONBLOCK` gives `EAGAIN` when nothing
-//! waits. A zero-length read returns 0; a user buffer that cannot hold the
-//! next whole record gets `EINVAL`. `poll`/`select`/`epoll` report the
+//! (recording off) anything waits, and is interrupted by signals;
+//! `O_NONBLOCK` gives `EAGAIN` when nothing waits. A zero-length read
+//! returns 0; a user buffer that cannot hold the next whole record gets
+//! `EINVAL`. `poll`/`select`/`epoll` report the
 //! device readable exactly when a blocking read would return at once. The
 //! file is a stream: `lseek`/`pread` get `ESPIPE`. Threads sharing the file
 //! read one at a time.

@@ -77,7 +77,14 @@ y=$(folded_count ';main;outer_y;leaf( |;)' /tmp/l.folded)
 all=$(folded_count 'leaf( |;)' /tmp/l.folded)
 check "leaf, the hybrid: its samples name their caller ($((x + y)) of $all)" [ "$(pct $((x + y)) "$all")" -ge 80 ]
 in_range "leaf, the hybrid: outer_x:outer_y about 3:1 (outer_x's share in %)" "$(pct "$x" $((x + y)))" 65 85
+# -g is the chain alone: a copy the module was set to take is off for the
+# recording, and put back after it.
+echo 0 >$DBG/tracing_on; echo 1024 >$DBG/user_stack_size; echo 1 >$DBG/tracing_on
 oprofile-rs record -q -g -o /tmp/lg.bin -- /tmp/leafcall 1
+expect_eq "record -g: no sample carries a stack copy" \
+    "$(oprofile-rs report -q -i /tmp/lg.bin -n 1 2>/dev/null | grep -c 'samples with a user stack copy')" 0
+expect_eq "record -g put user_stack_size back" "$(cat $DBG/user_stack_size)" 1024
+echo 0 >$DBG/tracing_on; echo 0 >$DBG/user_stack_size; echo 1 >$DBG/tracing_on
 oprofile-rs folded -i /tmp/lg.bin >/tmp/lg.folded 2>/dev/null
 echo "leaf, record -g (the chain alone): $(folded_count ';outer_[xy];leaf( |;)' /tmp/lg.folded) of $(folded_count 'leaf( |;)' /tmp/lg.folded) samples name the caller"
 

@@ -219,8 +219,7 @@ impl DwarfUnwinder {
     /// past the copy's end it goes on along `fp_chain` where it can
     /// ([`splice`]). `None` when the unwind found no caller but for the
     /// copy's end (the sample keeps its frame-pointer chain). Counts the
-    /// sample in
-    /// [`DwarfUnwinder::stats`].
+    /// sample in [`DwarfUnwinder::stats`].
     pub fn callchain(
         &mut self,
         resolver: &Resolver,
@@ -292,6 +291,9 @@ impl DwarfUnwinder {
         // outermost frame (a shorter copy reached the top of the stack).
         let full = data.len() >= usize::from(stack.size) && !data.is_empty();
         let copy_end = sp.saturating_add(data.len() as u64);
+        // Set by a read just past a full copy (within 1 MiB, the largest
+        // frame taken for a frame: farther is garbage, not the stack going
+        // on).
         let beyond = std::cell::Cell::new(false);
         // Only the copied bytes: anything else ends the unwind.
         let mut read_stack = |addr: u64| -> Result<u64, ()> {
