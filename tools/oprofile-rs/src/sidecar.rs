@@ -66,11 +66,7 @@ impl Sidecar {
         if !dir.is_dir() {
             return Ok(sc);
         }
-        let opt = |name: &str| {
-            std::fs::read(dir.join(name))
-                .ok()
-                .map(|b| String::from_utf8_lossy(&b).into_owned())
-        };
+        let opt = |name: &str| std::fs::read(dir.join(name)).ok().map(text_of);
         sc.kallsyms = opt("kallsyms");
         sc.modules = opt("modules");
         sc.kallsyms_end = opt("kallsyms.end");
@@ -214,5 +210,29 @@ impl Sidecar {
     pub fn timeline(&self) -> (Timeline, Vec<MapEvent>, usize) {
         let (events, bad) = self.map_events();
         (Timeline::new(self.parsed_maps(), &events), events, bad)
+    }
+}
+
+/// `b` as text: taken as it is where it is UTF-8 (a 10 MB kallsyms is read
+/// by every command: no copy), else with U+FFFD for what is not.
+fn text_of(b: Vec<u8>) -> String {
+    String::from_utf8(b).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::text_of;
+
+    #[test]
+    fn text_is_taken_as_it_is_or_with_replacements() {
+        assert_eq!(
+            text_of(b"ffffffff81000000 T _text\n".to_vec()),
+            "ffffffff81000000 T _text\n"
+        );
+        // A name that is not UTF-8 (kallsyms is bytes) costs its own bytes only.
+        assert_eq!(
+            text_of(b"1 T a\xff\n2 T b\n".to_vec()),
+            "1 T a\u{fffd}\n2 T b\n"
+        );
     }
 }

@@ -121,12 +121,20 @@ impl Frame {
 
 // ------------------------------------------------------------------ kallsyms
 
-#[derive(Debug, Clone)]
+/// The module index of a core kernel symbol ([`KSym::module`]).
+const CORE: u32 = u32::MAX;
+
+/// A symbol of `/proc/kallsyms`: 24 bytes, its name in [`Kallsyms::names`]
+/// (a capture of a distribution kernel has 200,000 of them, and is parsed
+/// by every command that reads a recording).
+#[derive(Debug, Clone, Copy)]
 struct KSym {
     addr: u64,
-    name: String,
-    /// Index into `Kallsyms::modules_names`, `None` for the core kernel.
-    module: Option<usize>,
+    /// The name as captured (mangled), at `names[start..start + len]`; empty
+    /// for other symbols than text ones, which are never named.
+    name: (u32, u32),
+    /// Index into `Kallsyms::module_names`, [`CORE`] for the core kernel.
+    module: u32,
     /// Text symbol (`t T w W`); other symbols only bound text extents.
     text: bool,
 }
@@ -135,10 +143,38 @@ struct KSym {
 #[derive(Debug, Default, Clone)]
 pub struct Kallsyms {
     syms: Vec<KSym>,
+    /// The text symbols' names as captured, one after the other: one
+    /// allocation, not one per symbol. Demangled where they are looked up.
+    names: String,
     module_names: Vec<String>,
     /// Loaded module ranges [start, end) from /proc/modules, by name.
     module_ranges: Vec<(u64, u64, String)>,
     text_count: usize,
+}
+
+/// A hexadecimal number of 1 to 16 digits (kallsyms' addresses), without
+/// `u64::from_str_radix`'s per-digit checks of a radix and a sign.
+fn parse_hex(s: &str) -> Option<u64> {
+    if s.is_empty() || s.len() > 16 {
+        return None;
+    }
+    s.bytes().try_fold(0u64, |n, c| {
+        let d = match c {
+            b'0'..=b'9' => c - b'0',
+            b'a'..=b'f' => c - b'a' + 10,
+            b'A'..=b'F' => c - b'A' + 10,
+            _ => return None,
+        };
+        Some(n << 4 | u64::from(d))
+    })
+}
+
+/// Whether [`demangle`] may change `name`: the prefixes of Rust's legacy
+/// and v0 manglings (`rustc_demangle`) and of C++'s.
+fn may_be_mangled(name: &str) -> bool {
+    ["_Z", "ZN", "__Z", "_R", "R", "__R"]
+        .iter()
+        .any(|p| name.starts_with(p))
 }
 
 impl Kallsyms {
@@ -148,45 +184,48 @@ impl Kallsyms {
     /// Rust names (v0 and legacy) are demangled like ELF symbols ([`demangle`]).
     pub fn parse(kallsyms: &str, modules: Option<&str>) -> Kallsyms {
         let mut k = Kallsyms::default();
-        let mut mod_index: HashMap<String, usize> = HashMap::new();
-        for line in kallsyms.lines() {
-            let mut it = line.split_whitespace();
+        let mut mod_index: HashMap<&str, u32> = HashMap::new();
+        k.syms.reserve(kallsyms.len() / 40);
+        for line in kallsyms.split('\n') {
+            let mut it = line.split_ascii_whitespace();
             let (Some(addr), Some(ty), Some(name)) = (it.next(), it.next(), it.next()) else {
                 continue;
             };
-            let Ok(addr) = u64::from_str_radix(addr, 16) else {
+            let Some(addr) = parse_hex(addr) else {
                 continue;
             };
             if addr == 0 {
                 continue;
             }
-            let module = it
-                .next()
-                .map(|m| m.trim_start_matches('[').trim_end_matches(']').to_string())
-                .map(|m| {
-                    let n = mod_index.len();
-                    *mod_index.entry(m.clone()).or_insert_with(|| {
-                        k.module_names.push(m);
-                        n
-                    })
-                });
+            let module = match it.next() {
+                None => CORE,
+                Some(m) => {
+                    let m = m.trim_start_matches('[').trim_end_matches(']');
+                    match mod_index.get(m) {
+                        Some(&i) => i,
+                        None => {
+                            let i = u32::try_from(k.module_names.len()).unwrap_or(CORE - 1);
+                            k.module_names.push(m.to_string());
+                            mod_index.insert(m, i);
+                            i
+                        }
+                    }
+                }
+            };
             // End markers (`_etext`, `__entry_text_end`...) bound, never attract.
             let marker = name == "_etext"
                 || name == "_einittext"
                 || (name.starts_with("__") && name.ends_with("_text_end"));
             let text = matches!(ty, "t" | "T" | "w" | "W") && !marker;
+            let name = if text { k.push_name(name) } else { (0, 0) };
             k.syms.push(KSym {
                 addr,
-                // Rust symbols (the module's own, Rust-for-Linux's) read as in ELF files.
-                name: demangle(name),
+                name,
                 module,
                 text,
             });
         }
-        // Aliases: keep one symbol per address, a text one if there is one.
-        k.syms.sort_by_key(|s| (s.addr, !s.text));
-        k.syms.dedup_by_key(|s| s.addr);
-        k.text_count = k.syms.iter().filter(|s| s.text).count();
+        k.sort_dedup();
         if let Some(m) = modules {
             for line in m.lines() {
                 let f: Vec<&str> = line.split_whitespace().collect();
@@ -207,6 +246,40 @@ impl Kallsyms {
             k.cap_module_ranges();
         }
         k
+    }
+
+    /// Appends `name` to `names`: its place there (empty past 4 GiB of names).
+    fn push_name(&mut self, name: &str) -> (u32, u32) {
+        match (u32::try_from(self.names.len()), u32::try_from(name.len())) {
+            (Ok(start), Ok(len)) if start.checked_add(len).is_some() => {
+                self.names.push_str(name);
+                (start, len)
+            }
+            _ => (0, 0),
+        }
+    }
+
+    /// The name of `s` as captured (mangled).
+    fn raw_name(&self, s: &KSym) -> &str {
+        let (start, len) = (s.name.0 as usize, s.name.1 as usize);
+        self.names.get(start..start + len).unwrap_or("")
+    }
+
+    /// The name of module index `m` (`None` for the core kernel).
+    fn module_name(&self, m: u32) -> Option<&str> {
+        if m == CORE {
+            None
+        } else {
+            self.module_names.get(m as usize).map(String::as_str)
+        }
+    }
+
+    /// Sorts by address and keeps one symbol per address, a text one if
+    /// there is one (aliases), the first captured among equals.
+    fn sort_dedup(&mut self) {
+        self.syms.sort_by_key(|s| (s.addr, !s.text));
+        self.syms.dedup_by_key(|s| s.addr);
+        self.text_count = self.syms.iter().filter(|s| s.text).count();
     }
 
     /// Ends every module range at the next module's start: `/proc/modules`
@@ -233,9 +306,7 @@ impl Kallsyms {
             .syms
             .iter()
             .filter(|k| {
-                k.addr >= start
-                    && k.addr < end
-                    && k.module.map(|m| self.module_names[m].as_str()) == Some(module)
+                k.addr >= start && k.addr < end && self.module_name(k.module) == Some(module)
             })
             .map(|k| k.addr)
             .max()
@@ -255,10 +326,10 @@ impl Kallsyms {
         self.syms
             .iter()
             .filter(|s| {
-                s.text
-                    && s.addr != 0
-                    && s.name == name
-                    && s.module.map(|m| self.module_names[m].as_str()) == module
+                s.text && s.addr != 0 && self.module_name(s.module) == module && {
+                    let raw = self.raw_name(s);
+                    raw == name || (may_be_mangled(raw) && demangle(raw) == name)
+                }
             })
             .map(|s| s.addr)
             .collect()
@@ -293,18 +364,24 @@ impl Kallsyms {
                 continue;
             }
             let index = match self.module_names.iter().position(|n| n == name) {
-                Some(i) => i,
+                Some(i) => u32::try_from(i).unwrap_or(CORE - 1),
                 None => {
                     self.module_names.push(name.clone());
-                    self.module_names.len() - 1
+                    u32::try_from(self.module_names.len() - 1).unwrap_or(CORE - 1)
                 }
             };
             for k in &later.syms {
-                let of_it = k.module.map(|m| later.module_names[m].as_str()) == Some(name.as_str());
+                let of_it = later.module_name(k.module) == Some(name.as_str());
                 if of_it && k.addr >= *s && k.addr < *e {
+                    let name = if k.text {
+                        self.push_name(later.raw_name(k))
+                    } else {
+                        (0, 0)
+                    };
                     self.syms.push(KSym {
-                        module: Some(index),
-                        ..k.clone()
+                        name,
+                        module: index,
+                        ..*k
                     });
                 }
             }
@@ -312,9 +389,7 @@ impl Kallsyms {
             added.push(name.clone());
         }
         self.cap_module_ranges();
-        self.syms.sort_by_key(|s| (s.addr, !s.text));
-        self.syms.dedup_by_key(|s| s.addr);
-        self.text_count = self.syms.iter().filter(|s| s.text).count();
+        self.sort_dedup();
         (added, overlapping)
     }
 
@@ -346,7 +421,7 @@ impl Kallsyms {
         }
         // Extent: up to the next symbol with a higher address.
         let next = self.syms[idx..].iter().find(|s| s.addr > sym.addr);
-        let sym_mod = sym.module.map(|m| self.module_names[m].as_str());
+        let sym_mod = self.module_name(sym.module);
         // The range of the module holding the symbol (a module reloaded
         // while recording has two).
         let mod_end = sym_mod.and_then(|name| {
@@ -377,7 +452,7 @@ impl Kallsyms {
         }
         Frame {
             addr,
-            symbol: Some(sym.name.clone()),
+            symbol: Some(demangle(self.raw_name(sym))),
             dso: match sym_mod {
                 Some(m) => format!("[{m}]"),
                 None => KERNEL_DSO.to_string(),
@@ -1483,6 +1558,28 @@ ffffffffc0001200 t _RNotvalid\t[oprofile_rs]
         assert_eq!(name(0xffffffffc0001210), "_RNotvalid");
         // The `_etext` marker is still recognised (it is not mangled).
         assert_eq!(k.resolve(0xffffffff81004010).symbol, None);
+        // Looked up by the names shown (the names are kept mangled, and
+        // demangled where they are read).
+        assert_eq!(
+            k.core_text_addresses("core::fmt::write"),
+            vec![0xffffffff81002000]
+        );
+        assert_eq!(
+            k.text_addresses(
+                Some("oprofile_rs"),
+                "oprofile::ringbuf_kunit::writer_thread"
+            ),
+            vec![0xffffffffc0001000]
+        );
+        assert_eq!(
+            k.text_addresses(Some("oprofile_rs"), "_RNotvalid"),
+            vec![0xffffffffc0001200]
+        );
+        assert_eq!(
+            k.core_text_addresses("do_syscall_64"),
+            vec![0xffffffff81003000]
+        );
+        assert!(k.core_text_addresses("_etext").is_empty());
     }
 
     #[test]
