@@ -4,7 +4,8 @@
 //!
 //! - `tracing_on` (0600): reads `1\n` or `0\n`; accepts `0` or `1`, with or
 //!   without a trailing newline. `0` stops every CPU from recording before
-//!   the write returns, `1` resumes. Anything else is refused with `EINVAL`
+//!   the write returns, then stops the counters (no interrupt while off),
+//!   `1` starts them and resumes. Anything else is refused with `EINVAL`
 //!   and a log line (rate limited: 10 per 5 s per message), and leaves the value
 //!   unchanged.
 //! - `flush` (0200): writing `1` pushes everything buffered to the reader now.
@@ -129,7 +130,8 @@ fn show_stats(p: &Arc<Profiler>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let c = &s.counters;
         let received = c.sample_received.load(Relaxed);
         let other_cgroup = c.sample_other_cgroup.load(Relaxed);
-        if received == 0 && other_cgroup == 0 && s.buffer.stats().committed == 0 {
+        let while_off = c.sample_while_off.load(Relaxed);
+        if received == 0 && other_cgroup == 0 && while_off == 0 && s.buffer.stats().committed == 0 {
             continue;
         }
         let rb = s.buffer.stats();
@@ -141,7 +143,7 @@ fn show_stats(p: &Arc<Profiler>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
              buffer_entries={} buffer_dropped_full={} buffer_read={} \
              sample_lost_snapshot={} comm_records={} buffer_committed={} buffer_overrun={} \
              sync_records={} sync_ns={} sample_wrong_cpu={} sample_other_cgroup={} \
-             user_stack_short={} event_samples=",
+             user_stack_short={} sample_while_off={} event_samples=",
             s.cpu,
             received,
             c.sample_lost_overflow.load(Relaxed),
@@ -167,6 +169,7 @@ fn show_stats(p: &Arc<Profiler>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
             c.sample_wrong_cpu.load(Relaxed),
             other_cgroup,
             c.user_stack_short.load(Relaxed),
+            while_off,
         )?;
         write_list(f, c.event_samples.iter().take(n).map(|a| a.load(Relaxed)))?;
         writeln!(f)?;

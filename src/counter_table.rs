@@ -10,6 +10,10 @@
 //! where that is allowed. The rule it keeps: a counter of a task-context
 //! software event ([`HotplugCounter::made_outside_hotplug`]) is never
 //! handed back to an `offline` callback, which runs under the hotplug lock.
+//! It also keeps the counters standing still while recording is off
+//! (`tracing_on=0`): [`CounterTable::set_running`] stops or starts every
+//! live counter, and a counter that joins the table while they stand still
+//! is stopped as it joins, so that an idle module interrupts no CPU.
 //! Its KUnit suite plays the hotplug interleavings with fake counters.
 
 use kernel::prelude::*;
@@ -20,11 +24,17 @@ use crate::format::MAX_EVENTS;
 pub(crate) trait HotplugCounter {
     /// Whether it must be made and released outside the CPU hotplug lock.
     fn made_outside_hotplug(&self) -> bool;
+    /// Starts (`on`) or stops it (process context; it may sleep).
+    fn set_enabled(&self, on: bool);
 }
 
 impl HotplugCounter for crate::perf::Counter {
     fn made_outside_hotplug(&self) -> bool {
         crate::perf::Counter::made_outside_hotplug(self)
+    }
+
+    fn set_enabled(&self, on: bool) {
+        crate::perf::Counter::set_enabled(self, on)
     }
 }
 
@@ -44,6 +54,8 @@ pub(crate) struct CounterTable<C> {
     /// that the work can tell a counter made for an earlier stay up; odd
     /// between `online` and `offline` (the CPU is up), even otherwise.
     epoch: KVVec<u32>,
+    /// Whether the live counters run (recording on) or stand still.
+    running: bool,
 }
 
 impl<C: HotplugCounter> CounterTable<C> {
@@ -59,7 +71,33 @@ impl<C: HotplugCounter> CounterTable<C> {
             live,
             dead,
             epoch: KVVec::from_elem(0, n, GFP_KERNEL)?,
+            running: true,
         })
+    }
+
+    /// Starts (`on`) or stops every live counter, and those that join the
+    /// table from now on: stopped, a counter does not interrupt its CPU
+    /// (recording off costs nothing). The caller holds the table's lock
+    /// across the call, so a counter a hotplug callback or the work adds
+    /// meanwhile gets the same state.
+    pub(crate) fn set_running(&mut self, on: bool) {
+        self.running = on;
+        for c in self.live.iter().flatten() {
+            c.set_enabled(on);
+        }
+    }
+
+    /// Whether the live counters run (see [`CounterTable::set_running`]):
+    /// a maker's hint, for a counter made stopped while they stand still.
+    pub(crate) fn running(&self) -> bool {
+        self.running
+    }
+
+    /// `c` joins the table: it takes the live counters' state, whichever
+    /// it was made with (`running` may have changed since its maker read
+    /// it).
+    fn joins(running: bool, c: &C) {
+        c.set_enabled(running);
     }
 
     /// How many counters are live.
@@ -82,8 +120,10 @@ impl<C: HotplugCounter> CounterTable<C> {
         if c.made_outside_hotplug() {
             return Some(c);
         }
+        let running = self.running;
         match self.live.get_mut(cpu as usize * MAX_EVENTS + i) {
             Some(slot) if slot.is_none() => {
+                Self::joins(running, &c);
                 *slot = Some(c);
                 None
             }
@@ -156,8 +196,10 @@ impl<C: HotplugCounter> CounterTable<C> {
         if !matches!(self.dead.get(k), Some(None)) {
             return Some(c);
         }
+        let running = self.running;
         match self.live.get_mut(k) {
             Some(slot) if slot.is_none() => {
+                Self::joins(running, &c);
                 *slot = Some(c);
                 None
             }
@@ -171,13 +213,23 @@ impl<C: HotplugCounter> CounterTable<C> {
 mod tests {
     use super::*;
 
-    /// A counter of a task-context software event (`true`) or a clock.
-    struct Fake(bool);
+    /// A counter of a task-context software event (`.0`: `true`) or a
+    /// clock, running or not (`.1`).
+    struct Fake(bool, core::cell::Cell<bool>);
 
     impl HotplugCounter for Fake {
         fn made_outside_hotplug(&self) -> bool {
             self.0
         }
+
+        fn set_enabled(&self, on: bool) {
+            self.1.set(on);
+        }
+    }
+
+    /// A new counter (running, as perf makes them here).
+    fn fake(soft: bool) -> Fake {
+        Fake(soft, core::cell::Cell::new(true))
     }
 
     /// What an `offline` callback would release itself: only clocks.
@@ -193,13 +245,13 @@ mod tests {
             return;
         };
         t.came_up(1);
-        assert!(t.set_live(1, 0, Fake(false)).is_none());
+        assert!(t.set_live(1, 0, fake(false)).is_none());
         // The callback does not take a software counter itself.
-        assert!(t.set_live(1, 1, Fake(true)).is_some());
+        assert!(t.set_live(1, 1, fake(true)).is_some());
         let e = t.wants(1, 1);
         assert!(e.is_some());
         assert!(t.wants(1, 0).is_none()); // The clock's slot is taken.
-        assert!(e.is_some_and(|e| t.fill(1, 1, e, Fake(true)).is_none()));
+        assert!(e.is_some_and(|e| t.fill(1, 1, e, fake(true)).is_none()));
         assert_eq!(t.live_count(), 2);
         let taken = t.went_down(1);
         assert_eq!(released_in_callback(&taken), (0, 1));
@@ -224,7 +276,7 @@ mod tests {
         // The work makes the counter; meanwhile the CPU goes down and up.
         let _ = t.went_down(0);
         t.came_up(0);
-        assert!(t.fill(0, 0, e, Fake(true)).is_some()); // A stale epoch.
+        assert!(t.fill(0, 0, e, fake(true)).is_some()); // A stale epoch.
         assert!(t.wants(0, 0).is_some());
     }
 
@@ -240,7 +292,7 @@ mod tests {
         };
         t.came_up(0);
         let e = t.wants(0, 0);
-        assert!(e.is_some_and(|e| t.fill(0, 0, e, Fake(true)).is_none()));
+        assert!(e.is_some_and(|e| t.fill(0, 0, e, fake(true)).is_none()));
         // Down: the live counter goes to `dead`, a work run is queued.
         assert_eq!(released_in_callback(&t.went_down(0)), (0, 0));
         // Up again before that run released it; a run already past its
@@ -248,7 +300,7 @@ mod tests {
         t.came_up(0);
         assert!(t.wants(0, 0).is_none()); // Dead not yet released.
         let e = t.epoch_of(0);
-        assert!(e.is_some_and(|e| t.fill(0, 0, e, Fake(true)).is_some()));
+        assert!(e.is_some_and(|e| t.fill(0, 0, e, fake(true)).is_some()));
         // Down again: nothing for the callback to release.
         assert_eq!(released_in_callback(&t.went_down(0)), (0, 0));
         // The queued run releases the dead counter; up again, it is wanted.
@@ -300,7 +352,7 @@ mod tests {
                 }
                 _ => {
                     if let Some((c, k, e)) = in_flight.take() {
-                        if t.fill(c, k, e, Fake(true)).is_some() {
+                        if t.fill(c, k, e, fake(true)).is_some() {
                             handed_back += 1;
                         }
                     }
@@ -313,5 +365,46 @@ mod tests {
         let live = t.live_count();
         let pending = usize::from(in_flight.is_some());
         assert_eq!(made, live + dead + handed_back + pending); // None lost.
+    }
+
+    /// Recording off: every live counter stands still, and so does one a
+    /// callback or the work adds while it is off; back on, all run.
+    #[test]
+    fn counters_stand_still_while_recording_is_off() {
+        let Ok(mut t) = CounterTable::<Fake>::new(2) else {
+            return;
+        };
+        t.came_up(0);
+        assert!(t.set_live(0, 0, fake(false)).is_none());
+        t.set_running(false);
+        assert!(!t.running());
+        // A CPU comes up while off: its clock joins stopped.
+        t.came_up(1);
+        assert!(t.set_live(1, 0, fake(false)).is_none());
+        // The work fills a software event's slot while off: stopped too.
+        let e = t.wants(1, 1);
+        assert!(e.is_some_and(|e| t.fill(1, 1, e, fake(true)).is_none()));
+        let states = |t: &CounterTable<Fake>| -> [Option<bool>; 3] {
+            [
+                t.live.first().and_then(|c| c.as_ref()).map(|c| c.1.get()),
+                t.live
+                    .get(MAX_EVENTS)
+                    .and_then(|c| c.as_ref())
+                    .map(|c| c.1.get()),
+                t.live
+                    .get(MAX_EVENTS + 1)
+                    .and_then(|c| c.as_ref())
+                    .map(|c| c.1.get()),
+            ]
+        };
+        assert_eq!(states(&t), [Some(false), Some(false), Some(false)]);
+        t.set_running(true);
+        assert_eq!(states(&t), [Some(true), Some(true), Some(true)]);
+        // On: a counter joins running (as made).
+        let taken = t.went_down(0);
+        assert_eq!(released_in_callback(&taken), (0, 1));
+        t.came_up(0);
+        assert!(t.set_live(0, 0, fake(false)).is_none());
+        assert_eq!(states(&t)[0], Some(true));
     }
 }

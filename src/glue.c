@@ -141,7 +141,7 @@ bool oprofile_rs_regs_user_mode(struct pt_regs *regs)
  */
 struct perf_event *oprofile_rs_perf_create(int cpu, u32 type, u64 config, u64 period_or_freq,
 					   bool freq, bool exclude_user, bool exclude_kernel,
-					   void *context)
+					   bool disabled, void *context)
 {
 	struct perf_event_attr attr = {
 		.type = type,
@@ -150,7 +150,7 @@ struct perf_event *oprofile_rs_perf_create(int cpu, u32 type, u64 config, u64 pe
 		.sample_period = period_or_freq, /* a union with sample_freq */
 		.freq = freq,
 		.pinned = 1,
-		.disabled = 0,
+		.disabled = disabled,
 		.exclude_user = exclude_user,
 		.exclude_kernel = exclude_kernel,
 		.exclude_hv = 1,
@@ -236,6 +236,18 @@ const char *oprofile_rs_mode_param(void)
 void oprofile_rs_perf_release(struct perf_event *event)
 {
 	perf_event_release_kernel(event);
+}
+
+/*
+ * perf_event_enable() and perf_event_disable() are not in the bindings either:
+ * a counter that stands still while recording is off (src/counter_table.rs).
+ */
+void oprofile_rs_perf_enable(struct perf_event *event, bool on)
+{
+	if (on)
+		perf_event_enable(event);
+	else
+		perf_event_disable(event);
 }
 
 /*

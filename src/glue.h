@@ -15,8 +15,9 @@ struct pt_regs;
 /* src/perf.rs */
 struct perf_event *oprofile_rs_perf_create(int cpu, u32 type, u64 config, u64 period_or_freq,
 					   bool freq, bool exclude_user, bool exclude_kernel,
-					   void *context);
+					   bool disabled, void *context);
 void oprofile_rs_perf_release(struct perf_event *event);
+void oprofile_rs_perf_enable(struct perf_event *event, bool on);
 /* Implemented in Rust (src/perf.rs); runs in NMI, hard-IRQ or task context, preemption off. */
 void oprofile_rs_perf_overflow(void *context, struct pt_regs *regs, u64 period, bool throttled);
 bool oprofile_rs_unwind_kernel(struct pt_regs *regs, bool (*frame)(void *ctx, unsigned long addr),

@@ -32,10 +32,13 @@ extern "C" {
         freq: bool,
         exclude_user: bool,
         exclude_kernel: bool,
+        disabled: bool,
         context: *mut c_void,
     ) -> *mut bindings::perf_event;
     /// `perf_event_release_kernel()`.
     pub(crate) fn oprofile_rs_perf_release(event: *mut bindings::perf_event);
+    /// `perf_event_enable()` (`on`) or `perf_event_disable()`.
+    pub(crate) fn oprofile_rs_perf_enable(event: *mut bindings::perf_event, on: bool);
     /// Calls `frame(ctx, addr)` for each return address of the kernel stack
     /// of `regs` (the interrupted address first) until it returns false;
     /// whether the unwinder failed before the outermost frame.

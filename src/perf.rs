@@ -309,7 +309,9 @@ pub(crate) struct Counter {
 
 // SAFETY: the perf event may be released from any thread.
 unsafe impl Send for Counter {}
-// SAFETY: `Counter` has no `&self` methods that touch the event.
+// SAFETY: its only `&self` method that touches the event,
+// `Counter::set_enabled`, calls perf functions that serialise themselves
+// (the event context's mutex).
 unsafe impl Sync for Counter {}
 
 /// Called by the C overflow handler in `glue.c` (declared in `glue.h`).
@@ -373,13 +375,19 @@ impl Trampoline {
 }
 
 impl Counter {
-    /// Creates a sampling counter as `attr` says on `cpu`.
+    /// Creates a sampling counter as `attr` says on `cpu`, running if
+    /// `enabled`, else stopped (see [`Counter::set_enabled`]).
     ///
     /// # Safety
     ///
     /// `trampoline` and the handler it was made from must stay valid (not
     /// moved, not dropped) until the returned counter is dropped.
-    pub(crate) unsafe fn new(cpu: u32, attr: &Attr, trampoline: &Trampoline) -> Result<Self> {
+    pub(crate) unsafe fn new(
+        cpu: u32,
+        attr: &Attr,
+        trampoline: &Trampoline,
+        enabled: bool,
+    ) -> Result<Self> {
         let (type_, config) = attr.event.raw();
         let freq = attr.freq != 0;
         let cpu = i32::try_from(cpu).map_err(|_| EINVAL)?;
@@ -394,6 +402,7 @@ impl Counter {
                 freq,
                 attr.exclude_user,
                 attr.exclude_kernel,
+                !enabled,
                 core::ptr::from_ref(trampoline).cast_mut().cast(),
             )
         })?;
@@ -408,6 +417,16 @@ impl Counter {
     /// [`Event::made_outside_hotplug`]).
     pub(crate) fn made_outside_hotplug(&self) -> bool {
         self.kind.made_outside_hotplug()
+    }
+
+    /// Starts (`on`) or stops the counter: stopped, it neither counts nor
+    /// interrupts its CPU. Process context (it may sleep, and waits for the
+    /// counter's CPU to act on it).
+    pub(crate) fn set_enabled(&self, on: bool) {
+        // SAFETY: by the invariant `event` is live; perf's enable and
+        // disable may be called at any time on a live counter, from any
+        // thread.
+        unsafe { glue::oprofile_rs_perf_enable(self.event, on) };
     }
 }
 

@@ -79,7 +79,10 @@ static RUNNING: RecordSwitch = RecordSwitch::new(false);
 /// 4. leaves, held only for a copy or a short update, never across
 ///    anything that waits for the others: `settings`, `counted`,
 ///    `counters`, and those of `buffers` (a CPU's sync state, then
-///    `events`; see [`Buffers`]).
+///    `events`; see [`Buffers`]). `counters` is also held while its
+///    counters are started or stopped (`tracing_on`), which takes perf's
+///    event context locks and waits for the counters' CPUs, never for a
+///    lock of ours.
 ///
 /// The work `software` takes only leaves, one at a time, and none across
 /// making or releasing a counter (which may take the CPU hotplug lock for
@@ -235,8 +238,8 @@ impl Profiler {
     }
 
     /// Makes the counter of event index `i` of `settings` on `cpu`, calling
-    /// that CPU's sampler.
-    fn counter(&self, cpu: u32, settings: &Settings, i: usize) -> Result<Counter> {
+    /// that CPU's sampler; running if `enabled` (else stopped).
+    fn counter(&self, cpu: u32, settings: &Settings, i: usize, enabled: bool) -> Result<Counter> {
         let attr = settings.attr(i).ok_or(EINVAL)?;
         let t = self
             .trampolines
@@ -244,7 +247,7 @@ impl Profiler {
             .ok_or(EINVAL)?;
         // SAFETY: `t` and the sampler it calls live in `self`, which outlives
         // every counter: `stop` drops them all before the module drops `self`.
-        unsafe { Counter::new(cpu, &attr, t) }
+        unsafe { Counter::new(cpu, &attr, t, enabled) }
     }
 
     /// What `default` samples: cycles if this machine can count them (tried
@@ -259,7 +262,8 @@ impl Profiler {
         let probe = Settings::new(*config, Event::Cycles, 0);
         // RUNNING is off, or TRACING_ON (a runtime change): a sample of this
         // probe is not recorded.
-        match self.counter(cpu.as_u32(), &probe, 0) {
+        // Stopped: its making is the probe.
+        match self.counter(cpu.as_u32(), &probe, 0, false) {
             Ok(_probe) => Event::Cycles,
             Err(e) => {
                 pr_ratelimited!(
@@ -373,7 +377,9 @@ impl Profiler {
     }
 
     /// `tracing_on`: 0 stops every CPU before returning and hands everything
-    /// recorded until then to the reader (as a flush does), 1 resumes.
+    /// recorded until then to the reader (as a flush does), then stops the
+    /// counters (an idle module interrupts no CPU); 1 starts them and
+    /// resumes.
     /// Writers are serialised; writing the current state changes nothing.
     ///
     /// The stream's promise, whatever the fill of the event buffer: every
@@ -389,11 +395,18 @@ impl Profiler {
             return;
         }
         if on {
+            // The counters first: what they deliver before the switch is
+            // refused, as while off.
+            self.counters.lock().set_running(true);
             self.buffers.mark_on();
             TRACING_ON.set(true);
         } else {
             stop_recording(&TRACING_ON);
             self.buffers.mark_off();
+            // Off costs nothing: the counters stand still (no interrupt), and
+            // those a CPU coming up or a configuration change makes join
+            // stopped (`counter_table.rs`).
+            self.counters.lock().set_running(false);
         }
     }
 }
@@ -427,13 +440,16 @@ impl HotplugHandler for Profiler {
         if let Some(s) = self.buffers.cpus.get(cpu as usize) {
             s.up.xchg(true, Full);
         }
+        // Made stopped while recording is off (a hint: the table gives each
+        // counter the state in force as it joins).
+        let running = self.counters.lock().running();
         let mut made: [Option<Counter>; MAX_EVENTS] = Default::default();
         for (i, slot) in made.iter_mut().enumerate().take(settings.events().len()) {
             let event = settings.attr(i).map_or(Event::CpuClock, |a| a.event);
             if event.made_outside_hotplug() {
                 continue;
             }
-            match self.counter(cpu, &settings, i) {
+            match self.counter(cpu, &settings, i, running) {
                 Ok(c) => *slot = Some(c),
                 Err(e) => {
                     pr_ratelimited!(
@@ -527,7 +543,8 @@ impl WorkHandler for Profiler {
                 {
                     continue;
                 }
-                match self.counter(cpu, &settings, i) {
+                let running = self.counters.lock().running();
+                match self.counter(cpu, &settings, i, running) {
                     Ok(c) => {
                         let stale = self.counters.lock().fill(cpu, i, epoch, c);
                         drop(stale);

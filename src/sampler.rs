@@ -196,6 +196,10 @@ pub(crate) struct Counters {
     /// size asked for: the stack's top is nearer, or a page of it is not
     /// present (not faulted in from the handler).
     pub(crate) user_stack_short: Atomic<u64>,
+    /// Overflows refused because recording was off (`tracing_on=0`, a
+    /// snapshot's pause, a configuration change): it stands still once
+    /// `tracing_on=0` returned, the counters being stopped then.
+    pub(crate) sample_while_off: Atomic<u64>,
 }
 
 impl Counters {
@@ -219,6 +223,7 @@ impl Counters {
             sample_wrong_cpu: Atomic::new(0),
             sample_other_cgroup: Atomic::new(0),
             user_stack_short: Atomic::new(0),
+            sample_while_off: Atomic::new(0),
         }
     }
 }
@@ -415,6 +420,7 @@ impl CpuSampler {
         // (whose grace period waits for this handler) or is on after it
         // (and the reset, stored before, is visible: `is_recording`).
         if !self.buffer.is_recording() {
+            self.counters.sample_while_off.add(1, Relaxed);
             return self.refused(gen, throttled);
         }
         // Read once: a runtime change (recording off) cannot tear a sample.

@@ -58,5 +58,25 @@ expect_eq "no sample between TRACING off and on" "$(samples_while_off /tmp/t.txt
 early=$(awk '/TRACING off/ { if ($1 + 0 < last) n++; next } /TRACING|LOST/ { next } { last = $1 + 0 }
              END { print n + 0 }' /tmp/t.txt)
 expect_eq "no TRACING off stamped before a sample it follows" "$early" 0
+
+# Off costs nothing: once echo 0 returned the counters stand still, no
+# overflow reaches the module (sample_while_off stays), also none of the
+# counter of a CPU that comes up while off, nor of those a configuration
+# change makes (a clock, made by the hotplug callbacks, and page faults, made
+# by the module's work); echo 1 starts them all.
+CPU1=/sys/devices/system/cpu/cpu1/online
+off0=$(stat_total sample_while_off)
+/tmp/workload 0.5
+echo 0 >$CPU1; echo 1 >$CPU1
+echo cpu-clock,page-faults >$DBG/event
+/tmp/workload 0.5
+sh -c 'i=0; while [ $i -lt 200 ]; do i=$((i + 1)); done'
+expect_eq "no overflow while off (CPU 1 replugged, events changed)" "$(stat_total sample_while_off)" "$off0"
+r1=$(stat_of 1 sample_received); r1=${r1:-0}
+pf=$(stat_total sample_received)
+echo 1 >$T
+/tmp/workload 0.5 & /tmp/workload 0.5 & wait
+check "CPU 1 samples again after echo 1 ($r1 -> $(stat_of 1 sample_received))" [ "$(stat_of 1 sample_received)" -gt "$r1" ]
+check "samples again after echo 1 ($pf -> $(stat_total sample_received))" [ "$(stat_total sample_received)" -gt "$pf" ]
 check "rmmod" rmmod oprofile_rs
 finish
