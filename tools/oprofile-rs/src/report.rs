@@ -482,42 +482,35 @@ fn write_one(p: &Profile, o: &ReportOptions, out: &mut dyn Write) -> std::io::Re
     let rows = rows(p, o);
     // Names come from the profiled programs: escaped for the terminal.
     let text = |s: &Option<String>| esc(s.as_deref().unwrap_or("")).into_owned();
-    let width = |f: &dyn Fn(&Row) -> String, min: usize, max: usize| {
-        rows.iter()
-            .map(|r| f(r).chars().count())
-            .max()
-            .unwrap_or(min)
-            .clamp(min, max)
-    };
-    let sym_w = width(&|r| text(&r.key.symbol), 6, 60);
-    let dso_w = width(&|r| text(&r.key.dso), 6, 30);
-    let comm_w = width(&|r| text(&r.key.comm), 4, 16);
     let pid_comm = |r: &Row| format!("{}/{}", r.key.pid.unwrap_or(0), text(&r.key.comm));
-    let pid_w = width(&pid_comm, 8, 40);
     // Periods are shown when some sample weighs more than one.
     let show_weight = p.samples.iter().any(|s| s.weight != 1);
-    let mut head = if o.children {
-        format!("{:>8} {:>8} {:>10}", "Children", "Self", "Samples")
+    let mut cols = if o.children {
+        vec![
+            Column::right("Children", 0, 8),
+            Column::right("Self", 1, 8),
+            Column::right("Samples", 1, 10),
+        ]
     } else {
-        format!("{:>10} {:>7}", "Samples", "%")
+        vec![Column::right("Samples", 0, 10), Column::right("%", 1, 7)]
     };
     if show_weight {
-        head += &format!(" {:>14}", "Period");
+        cols.push(Column::right("Period", 1, 14));
     }
-    let mut cols: Vec<SortKey> = Vec::new();
+    let mut shown: Vec<SortKey> = Vec::new();
     for k in &keys {
-        match k {
-            SortKey::Cpu => head += &format!("  {:>4}", "CPU"),
-            SortKey::Symbol => head += &format!("  {:<sym_w$}", "Symbol"),
-            SortKey::Dso => head += &format!("  {:<dso_w$}", "Binary"),
-            SortKey::Pid => head += &format!("  {:<pid_w$}", "Pid/Comm"),
+        cols.push(match k {
+            SortKey::Cpu => Column::right("CPU", 2, 4),
+            SortKey::Symbol => Column::left("Symbol", 2),
+            SortKey::Dso => Column::left("Binary", 2),
+            SortKey::Pid => Column::left("Pid/Comm", 2),
             SortKey::Comm if keys.contains(&SortKey::Pid) => continue,
-            SortKey::Comm => head += &format!("  {:<comm_w$}", "Comm"),
-        }
-        cols.push(*k);
+            SortKey::Comm => Column::left("Comm", 2),
+        });
+        shown.push(*k);
         if *k == SortKey::Symbol && !keys.contains(&SortKey::Dso) {
-            head += &format!("  {:<dso_w$}", "Binary");
-            cols.push(SortKey::Dso);
+            cols.push(Column::left("Binary", 2));
+            shown.push(SortKey::Dso);
         }
     }
     let show_top = keys
@@ -527,43 +520,48 @@ fn write_one(p: &Profile, o: &ReportOptions, out: &mut dyn Write) -> std::io::Re
             .iter()
             .any(|k| matches!(k, SortKey::Pid | SortKey::Comm));
     if show_top {
-        head += "  Pid/Comm";
+        cols.push(Column::left("Pid/Comm", 2));
     }
-    writeln!(out, "{}", head.trim_end())?;
-    for r in &rows {
-        let mut line = String::new();
-        if let Some(c) = r.children_percent {
-            line += &format!("{:>7.2}% ", c);
-        }
-        if o.children {
-            line += &format!("{:>7.2}% {:>10}", r.percent, r.samples);
-        } else {
-            line += &format!("{:>10} {:>6.2}%", r.samples, r.percent);
-        }
-        if show_weight {
-            line += &format!(" {:>14}", r.weight);
-        }
-        for k in &cols {
-            match k {
-                SortKey::Cpu => {
-                    line += &format!(
-                        "  {:>4}",
-                        r.key.cpu.map(|c| c.to_string()).unwrap_or_default()
-                    )
-                }
-                SortKey::Symbol => line += &format!("  {:<sym_w$}", text(&r.key.symbol)),
-                SortKey::Dso => line += &format!("  {:<dso_w$}", text(&r.key.dso)),
-                SortKey::Pid => line += &format!("  {:<pid_w$}", pid_comm(r)),
-                SortKey::Comm => line += &format!("  {:<comm_w$}", text(&r.key.comm)),
+    let cells: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            let mut c = Vec::with_capacity(cols.len());
+            if o.children {
+                c.push(format!("{:.2}%", r.children_percent.unwrap_or(0.0)));
+                c.push(format!("{:.2}%", r.percent));
+                c.push(r.samples.to_string());
+            } else {
+                c.push(r.samples.to_string());
+                c.push(format!("{:.2}%", r.percent));
             }
-        }
-        if let Some(t) = &r.top_process {
-            line += &format!("  {}/{}", t.pid, esc(&t.comm));
-            if t.others > 0 {
-                line += &format!(" (+{} more)", t.others);
+            if show_weight {
+                c.push(r.weight.to_string());
             }
-        }
-        writeln!(out, "{}", line.trim_end())?;
+            for k in &shown {
+                c.push(match k {
+                    SortKey::Cpu => r.key.cpu.map(|c| c.to_string()).unwrap_or_default(),
+                    SortKey::Symbol => text(&r.key.symbol),
+                    SortKey::Dso => text(&r.key.dso),
+                    SortKey::Pid => pid_comm(r),
+                    SortKey::Comm => text(&r.key.comm),
+                });
+            }
+            if show_top {
+                c.push(r.top_process.as_ref().map_or_else(String::new, |t| {
+                    let mut s = format!("{}/{}", t.pid, esc(&t.comm));
+                    if t.others > 0 {
+                        s += &format!(" (+{} more)", t.others);
+                    }
+                    s
+                }));
+            }
+            c
+        })
+        .collect();
+    let table = Table::new(cols, &cells);
+    writeln!(out, "{}", table.header())?;
+    for (r, c) in rows.iter().zip(&cells) {
+        writeln!(out, "{}", table.line(c))?;
         if o.callers {
             for (title, list) in [("callers", &r.callers), ("callees", &r.callees)] {
                 writeln!(out, "            {title}:")?;
@@ -587,6 +585,86 @@ fn write_one(p: &Profile, o: &ReportOptions, out: &mut dyn Write) -> std::io::Re
         }
     }
     Ok(())
+}
+
+/// A column of a [`Table`].
+struct Column {
+    head: &'static str,
+    /// Right-aligned (figures), else left-aligned (names).
+    right: bool,
+    /// Blanks before the column.
+    gap: usize,
+    /// Its least width.
+    min: usize,
+}
+
+impl Column {
+    fn right(head: &'static str, gap: usize, min: usize) -> Column {
+        Column {
+            head,
+            right: true,
+            gap,
+            min,
+        }
+    }
+
+    fn left(head: &'static str, gap: usize) -> Column {
+        Column {
+            head,
+            right: false,
+            gap,
+            min: 0,
+        }
+    }
+}
+
+/// A text table whose every column is as wide as its widest cell, its
+/// header included (and at least its `min`): headers stand over their
+/// columns whatever the lengths of the names and figures (a 90-character
+/// C++ symbol, a period sum of 12 digits). Widths count characters, as
+/// the padding of `format!` does.
+struct Table {
+    cols: Vec<Column>,
+    widths: Vec<usize>,
+}
+
+impl Table {
+    fn new(cols: Vec<Column>, rows: &[Vec<String>]) -> Table {
+        let widths = cols
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                rows.iter()
+                    .filter_map(|r| r.get(i))
+                    .map(|v| v.chars().count())
+                    .chain([c.head.chars().count(), c.min])
+                    .max()
+                    .unwrap_or(0)
+            })
+            .collect();
+        Table { cols, widths }
+    }
+
+    /// A row of `cells` (one per column), without trailing blanks.
+    fn line<S: AsRef<str>>(&self, cells: &[S]) -> String {
+        let mut l = String::new();
+        for ((c, &w), v) in self.cols.iter().zip(&self.widths).zip(cells) {
+            let v = v.as_ref();
+            l.extend(std::iter::repeat_n(' ', c.gap));
+            l += &if c.right {
+                format!("{v:>w$}")
+            } else {
+                format!("{v:<w$}")
+            };
+        }
+        l.truncate(l.trim_end().len());
+        l
+    }
+
+    fn header(&self) -> String {
+        let heads: Vec<&str> = self.cols.iter().map(|c| c.head).collect();
+        self.line(&heads)
+    }
 }
 
 /// `--json`: the report as one JSON object (names unescaped: JSON escapes
@@ -806,30 +884,33 @@ pub fn write_diff(
         old.total_samples(),
         new.total_samples()
     )?;
-    // The symbol column as wide as its longest name (at most 60).
-    let sym_w = rows
+    let cols = vec![
+        Column::right("Old%", 0, 8),
+        Column::right("New%", 1, 8),
+        Column::right("Delta", 1, 9),
+        Column::right("Old", 1, 10),
+        Column::right("New", 1, 10),
+        Column::left("Symbol", 2),
+        Column::left("Binary", 2),
+    ];
+    let cells: Vec<Vec<String>> = rows
         .iter()
-        .map(|r| esc(&r.symbol).chars().count())
-        .max()
-        .unwrap_or(6)
-        .clamp(6, 60);
-    writeln!(
-        out,
-        "{:>8} {:>8} {:>9} {:>10} {:>10}  {:<sym_w$}  Binary",
-        "Old%", "New%", "Delta", "Old", "New", "Symbol"
-    )?;
-    for r in &rows {
-        let line = format!(
-            "{:>7.2}% {:>7.2}% {:>+8.2}% {:>10} {:>10}  {:<sym_w$}  {}",
-            r.old_percent,
-            r.new_percent,
-            r.delta,
-            r.old_weight,
-            r.new_weight,
-            esc(&r.symbol),
-            esc(&r.dso)
-        );
-        writeln!(out, "{}", line.trim_end())?;
+        .map(|r| {
+            vec![
+                format!("{:.2}%", r.old_percent),
+                format!("{:.2}%", r.new_percent),
+                format!("{:+.2}%", r.delta),
+                r.old_weight.to_string(),
+                r.new_weight.to_string(),
+                esc(&r.symbol).into_owned(),
+                esc(&r.dso).into_owned(),
+            ]
+        })
+        .collect();
+    let table = Table::new(cols, &cells);
+    writeln!(out, "{}", table.header())?;
+    for c in &cells {
+        writeln!(out, "{}", table.line(c))?;
     }
     Ok(())
 }

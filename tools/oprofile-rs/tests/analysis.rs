@@ -608,3 +608,210 @@ fn headers_stand_over_their_columns() {
     let words: Vec<&str> = row.split_whitespace().collect();
     assert_under(head, "Binary", row, words[words.len() - 1]);
 }
+
+/// The columns of `out`'s table (its first line not a `#` comment is the
+/// header): for each expected row (its cells, one per header of `heads`),
+/// the line holding those cells in order, each header over its cell: a
+/// name's first character over the value's first (`false`: left-aligned),
+/// a figure's last over the value's last (`true`: right-aligned).
+fn assert_columns(out: &str, heads: &[(&str, bool)], rows: &[Vec<String>]) {
+    let lines: Vec<&str> = out.lines().filter(|l| !l.starts_with('#')).collect();
+    // Where each of `words` is in `line`, searched in order.
+    let spans = |line: &str, words: &[&str]| -> Option<Vec<(usize, usize)>> {
+        let mut at = 0;
+        let mut v = Vec::new();
+        for w in words {
+            let s = at + line[at..].find(w)?;
+            at = s + w.len();
+            v.push((s, at));
+        }
+        Some(v)
+    };
+    let names: Vec<&str> = heads.iter().map(|h| h.0).collect();
+    let head = spans(lines[0], &names).unwrap_or_else(|| panic!("header: {out}"));
+    for row in rows {
+        let cells: Vec<&str> = row.iter().map(String::as_str).collect();
+        let (line, cols) = lines[1..]
+            .iter()
+            .find_map(|l| spans(l, &cells).map(|c| (*l, c)))
+            .unwrap_or_else(|| panic!("no row {cells:?}:\n{out}"));
+        for ((h, c), (name, right)) in head.iter().zip(&cols).zip(heads) {
+            let (h, c) = if *right { (h.1, c.1) } else { (h.0, c.0) };
+            assert_eq!(h, c, "column {name}:\n{}\n{line}", lines[0]);
+        }
+    }
+}
+
+/// Every column of the report and of `diff` stays under its header
+/// whatever the widths: a symbol longer than 60 characters, a module
+/// name longer than 30, period sums of 15 digits (issue 35: those columns
+/// had widths capped or fixed, and the longer values pushed the columns
+/// after them out from under their headers).
+#[test]
+fn headers_stand_over_their_columns_at_any_width() {
+    let long_fn = "a_function_whose_name_is_much_longer_than_the_sixty_characters_of_the_column";
+    let module = "a_module_name_longer_than_thirty_characters";
+    let big: u64 = 123_456_789_012_345;
+    let mut e = Encoder::new(&Header {
+        start_time: 1_000_000_000,
+        ..Header::default()
+    });
+    e.record(&Record::Comm(Comm::new(0, 1_000_000_000, PID, PID, "kt")));
+    for (i, (pc, period)) in [
+        (0xffff_ffff_c010_0010, big),
+        (0xffff_ffff_8100_1010, 1_000),
+        (0xffff_ffff_c010_0810, 1_000),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        e.record(&Record::Sample(Sample {
+            kernel: true,
+            cpu: i as u16,
+            time: 1_000_000_001 + i as u64,
+            pc,
+            period,
+            pid: PID,
+            tgid: PID,
+            ..Default::default()
+        }));
+    }
+    let v = victim();
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_recording(dir.path(), &e.finish(), &fake_maps(v, &v.path));
+    let meta = dir.path().join("oprofile.data.meta");
+    std::fs::write(
+        meta.join("kallsyms"),
+        format!(
+            "ffffffff81000000 T _text\nffffffff81001000 T do_syscall_64\n\
+             ffffffff81002000 T _etext\nffffffffc0100000 t {long_fn}\t[{module}]\n\
+             ffffffffc0100800 t short_fn\t[{module}]\n"
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        meta.join("modules"),
+        format!("{module} 16384 0 - Live 0xffffffffc0100000\n"),
+    )
+    .unwrap();
+    let f = file.to_str().unwrap();
+    let m = format!("[{module}]");
+    let k = "[kernel.kallsyms]".to_string();
+    let total = big + 2_000;
+    let pct = |w: u64| format!("{:.2}%", 100.0 * w as f64 / total as f64);
+    // (symbol, binary, weight, cpu) of each row.
+    let rows = [
+        (long_fn.to_string(), m.clone(), big, "0"),
+        ("do_syscall_64".into(), k.clone(), 1_000, "1"),
+        ("short_fn".into(), m.clone(), 1_000, "2"),
+    ];
+    let s = |v: &str| v.to_string();
+
+    let out = run_tool(&["report", "-q", "-i", f]);
+    let heads = [
+        ("Samples", true),
+        ("%", true),
+        ("Period", true),
+        ("Symbol", false),
+        ("Binary", false),
+        ("Pid/Comm", false),
+    ];
+    let want: Vec<Vec<String>> = rows
+        .iter()
+        .map(|(sym, dso, w, _)| {
+            vec![
+                s("1"),
+                pct(*w),
+                w.to_string(),
+                sym.clone(),
+                dso.clone(),
+                s("4242/kt"),
+            ]
+        })
+        .collect();
+    assert_columns(&out, &heads, &want);
+
+    let out = run_tool(&["report", "-q", "-i", f, "--sort", "pid,symbol"]);
+    let heads = [
+        ("Samples", true),
+        ("%", true),
+        ("Period", true),
+        ("Pid/Comm", false),
+        ("Symbol", false),
+        ("Binary", false),
+    ];
+    let want: Vec<Vec<String>> = rows
+        .iter()
+        .map(|(sym, dso, w, _)| {
+            vec![
+                s("1"),
+                pct(*w),
+                w.to_string(),
+                s("4242/kt"),
+                sym.clone(),
+                dso.clone(),
+            ]
+        })
+        .collect();
+    assert_columns(&out, &heads, &want);
+
+    let out = run_tool(&[
+        "report",
+        "-q",
+        "-i",
+        f,
+        "--children",
+        "--sort",
+        "dso,cpu,comm",
+    ]);
+    let heads = [
+        ("Children", true),
+        ("Self", true),
+        ("Samples", true),
+        ("Period", true),
+        ("Binary", false),
+        ("CPU", true),
+        ("Comm", false),
+    ];
+    let want: Vec<Vec<String>> = rows
+        .iter()
+        .map(|(_, dso, w, cpu)| {
+            vec![
+                pct(*w),
+                pct(*w),
+                s("1"),
+                w.to_string(),
+                dso.clone(),
+                s(cpu),
+                s("kt"),
+            ]
+        })
+        .collect();
+    assert_columns(&out, &heads, &want);
+
+    let out = run_tool(&["diff", "-q", f, f]);
+    let heads = [
+        ("Old%", true),
+        ("New%", true),
+        ("Delta", true),
+        ("Old", true),
+        ("New", true),
+        ("Symbol", false),
+        ("Binary", false),
+    ];
+    let want: Vec<Vec<String>> = rows
+        .iter()
+        .map(|(sym, dso, w, _)| {
+            vec![
+                pct(*w),
+                pct(*w),
+                s("+0.00%"),
+                w.to_string(),
+                w.to_string(),
+                sym.clone(),
+                dso.clone(),
+            ]
+        })
+        .collect();
+    assert_columns(&out, &heads, &want);
+}
