@@ -257,7 +257,8 @@ struct Common {
     /// Only samples taken in START <= t < END: seconds (fractions allowed)
     /// since the recording's start, e.g. `2.5,4` or `10,` (to the end);
     /// `@SECS` is absolute, in the stream's clock (seconds since boot, as
-    /// `script` prints them), e.g. `@1234.5,@1236`.
+    /// `script` prints them), e.g. `@1234.5,@1236`. A span that ends
+    /// before it starts, or where it starts, is an error.
     #[arg(long, value_name = "START,END", allow_hyphen_values = true)]
     time: Option<TimeSpan>,
     /// Only samples of the flight-recorder snapshot N (`record --snapshot`;
@@ -300,6 +301,10 @@ impl Common {
             Some(n) => Some((p.event_index(n)?, n.clone())),
             None => None,
         };
+        if let Some(t) = &self.time {
+            t.check(&input.display().to_string(), p.first_time)
+                .map_err(|e| anyhow::anyhow!(e))?;
+        }
         p.retain(&Filter {
             pids,
             comms: self.comm.clone(),

@@ -317,21 +317,27 @@ impl std::str::FromStr for TimeSpan {
             start: bound(a)?,
             end: bound(b)?,
         };
-        // Ends of the same kind are compared here (a relative and an
-        // absolute one only against the recording).
-        let backwards = match (span.start, span.end) {
+        // Ends of the same kind are compared here; a relative and an
+        // absolute one against the recording ([`TimeSpan::check`]).
+        let order = match (span.start, span.end) {
             (Some(TimeBound::Relative(x)), Some(TimeBound::Relative(y)))
-            | (Some(TimeBound::Absolute(x)), Some(TimeBound::Absolute(y))) => x >= y,
-            _ => false,
+            | (Some(TimeBound::Absolute(x)), Some(TimeBound::Absolute(y))) => x.partial_cmp(&y),
+            _ => None,
         };
-        if backwards {
-            return Err(format!(
-                "--time {s:?}: the span ends before it starts (START,END: samples with START <= time < END)"
-            ));
+        match order {
+            Some(std::cmp::Ordering::Greater) => Err(format!(
+                "--time {s:?}: the span ends before it starts ({SPAN_SYNTAX})"
+            )),
+            Some(std::cmp::Ordering::Equal) => Err(format!(
+                "--time {s:?}: the span is empty, it ends where it starts ({SPAN_SYNTAX})"
+            )),
+            _ => Ok(span),
         }
-        Ok(span)
     }
 }
+
+/// What a `--time` span means, for its errors.
+const SPAN_SYNTAX: &str = "START,END: samples with START <= time < END";
 
 impl TimeSpan {
     /// [start, end) in clock ns, for a recording starting at `origin` ns.
@@ -344,13 +350,43 @@ impl TimeSpan {
         (ns(self.start, 0), ns(self.end, u64::MAX))
     }
 
+    /// An error where the span, for recording `name` starting at `origin`
+    /// ns, ends before it starts or is empty: what parsing cannot tell of
+    /// a span with a relative and an absolute end (`@5,0.5` in a
+    /// recording that starts 10 s after boot is @5 to @10.5; at 4 s, @5 to
+    /// @4.5: an error).
+    pub fn check(&self, name: &str, origin: u64) -> Result<(), String> {
+        let (start, end) = self.resolve(origin);
+        if start < end {
+            return Ok(());
+        }
+        let secs = |ns: u64| format!("@{}.{:06}", ns / 1_000_000_000, ns % 1_000_000_000 / 1_000);
+        Err(format!(
+            "--time {}: the span {}: {name} starts at {}, which makes it {} to {} ({SPAN_SYNTAX})",
+            self.ends(),
+            if start == end {
+                "is empty, it ends where it starts"
+            } else {
+                "ends before it starts"
+            },
+            secs(origin),
+            secs(start),
+            secs(end)
+        ))
+    }
+
     fn describe(&self) -> String {
+        format!("{} s", self.ends())
+    }
+
+    /// `START,END` as given (`@` before an absolute end).
+    fn ends(&self) -> String {
         let b = |b: Option<TimeBound>| match b {
             None => String::new(),
             Some(TimeBound::Relative(s)) => format!("{s}"),
             Some(TimeBound::Absolute(s)) => format!("@{s}"),
         };
-        format!("{},{} s", b(self.start), b(self.end))
+        format!("{},{}", b(self.start), b(self.end))
     }
 }
 

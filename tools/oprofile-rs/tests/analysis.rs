@@ -188,6 +188,68 @@ fn time_spans_relative_and_absolute() {
     }
 }
 
+/// A span that ends before it starts, or ends where it starts, is an
+/// error of every command that takes `--time`, also where one end is
+/// relative and the other absolute, which only the recording's start
+/// orders (issue 35: `@5,0.001` was taken, with a warning that the filter
+/// keeps none of the samples). A span of both kinds that is in order
+/// still works.
+#[test]
+fn backwards_time_spans_are_errors_in_every_command() {
+    let (d, file) = recording();
+    let f = file.to_str().unwrap();
+    let out = |name: &str| d.path().join(name).to_str().unwrap().to_string();
+    let (svg, pb, json_out) = (out("f.svg"), out("p.pb.gz"), out("p.json"));
+    let commands: Vec<Vec<&str>> = vec![
+        vec!["report", "-i", f],
+        vec!["script", "-i", f],
+        vec!["folded", "-i", f],
+        vec!["flamegraph", "-i", f, "-o", &svg],
+        vec!["pprof", "-i", f, "-o", &pb],
+        vec!["firefox", "-i", f, "-o", &json_out],
+        vec!["annotate", "alpha", "-i", f],
+        vec!["diff", f, f],
+    ];
+    // The recording starts at 1 s since boot: @5,0.001 is @5 to @1.001,
+    // 0.5,@1.2 is @1.5 to @1.2, 0.0105,@1.0105 is empty.
+    for span in [
+        "@5,0.001",
+        "0.5,@1.2",
+        "0.0105,@1.0105",
+        "5,2",
+        "@5,@2",
+        "2,2",
+    ] {
+        let empty = matches!(span, "2,2" | "0.0105,@1.0105");
+        for c in &commands {
+            let mut args = c.clone();
+            args.extend(["--time", span]);
+            let (ok, stdout, err) = run_tool_any(&args);
+            assert!(!ok && stdout.is_empty(), "{args:?} was taken: {err}");
+            let why = if empty {
+                "the span is empty, it ends where it starts"
+            } else {
+                "the span ends before it starts"
+            };
+            assert!(err.contains(why), "{args:?}: {err}");
+            assert!(
+                err.contains(&format!("--time \"{span}\""))
+                    || err.contains(&format!("--time {span}:")),
+                "{args:?}: {err}"
+            );
+            assert!(!err.contains("panicked"), "{args:?}: {err}");
+        }
+    }
+    for p in [&svg, &pb, &json_out] {
+        assert!(!std::path::Path::new(p).exists(), "{p} written");
+    }
+    // Mixed ends in order: samples 11 to 16 (beta), either way round.
+    for span in ["0.0105,@1.017", "@1.0105,0.017"] {
+        let v = json(&run_tool(&["report", "-i", f, "--json", "--time", span]));
+        assert_eq!(v["kept_samples"], 6, "{span}");
+    }
+}
+
 #[test]
 fn diff_gives_per_symbol_deltas() {
     let (d, old) = recording();
