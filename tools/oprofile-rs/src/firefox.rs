@@ -19,9 +19,16 @@ use crate::profile::Profile as Prof;
 use crate::symbols::Frame as SFrame;
 
 /// A frame's label: `function (binary)`, inlined functions as frames of
-/// their own.
+/// their own. Kernel addresses without a symbol are one function per
+/// image, `[unknown] (binary)`, as in the flame graphs (a label per
+/// address would split the call tree in slivers).
 fn labels(f: &SFrame) -> Vec<String> {
-    let mut v = vec![format!("{} ({})", f.name(), f.dso)];
+    let name = if f.is_unknown_kernel() {
+        "[unknown]".to_string()
+    } else {
+        f.name()
+    };
+    let mut v = vec![format!("{name} ({})", f.dso)];
     v.extend(f.inlined.iter().map(|(n, _)| format!("{n} ({})", f.dso)));
     v
 }

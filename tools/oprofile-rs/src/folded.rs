@@ -11,12 +11,9 @@ use crate::text;
 
 fn frame_name(f: &Frame) -> String {
     // Kernel addresses without a symbol (no kallsyms, or outside every
-    // symbol) are one frame, not one sliver per address (`report` and
-    // `script` keep the addresses).
-    if f.kernel && f.symbol.is_none() {
-        return "[unknown]_[k]".into();
-    }
-    let mut n = text::folded_frame(&f.name());
+    // symbol) are one frame per image, not one sliver per address
+    // (`report` and `script` keep the addresses).
+    let mut n = text::folded_frame(&f.function_name());
     if f.kernel {
         // The stackcollapse-perf convention for kernel frames.
         n.push_str("_[k]");

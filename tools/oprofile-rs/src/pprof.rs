@@ -223,10 +223,13 @@ impl Builder {
     /// A location per (mapping, address): its lines are the functions
     /// inlined there, innermost first, then the function holding the code
     /// (profile.proto: the last line is the caller the others were inlined
-    /// into), with source files and lines where DWARF gave them.
+    /// into), with source files and lines where DWARF gave them. Kernel
+    /// addresses without a symbol keep their locations, in one function
+    /// per image ([`Frame::function_name`]): `pprof -top` and the flame
+    /// graphs of pprof viewers show them as one entry, as `folded` does.
     fn location(&mut self, f: &Frame) -> u64 {
         let mapping_id = self.mapping(f);
-        let name = f.name();
+        let name = f.function_name();
         let key = (mapping_id, f.addr, name.clone());
         if let Some(&id) = self.locations.get(&key) {
             return id;

@@ -67,6 +67,29 @@ impl Frame {
         }
     }
 
+    /// Whether this is a kernel address without a symbol (no kallsyms, or
+    /// outside every symbol of its image).
+    pub fn is_unknown_kernel(&self) -> bool {
+        self.kernel && self.symbol.is_none()
+    }
+
+    /// The function this frame is in for the views that sum the samples of
+    /// each function (folded stacks, flame graphs, pprof's functions): as
+    /// [`Frame::name`], except that kernel addresses without a symbol are
+    /// one function per image, as perf's flame graphs have them, not one
+    /// per address: `[unknown]` in the core kernel (or where no module
+    /// holds the address), `[unknown] [NAME]` in module NAME. The views of
+    /// addresses keep them (`script`, `annotate`, pprof's locations).
+    pub fn function_name(&self) -> String {
+        if self.is_unknown_kernel() {
+            return match self.dso.as_str() {
+                "[unknown]" | KERNEL_DSO => "[unknown]".into(),
+                m => format!("[unknown] {m}"),
+            };
+        }
+        self.name()
+    }
+
     /// The function names of this address from the innermost inlined one
     /// to the function that holds the code; `[unknown]` without a symbol.
     pub fn names_inner_first(&self) -> Vec<String> {

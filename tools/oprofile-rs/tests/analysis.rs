@@ -615,26 +615,109 @@ fn a_comm_read_late_from_another_cpu_does_not_rename_the_exec_d_task() {
     assert_eq!(names, want, "{out}");
 }
 
-/// Kernel addresses without a symbol (past `_etext`) are one flame-graph
-/// frame, `[unknown]_[k]`, not one sliver per address (issue 35: the
-/// folded stacks had `[unknown] 0xADDR_[k]`, one per address); `script`
-/// keeps the addresses.
+/// Kernel addresses without a symbol are one flame-graph frame per image,
+/// not one sliver per address: `[unknown]_[k]` in the core kernel (past
+/// `_etext`), `[unknown] [NAME]_[k]` in module NAME (issue 35: the folded
+/// stacks had `[unknown] 0xADDR_[k]`, one per address, and then
+/// `[unknown]_[k]` for those of every module too). The SVG, pprof's
+/// functions and the Firefox profile's show the same frames; pprof's
+/// locations and `script` keep the addresses.
 #[test]
-fn unknown_kernel_addresses_fold_into_one_frame() {
+fn unknown_kernel_addresses_fold_into_one_frame_per_image() {
+    use oprofile_tool::pprof;
     let dir = tempfile::tempdir().unwrap();
-    let pcs = [
-        0xffff_ffff_8100_2010,
-        0xffff_ffff_8100_2020,
-        0xffff_ffff_8100_2ff0,
-    ];
+    let core = [0xffff_ffff_8100_2010, 0xffff_ffff_8100_2ff0];
+    // Modules /proc/modules lists, without symbols in kallsyms.
+    let in_mod = [0xffff_ffff_c020_0010, 0xffff_ffff_c020_0400];
+    let in_other = 0xffff_ffff_c030_0020;
+    let pcs = [core[0], in_mod[0], core[1], in_mod[1], in_other];
     let file = kernel_recording(dir.path(), "kt", &pcs);
+    std::fs::write(
+        dir.path().join("oprofile.data.meta/modules"),
+        format!(
+            "{MODULES}oprofile_rs 16384 0 - Live 0xffffffffc0200000 (O)\n\
+             other_mod 4096 0 - Live 0xffffffffc0300000\n"
+        ),
+    )
+    .unwrap();
     let f = file.to_str().unwrap();
+    let frames = [
+        "[unknown] [oprofile_rs]_[k] 2",
+        "[unknown] [other_mod]_[k] 1",
+        "[unknown]_[k] 2",
+    ];
     let out = run_tool(&["folded", "--all", "-i", f]);
+    let want: Vec<String> = frames.iter().map(|l| format!("kt;{l}")).collect();
+    assert_eq!(out.lines().collect::<Vec<_>>(), want, "{out}");
+
+    // The flame graph draws those frames (its titles without the `_[k]`
+    // that colours them), no address.
+    let svg = dir.path().join("f.svg");
+    run_tool(&[
+        "flamegraph",
+        "-q",
+        "--all",
+        "-i",
+        f,
+        "-o",
+        svg.to_str().unwrap(),
+    ]);
+    let svg = std::fs::read_to_string(svg).unwrap();
+    for name in [
+        "[unknown] [oprofile_rs]",
+        "[unknown] [other_mod]",
+        "[unknown]",
+    ] {
+        let title = format!("<title>{name} (");
+        assert_eq!(svg.matches(&title).count(), 1, "{title} in the SVG:\n{svg}");
+    }
+    assert!(!svg.contains("0xffff"), "an address in the SVG");
+
+    // pprof: one function per image, each address its own location.
+    let pb = dir.path().join("p.pb.gz");
+    run_tool(&["pprof", "-q", "--all", "-i", f, "-o", pb.to_str().unwrap()]);
+    let folded = run_tool(&["pprof-folded", pb.to_str().unwrap()]);
+    let mut want: Vec<String> = frames.iter().map(|l| l.replace("_[k]", "")).collect();
+    want.sort();
+    assert_eq!(folded.lines().collect::<Vec<_>>(), want, "{folded}");
+    let p = pprof::read(&std::fs::read(&pb).unwrap()).unwrap();
+    let mut addrs: Vec<u64> = p.location.iter().map(|l| l.address).collect();
+    addrs.sort();
+    let mut want = pcs.to_vec();
+    want.sort();
+    assert_eq!(addrs, want);
+
+    // Firefox: `[unknown] (binary)`, one function per image.
+    let ff = dir.path().join("p.json");
+    run_tool(&[
+        "firefox",
+        "-q",
+        "--all",
+        "-i",
+        f,
+        "-o",
+        ff.to_str().unwrap(),
+    ]);
+    let j = json(&std::fs::read_to_string(ff).unwrap());
+    let t = &j["threads"][0];
+    let strings = t["stringArray"].as_array().unwrap();
+    let mut funcs: Vec<&str> = t["funcTable"]["name"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| strings[i.as_u64().unwrap() as usize].as_str().unwrap())
+        .collect();
+    funcs.sort();
     assert_eq!(
-        out.lines().collect::<Vec<_>>(),
-        vec!["kt;[unknown]_[k] 3"],
-        "{out}"
+        funcs,
+        [
+            "[unknown] ([oprofile_rs])",
+            "[unknown] ([other_mod])",
+            "[unknown] ([unknown])"
+        ]
     );
+
+    // script keeps every address.
     let script = run_tool(&["script", "--all", "-i", f]);
     for pc in pcs {
         assert!(script.contains(&format!("{pc:x}")), "{script}");
