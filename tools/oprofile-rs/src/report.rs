@@ -20,7 +20,8 @@ pub enum SortKey {
     /// The function (and its binary).
     #[default]
     Symbol,
-    /// The binary (executable, library, `[kernel.kallsyms]`, `[module]`).
+    /// The binary (executable, library, `[kernel.kallsyms]`, `[NAME]` of
+    /// module NAME).
     Dso,
     /// The process (tgid, with its name).
     Pid,

@@ -455,3 +455,60 @@ fn shell_completions_and_man_pages() {
         assert!(man.join(format!("oprofile-rs-{sub}.1")).is_file(), "{sub}");
     }
 }
+
+/// A module's frames are named `[NAME]` after the module (`[oprofile_rs]`,
+/// the name Kbuild gives it) in report, script and `script --format
+/// perf`, and the user guide and `--help` say so: no `[module]` where the
+/// tool prints the module's name, and the `--format perf` paragraph does
+/// not put every kernel address in `[kernel.kallsyms]` (issue 35).
+#[test]
+fn module_binaries_are_named_as_the_guide_says() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let kbuild = std::fs::read_to_string(root.join("Kbuild")).unwrap();
+    let module = kbuild
+        .lines()
+        .find_map(|l| l.strip_prefix("obj-m := ")?.strip_suffix(".o"))
+        .expect("the module's name in Kbuild");
+    let dir = tempfile::tempdir().unwrap();
+    let file = kernel_recording(dir.path(), "kt", &[0xffff_ffff_c010_0010]);
+    let meta = dir.path().join("oprofile.data.meta");
+    std::fs::write(
+        meta.join("kallsyms"),
+        format!("ffffffff81000000 T _text\nffffffffc0100000 t opr_handler\t[{module}]\n"),
+    )
+    .unwrap();
+    std::fs::write(
+        meta.join("modules"),
+        format!("{module} 16384 0 - Live 0xffffffffc0100000 (O)\n"),
+    )
+    .unwrap();
+    let f = file.to_str().unwrap();
+    let binary = format!("[{module}]");
+    let (ok, report, err) = run(&["report", "-q", "--all", "-i", f]);
+    assert!(
+        ok && report.contains(&format!("opr_handler  {binary}")),
+        "{report}{err}"
+    );
+    for format in ["oprofile", "perf"] {
+        let (ok, script, err) = run(&["script", "-q", "--all", "-i", f, "--format", format]);
+        assert!(
+            ok && script.contains(&format!("opr_handler ({binary})")),
+            "{script}{err}"
+        );
+    }
+
+    let guide = std::fs::read_to_string(root.join("Documentation/user-guide.md")).unwrap();
+    let (_, help, _) = run(&["report", "--help"]);
+    for (what, text) in [("the guide", &guide), ("report --help", &help)] {
+        assert!(!text.contains("[module]"), "{what} says [module]");
+    }
+    assert!(
+        guide.contains(&format!("`{binary}`")),
+        "the guide has no {binary}"
+    );
+    let perf = guide
+        .split("\n\n")
+        .find(|p| p.starts_with("A header line per sample"))
+        .expect("the --format perf paragraph");
+    assert!(perf.contains("`[NAME]`"), "{perf}");
+}
