@@ -216,7 +216,9 @@ for n in 1 2 3; do
     got=$(oprofile-rs script -i /tmp/r.data --snapshot $n 2>/dev/null | wc -l)
     expect_eq "script --snapshot $n: that snapshot's samples" "$got" "$want"
 done
-check "report --snapshot 2" sh -c "oprofile-rs report -i /tmp/r.data --snapshot 2 -n 3 | grep -q hot_"
+# (The whole list: a snapshot is the CPUs' last ~50 ms, where on a loaded
+# lockdep VM the workload was once not among the first three.)
+check "report --snapshot 2 names the workload" sh -c "oprofile-rs report -i /tmp/r.data --snapshot 2 | grep -q hot_"
 out=$(oprofile-rs report -i /tmp/r.data --snapshot 9 2>&1) && fail "report --snapshot 9 succeeded"
 expect_eq "report --snapshot 9: an error naming the snapshots" "$(echo "$out" | grep -c 'snapshots 1 to 3')" 1
 kill $wl; wait $wl 2>/dev/null
