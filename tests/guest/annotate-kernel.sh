@@ -15,7 +15,7 @@ check "insmod" insmod /oprofile_rs.ko sample_period=250000
 # (At most 4 s of it: the lockdep kernel took 80 s for the 100 MB, and the
 # analyses of that stream took the scenario past its 300 s.)
 oprofile-rs record -q -o /tmp/k.bin -- sh -c 'timeout 4 head -c 100000000 /dev/zero >/dev/null; true'
-oprofile-rs report -q -i /tmp/k.bin --comm head -n 40 >/tmp/k.rep
+oprofile-rs report -q -i /tmp/k.bin --comm head --top 40 >/tmp/k.rep
 cat /tmp/k.rep
 # The first row in the core kernel: SAMPLES PERCENT SYMBOL [kernel.kallsyms] PID/COMM.
 row=$(grep -v '^#' /tmp/k.rep | grep -m1 ' \[kernel\.kallsyms\] ')

@@ -18,7 +18,7 @@ check "insmod" insmod /oprofile_rs.ko sample_period=250000
 oprofile-rs record -q -o /tmp/b.bin -- insmod /oprofile_rs_bench.ko secs=3
 check "the side-car has kallsyms from the end (modules changed)" [ -s /tmp/b.bin.meta/kallsyms.end ]
 grep -q '^kallsyms-end: captured' /tmp/b.bin.meta/info && pass "info says so" || fail "info: $(cat /tmp/b.bin.meta/info)"
-oprofile-rs report -q -i /tmp/b.bin --all -n 60 >/tmp/b.rep
+oprofile-rs report -q -i /tmp/b.bin --all --top 60 >/tmp/b.rep
 head -25 /tmp/b.rep
 # SAMPLES PERCENT SYMBOL [oprofile_rs_bench] PID/COMM: a symbol without spaces.
 row=$(grep -v '^#' /tmp/b.rep | awk '$4 == "[oprofile_rs_bench]"' | head -1)

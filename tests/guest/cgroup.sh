@@ -112,7 +112,7 @@ expect_eq "config: one line per key" "$(wc -l <$DBG/config)" "$(sed 's/=.*//' $D
 expect_eq "config: its cgroup line" "$(grep '^cgroup=' $DBG/config)" "cgroup=$oddid"
 expect_eq "back to /box" "$(try /box)" ok
 # record -G takes its directory (by id), whatever the name.
-oprofile-rs record -q -G "$odd" -o /tmp/odd.data -d 0.2 2>/tmp/odd.err && \
+oprofile-rs record -q -G "$odd" -o /tmp/odd.data --duration 0.2 2>/tmp/odd.err && \
     grep -q "cgroup: $oddid " /tmp/odd.data.meta/info && pass "record -G DIR with an odd name: by its id" \
     || fail "record -G DIR with an odd name: $(cat /tmp/odd.err)"
 expect_eq "the filter put back" "$(cat $DBG/cgroup)" "/box"
@@ -158,7 +158,7 @@ if [ "${2:-0}" -gt 0 ]; then pass "without a filter, /other is sampled ($2 of $1
     fail "without a filter, /other is sampled ($2 of $1)"
     echo "the /other workloads before streaming: $before"
     echo "after: $after"
-    oprofile-rs report --all -i /tmp/g2.bin --sort comm,pid -n 10 2>&1
+    oprofile-rs report --all -i /tmp/g2.bin --sort comm,pid --top 10 2>&1
 fi
 expect_eq "the last CONFIG: no filter" "$(awk '$1 == "config" { id = $(NF - 3) } END { print id }' /tmp/ev.out)" 0
 
@@ -250,7 +250,7 @@ expect_eq "record put the filter back" "$(cat $DBG/cgroup)" "/"
 set -- $(samples /tmp/r.data "$(cat /tmp/cmd.pid)" "$box")
 check "record -G: samples under the filter ($1)" [ "${1:-0}" -gt 0 ]
 expect_eq "record -G: all of them the command's" "${2:-x}" "${1:-y}"
-oprofile-rs report -i /tmp/r.data -n 3 >/tmp/rep.txt 2>&1 || fail "report: $(cat /tmp/rep.txt)"
+oprofile-rs report -i /tmp/r.data --top 3 >/tmp/rep.txt 2>&1 || fail "report: $(cat /tmp/rep.txt)"
 grep -q "workload" /tmp/rep.txt && pass "report shows the command" || fail "report: $(head -20 /tmp/rep.txt)"
 grep -q "cgroup: $box" /tmp/r.data.meta/info 2>/dev/null \
     && pass "the side-car says so" || fail "side-car: $(cat /tmp/r.data.meta/info 2>/dev/null)"

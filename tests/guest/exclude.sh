@@ -71,7 +71,7 @@ set -- $counts
 case "$1" in 0/[1-9]*) pass "user-mode phase: user samples only ($1)" ;; *) fail "user-mode phase: $1" ;; esac
 case "$2" in [1-9]*/0) pass "kernel-mode phase: kernel samples only ($2)" ;; *) fail "kernel-mode phase: $2" ;; esac
 case "$3" in [1-9]*/[1-9]*) pass "both modes again ($3)" ;; *) fail "both-modes phase: $3" ;; esac
-oprofile-rs report -i /tmp/x.bin -n 1 2>/dev/null | grep '^# event:' | tee /tmp/ev.txt
+oprofile-rs report -i /tmp/x.bin --top 1 2>/dev/null | grep '^# event:' | tee /tmp/ev.txt
 # Each distinct setting once, in stream order (the load's first).
 grep -q 'period 1000000, then period 1000000 (user mode only), then period 1000000 (kernel mode only),' /tmp/ev.txt &&
     pass "report names the modes of each phase" || fail "report: $(cat /tmp/ev.txt)"

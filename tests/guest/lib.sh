@@ -104,7 +104,7 @@ check_accounting() {
 # debugfs `stats` saved in STATS (check_accounting).
 check_stream() {
     local rc n
-    oprofile-rs report -i "$2" -n 1 >/tmp/rep.txt 2>/tmp/rep.err; rc=$?
+    oprofile-rs report -i "$2" --top 1 >/tmp/rep.txt 2>/tmp/rep.err; rc=$?
     [ "$rc" = 0 ] || head -5 /tmp/rep.err
     expect_eq "$1: the stream decodes (report's status)" "$rc" 0
     # `# samples: N, lost: M`: at least one sample decoded.

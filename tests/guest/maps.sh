@@ -123,7 +123,7 @@ mine=$(oprofile-rs script -q -i /tmp/pp.bin | awk -v p="$wpid/" 'index($3, p) ==
 expect_eq "record -p: only its samples" "$others" 0
 check "record -p: its hot functions ($mine)" [ "$mine" -ge 50 ]
 [ "$mine" -ge 50 ] || {
-    grep -vE '^maps-missing' /tmp/pp.bin.meta/info; oprofile-rs report -q -i /tmp/pp.bin -n 3; cat $DBG/stats
+    grep -vE '^maps-missing' /tmp/pp.bin.meta/info; oprofile-rs report -q -i /tmp/pp.bin --top 3; cat $DBG/stats
 }
 wait
 check "record -p of a missing pid fails" sh -c '! oprofile-rs record -q -o /tmp/x.bin -p 999999 2>/dev/null'

@@ -131,7 +131,7 @@ check "insmod" insmod /oprofile_rs.ko sample_period=250000
 oprofile-rs record -o /tmp/r.bin -- /tmp/workload 2 >/tmp/rec.txt 2>&1
 cat /tmp/rec.txt
 check "record says it read through the mapping" grep -q "reader: mmap" /tmp/r.bin.meta/info
-oprofile-rs report -i /tmp/r.bin -n 3 >/tmp/rep.txt 2>&1
+oprofile-rs report -i /tmp/r.bin --top 3 >/tmp/rep.txt 2>&1
 cat /tmp/rep.txt
 samples=$(sed -n 's/.*recorded .*: \([0-9]*\) samples.*/\1/p' /tmp/rec.txt)
 check "record's stream holds samples ($samples)" [ "${samples:-0}" -gt 0 ]

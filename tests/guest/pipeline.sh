@@ -21,7 +21,7 @@ check "proportion roughly 3:1 ($a:$b)" [ $((a * 10)) -ge $((b * 20)) -a $((a * 1
 pids=$(grep -E ' hot_(three_quarters|one_quarter) ' /tmp/w.txt | awk '{print $3}' | sort -u | wc -l)
 expect_eq "hot samples come from one process" "$pids" 1
 check "those samples name the workload" grep -q 'workload.*hot_three_quarters' /tmp/w.txt
-oprofile-rs report -i /tmp/w.bin -n 5 | tee /tmp/r.txt
+oprofile-rs report -i /tmp/w.bin --top 5 | tee /tmp/r.txt
 check "report lists hot_three_quarters first among user symbols" \
     sh -c "grep -v kernel.kallsyms /tmp/r.txt | grep -E 'hot_|\\[' | grep -v '^#' | head -1 | grep -q hot_three_quarters"
 check "rmmod" rmmod oprofile_rs

@@ -90,7 +90,7 @@ for args in "-c 1000 -F 100" "-e cpu-clock -c 1,2" "-e cpu-clock,cpu-clock" \
         "--buffer-size 1M --watershed 1M" "-e cpu-clock,no-such-event" "-c 1" "--buffer-size 1" \
         "-F 1000000000"; do
     # shellcheck disable=SC2086
-    oprofile-rs record -q -o /tmp/x.data --debugfs $NODBG $args -d 1 2>/tmp/x.err
+    oprofile-rs record -q -o /tmp/x.data --debugfs $NODBG $args --duration 1 2>/tmp/x.err
     rc=$?
     echo "record $args: $(cat /tmp/x.err)"
     check "record $args fails" [ $rc -ne 0 ]
@@ -104,7 +104,7 @@ echo "== 5. an error after the settings were applied (the output cannot be creat
 # buffer full of 1-kHz samples that nobody read (slow guests take long).
 echo 0 >$DBG/tracing_on
 drain
-oprofile-rs record -q -o /nonexistent-dir/x.data --debugfs $NODBG -e page-faults -c 10 --buffer-size 2M -d 1 2>/tmp/e.err
+oprofile-rs record -q -o /nonexistent-dir/x.data --debugfs $NODBG -e page-faults -c 10 --buffer-size 2M --duration 1 2>/tmp/e.err
 rc=$?; cat /tmp/e.err
 check "record fails" [ $rc -ne 0 ]
 check "it says it put the settings back" grep -q "the module's settings were put back (event=cpu-clock" /tmp/e.err
@@ -118,7 +118,7 @@ echo "== 6. a second reader holds the device: record fails at once, says why, ch
 cat $DEV >/dev/null &
 catpid=$!
 wait_for reading_device $catpid
-oprofile-rs record -q -o /tmp/s.data --debugfs $NODBG -e page-faults -c 10 -d 1 2>/tmp/s.err
+oprofile-rs record -q -o /tmp/s.data --debugfs $NODBG -e page-faults -c 10 --duration 1 2>/tmp/s.err
 rc=$?; cat /tmp/s.err
 check "record with another reader fails (status $rc)" [ "$rc" -ne 0 ]
 check "it says the device is busy" grep -q 'cannot open /dev/oprofile/buffer.*busy' /tmp/s.err

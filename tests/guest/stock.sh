@@ -25,7 +25,7 @@ oprofile-rs script -i /tmp/s.bin >/tmp/s.txt 2>/dev/null
 a=$(grep -c ' hot_three_quarters ' /tmp/s.txt)
 b=$(grep -c ' hot_one_quarter ' /tmp/s.txt)
 check "the stream has the workload's samples ($a + $b)" [ "$a" -ge 100 -a "$b" -ge 20 ]
-oprofile-rs report -i /tmp/s.bin -n 8 2>/dev/null
+oprofile-rs report -i /tmp/s.bin --top 8 2>/dev/null
 # The kallsyms check takes every row of every process: the workload alone
 # has a handful of kernel samples at most, and they need not be among its
 # first eight rows (the CI of stop 20 failed here when they were not).

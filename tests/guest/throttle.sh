@@ -57,7 +57,7 @@ stop_reader $catpid
 cat $DBG/stats >/tmp/stats2.txt
 expect_eq "sample_throttled did not grow" "$(stat_total sample_throttled /tmp/stats2.txt)" "$thr"
 check "samples received meanwhile" [ "$(stat_total sample_received /tmp/stats2.txt)" -gt "$recv" ]
-oprofile-rs report -i /tmp/u.bin -n 1 >/tmp/rep2.txt 2>/tmp/rep2.err
+oprofile-rs report -i /tmp/u.bin --top 1 >/tmp/rep2.txt 2>/tmp/rep2.err
 grep '^# samples' /tmp/rep2.txt
 check "the new stream has samples and none throttled" \
     grep -q '^# samples: [1-9][0-9]*, lost: 0$' /tmp/rep2.txt

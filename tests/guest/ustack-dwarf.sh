@@ -106,7 +106,7 @@ echo "dwarf: main;outer;hot_a $a, main;outer;hot_b $b, of $all samples"
 check "dwarf: most samples have the whole stack ($((a + b)) of $all)" [ "$(pct $((a + b)) "$all")" -ge 80 ]
 share=$(pct "$a" $((a + b)))
 in_range "dwarf: hot_a:hot_b is about 3:1 (hot_a's share in %)" "$share" 65 85
-oprofile-rs report -q -i /tmp/d.bin --children -n 4 2>/dev/null | tee /tmp/d.report
+oprofile-rs report -q -i /tmp/d.bin --children --top 4 2>/dev/null | tee /tmp/d.report
 main_share=$(awk '$NF ~ /ustack_nofp/ && $4 == "main" { print int($1) }' /tmp/d.report)
 check "dwarf: report --children: main is in most stacks (${main_share:-none}%)" [ "${main_share:-0}" -ge 80 ]
 oprofile-rs record -q --call-graph dwarf,512 -o /tmp/d512.bin -- /tmp/ustack_nofp 1

@@ -52,7 +52,7 @@ n=$(wc -l </tmp/u.hot_a)
 check "script: outer then main under most hot_a samples ($under of $n)" [ "$(pct "$under" "$n")" -ge 80 ]
 grep '^cpu' $DBG/stats | sed 's/ handler_avg/\n      handler_avg/'
 # report --children: main holds nearly everything, outer as much.
-oprofile-rs report -q -i /tmp/u.bin --children -n 4 2>/dev/null | tee /tmp/u.report
+oprofile-rs report -q -i /tmp/u.bin --children --top 4 2>/dev/null | tee /tmp/u.report
 main_share=$(awk '$NF ~ /ustack/ && $4 == "main" { print int($1) }' /tmp/u.report)
 check "report --children: main is in most stacks (${main_share:-none}%)" [ "${main_share:-0}" -ge 80 ]
 
@@ -66,7 +66,7 @@ all=$(folded_count . /tmp/d.folded)
 check "no frame pointers, the hybrid: whole stacks main;outer;hot_x ($((a + b)) of $all)" \
     [ "$(pct $((a + b)) "$all")" -ge 80 ]
 in_range "no frame pointers, the hybrid: hot_a:hot_b about 3:1 (hot_a's share in %)" "$(pct "$a" $((a + b)))" 65 85
-oprofile-rs report -q -i /tmp/d.bin -n 1 2>/dev/null | grep '^# call' || true
+oprofile-rs report -q -i /tmp/d.bin --top 1 2>/dev/null | grep '^# call' || true
 
 # --- a leaf without a frame record, two callers 3:1
 oprofile-rs record -q --call-graph dwarf,1K -o /tmp/l.bin -- /tmp/leafcall 3
@@ -82,7 +82,7 @@ in_range "leaf, the hybrid: outer_x:outer_y about 3:1 (outer_x's share in %)" "$
 echo 0 >$DBG/tracing_on; echo 1024 >$DBG/user_stack_size; echo 1 >$DBG/tracing_on
 oprofile-rs record -q -g -o /tmp/lg.bin -- /tmp/leafcall 1
 expect_eq "record -g: no sample carries a stack copy" \
-    "$(oprofile-rs report -q -i /tmp/lg.bin -n 1 2>/dev/null | grep -c 'samples with a user stack copy')" 0
+    "$(oprofile-rs report -q -i /tmp/lg.bin --top 1 2>/dev/null | grep -c 'samples with a user stack copy')" 0
 expect_eq "record -g put user_stack_size back" "$(cat $DBG/user_stack_size)" 1024
 echo 0 >$DBG/tracing_on; echo 0 >$DBG/user_stack_size; echo 1 >$DBG/tracing_on
 oprofile-rs folded -i /tmp/lg.bin >/tmp/lg.folded 2>/dev/null

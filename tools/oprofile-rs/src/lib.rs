@@ -15,6 +15,7 @@ pub mod record;
 pub mod report;
 pub mod script;
 pub mod sidecar;
+pub mod spelling;
 pub mod symbols;
 pub mod text;
 pub mod unwind;

@@ -16,7 +16,7 @@ use oprofile_tool::report::{self, ReportOptions, SortKey};
 use oprofile_tool::script::{self, ScriptFormat, ScriptOptions};
 use oprofile_tool::symbols::SymbolizerKind;
 use oprofile_tool::text::esc;
-use oprofile_tool::{folded, pprof};
+use oprofile_tool::{folded, pprof, spelling};
 
 /// Record and analyse profiles from the oprofile-rs kernel module.
 #[derive(Parser)]
@@ -72,9 +72,18 @@ struct RecordArgs {
     /// Output stream file; the side-car goes to FILE.meta/.
     #[arg(short, long, value_name = "FILE", default_value = "oprofile.data")]
     output: PathBuf,
-    /// Stop after this many seconds.
-    #[arg(short, long, value_name = "SECS")]
+    /// Stop after this many seconds (fractions allowed).
+    #[arg(long, value_name = "SECS")]
     duration: Option<f64>,
+    /// The old spelling of --duration, taken with a warning for now: perf
+    /// record's -d records data addresses.
+    #[arg(
+        short = 'd',
+        value_name = "SECS",
+        hide = true,
+        conflicts_with = "duration"
+    )]
+    old_duration: Option<f64>,
     /// Stream device.
     #[arg(long, default_value = "/dev/oprofile/buffer")]
     device: PathBuf,
@@ -172,6 +181,12 @@ struct RecordArgs {
     /// Never show the progress line.
     #[arg(short, long)]
     quiet: bool,
+    /// System-wide, as perf record -a: the module samples every CPU
+    /// anyway; with a COMMAND, it only says when the recording ends
+    /// (`record -a -- sleep 10`), and analyses show every process, not the
+    /// command's alone.
+    #[arg(short = 'a', long = "all-cpus", conflicts_with = "pid")]
+    all_cpus: bool,
     /// Where process maps come from: `auto` (the kernel's records where
     /// perf_event_open allows, else polling), `events` (the kernel's
     /// MMAP2/COMM/FORK/EXIT records: exact, for every sample's time; fail if
@@ -208,8 +223,11 @@ struct RecordArgs {
     #[arg(long)]
     keep_backlog: bool,
     /// Command to run while recording; recording stops when it exits, and
-    /// analyses show only it and its descendants unless given --all.
-    #[arg(last = true, value_name = "COMMAND")]
+    /// analyses show only it and its descendants unless given --all (or
+    /// recorded with -a). It starts at the first word that is not an
+    /// option (`record -g ./prog -x`, as perf record takes it), or after
+    /// `--`.
+    #[arg(trailing_var_arg = true, value_name = "COMMAND")]
     command: Vec<String>,
 }
 
@@ -242,18 +260,35 @@ struct Common {
     /// On corruption, analyse the records before it instead of failing.
     #[arg(long)]
     allow_corrupt: bool,
-    /// Do not print warnings.
+    /// Do not print warnings about the recording (one about an old option
+    /// spelling is still printed).
     #[arg(short, long)]
     quiet: bool,
     /// Only samples of these processes or threads (comma-separated ids).
     #[arg(long, value_name = "PID,...", value_delimiter = ',')]
     pid: Vec<u32>,
-    /// Only samples of tasks with these command names (comma-separated).
-    #[arg(long, value_name = "COMM,...", value_delimiter = ',')]
+    /// Only samples of these threads (comma-separated ids), as perf's
+    /// --tid.
+    #[arg(long, value_name = "TID,...", value_delimiter = ',')]
+    tid: Vec<u32>,
+    /// Only samples of tasks with these command names (comma-separated;
+    /// --comms as perf spells it).
+    #[arg(
+        long,
+        visible_alias = "comms",
+        value_name = "COMM,...",
+        value_delimiter = ','
+    )]
     comm: Vec<String>,
-    /// Only samples taken on these CPUs (comma-separated).
-    #[arg(long, value_name = "CPU,...", value_delimiter = ',')]
-    cpu: Vec<u16>,
+    /// Only samples taken on these CPUs (comma-separated; ranges A-B, as
+    /// perf takes them).
+    #[arg(long, value_name = "CPU,...", value_delimiter = ',', value_parser = spelling::parse_cpus)]
+    cpu: Vec<spelling::CpuRange>,
+    /// Only samples taken in these binaries (comma-separated, as the
+    /// Binary column names them, `[kernel.kallsyms]`, `libc.so.6`, or by
+    /// path), as perf's --dsos.
+    #[arg(long, value_name = "DSO,...", value_delimiter = ',')]
+    dsos: Vec<String>,
     /// Only samples taken in START <= t < END: seconds (fractions allowed)
     /// since the recording's start, e.g. `2.5,4` or `10,` (to the end);
     /// `@SECS` is absolute, in the stream's clock (seconds since boot, as
@@ -293,7 +328,10 @@ impl Common {
         )?;
         // A recording made for a command or -p pids is about them and
         // their descendants, as `perf record` users expect.
-        let pids = match (&p.target, self.all || !self.pid.is_empty()) {
+        let pids = match (
+            &p.target,
+            self.all || !self.pid.is_empty() || !self.tid.is_empty(),
+        ) {
             (Some(t), false) => t.clone(),
             _ => self.pid.clone(),
         };
@@ -307,8 +345,10 @@ impl Common {
         }
         p.retain(&Filter {
             pids,
+            tids: self.tid.clone(),
             comms: self.comm.clone(),
-            cpus: self.cpu.clone(),
+            cpus: spelling::cpu_list(&self.cpu),
+            dsos: self.dsos.clone(),
             time: self.time,
             snapshot: self.snapshot,
             event,
@@ -336,6 +376,12 @@ impl Common {
                     esc(&p.filter.describe()),
                     p.filtered_out()
                 );
+            }
+            if let Some(w) = self
+                .time
+                .and_then(|t| t.past_the_end(p.first_time, p.last_time))
+            {
+                eprintln!("oprofile-rs: warning: {}", esc(&w));
             }
         }
         Ok(p)
@@ -376,11 +422,16 @@ fn one_event(p: Profile, view: &str, quiet: bool) -> Profile {
 }
 
 #[derive(Args)]
+#[command(
+    mut_arg("comm", |a| a.short('c')),
+    mut_arg("cpu", |a| a.short('C')),
+    mut_arg("dsos", |a| a.short('d'))
+)]
 struct ReportArgs {
     #[command(flatten)]
     input: Input,
     /// Group rows by these keys, combined (comma-separated, in column order):
-    /// symbol, dso, pid, comm, cpu.
+    /// symbol (or sym), dso, pid (the process; or tgid), comm, cpu.
     #[arg(
         short,
         long,
@@ -395,20 +446,42 @@ struct ReportArgs {
     /// Split rows per process.
     #[arg(long)]
     per_process: bool,
-    /// Show the first N rows only (0 = all).
-    #[arg(short = 'n', long, default_value_t = 0)]
+    /// Show the first N rows only (0 = all). Its old spelling `-n N` is
+    /// taken with a warning for now.
+    #[arg(long, value_name = "N", default_value_t = 0)]
     top: usize,
+    /// As perf report -n: the Samples column, which is always shown.
+    #[arg(short = 'n', long)]
+    show_nr_samples: bool,
+    /// Leave out the rows under PCT percent (of Self, or of Children with
+    /// --children), as perf report --percent-limit.
+    #[arg(long, value_name = "PCT", value_parser = spelling::parse_percent)]
+    percent_limit: Option<f64>,
+    /// As perf report --stdio: text on stdout, the only interface.
+    #[arg(long)]
+    stdio: bool,
     /// Add each function's inclusive share (samples with it anywhere in the
     /// stack: kernel callchain and user call stack) and sort by it, as
     /// `perf report --children`.
-    #[arg(long)]
+    #[arg(long, overrides_with = "no_children")]
     children: bool,
+    /// Without the inclusive share (the default), as perf report
+    /// --no-children.
+    #[arg(long, overrides_with = "children")]
+    no_children: bool,
     /// Print each row's callers and callees, across kernel and user frames
     /// (call graph, as `perf report -g` and `opreport -c`).
     #[arg(short = 'g', long)]
     callers: bool,
-    /// Only rows of these functions (comma-separated exact names).
-    #[arg(long, value_name = "NAME,...", value_delimiter = ',')]
+    /// Only rows of these functions (comma-separated exact names; -S,
+    /// --symbols as perf spells it).
+    #[arg(
+        short = 'S',
+        long,
+        visible_alias = "symbols",
+        value_name = "NAME,...",
+        value_delimiter = ','
+    )]
     symbol: Vec<String>,
     /// Print the report as JSON.
     #[arg(long)]
@@ -416,6 +489,10 @@ struct ReportArgs {
 }
 
 #[derive(Args)]
+#[command(
+    mut_arg("comm", |a| a.short('C')),
+    mut_arg("dsos", |a| a.short('d'))
+)]
 struct DiffArgs {
     /// The baseline recording.
     #[arg(value_name = "OLD")]
@@ -425,8 +502,9 @@ struct DiffArgs {
     new: PathBuf,
     #[command(flatten)]
     common: Common,
-    /// Show the first N rows only (0 = all).
-    #[arg(short = 'n', long, default_value_t = 0)]
+    /// Show the first N rows only (0 = all). Its old spelling `-n N` is
+    /// taken with a warning for now.
+    #[arg(long, value_name = "N", default_value_t = 0)]
     top: usize,
     /// Print the rows as JSON.
     #[arg(long)]
@@ -453,10 +531,25 @@ struct CtlArgs {
 }
 
 #[derive(Args)]
+#[command(
+    mut_arg("cpu", |a| a.short('C')),
+    mut_arg("dsos", |a| a.short('d'))
+)]
 struct AnnotateArgs {
     /// The function, exactly as `report` names it.
-    #[arg(value_name = "SYMBOL")]
-    symbol: String,
+    #[arg(value_name = "SYMBOL", required_unless_present = "symbol_opt")]
+    symbol: Option<String>,
+    /// The function, as perf annotate's -s takes it (instead of SYMBOL).
+    #[arg(
+        short = 's',
+        long = "symbol",
+        value_name = "SYMBOL",
+        conflicts_with = "symbol"
+    )]
+    symbol_opt: Option<String>,
+    /// As perf annotate --stdio: text on stdout, the only interface.
+    #[arg(long)]
+    stdio: bool,
     /// The image of the kernel recorded, with symbols (for a kernel
     /// function): a distribution's debug package's vmlinux, or the build
     /// tree's.
@@ -516,6 +609,10 @@ fn write_man_pages(dir: &Path) -> Result<Vec<PathBuf>> {
 }
 
 #[derive(Args)]
+#[command(
+    mut_arg("comm", |a| a.short('c')),
+    mut_arg("cpu", |a| a.short('C'))
+)]
 struct ScriptArgs {
     #[command(flatten)]
     input: Input,
@@ -597,7 +694,12 @@ fn run(cli: Cli) -> Result<ExitCode> {
             o.device = a.device;
             o.debugfs = a.debugfs;
             o.proc_root = a.proc_root;
-            o.duration = match a.duration {
+            if a.old_duration.is_some() {
+                old_spelling(
+                    "record -d is --duration here (perf's -d records data addresses); use --duration",
+                );
+            }
+            o.duration = match a.duration.or(a.old_duration) {
                 Some(d) if d.is_finite() && d >= 0.0 => Some(Duration::from_secs_f64(d)),
                 Some(d) => anyhow::bail!("invalid --duration {d}"),
                 None => None,
@@ -605,6 +707,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             o.command = a.command;
             o.maps = a.maps;
             o.pids = a.pid;
+            o.system_wide = a.all_cpus;
             o.buffer_size = a.read_size;
             o.settings = control::ModuleSettings {
                 events: (!a.events.is_empty()).then_some(a.events),
@@ -681,6 +784,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 per_cpu: a.per_cpu,
                 per_process: a.per_process,
                 top: a.top,
+                percent_limit: a.percent_limit.unwrap_or(0.0),
                 children: a.children,
                 callers: a.callers,
                 symbols: a.symbol,
@@ -725,6 +829,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Annotate(a) => {
+            let symbol = a
+                .symbol
+                .or(a.symbol_opt)
+                .context("which function? (annotate SYMBOL)")?;
             let p = a.input.load_one_event("annotate")?;
             // The kernel that ran, for its module tree.
             let meta = a
@@ -745,7 +853,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             };
             let ann = oprofile_tool::annotate::annotate(
                 &p,
-                &a.symbol,
+                &symbol,
                 a.input.common.symfs.as_deref(),
                 &code,
             )?;
@@ -847,8 +955,19 @@ fn run(cli: Cli) -> Result<ExitCode> {
     }
 }
 
+/// The warning that an old option spelling was used, naming the new one
+/// (once a run: each caller runs once).
+fn old_spelling(warning: &str) {
+    eprintln!("oprofile-rs: warning: {}", esc(warning));
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    use clap::CommandFactory;
+    let (args, warning) = spelling::old_top(&Cli::command(), std::env::args_os().collect());
+    let cli = Cli::parse_from(args);
+    if let Some(w) = warning {
+        old_spelling(&w);
+    }
     match run(cli) {
         Ok(c) => c,
         Err(e) => {

@@ -251,15 +251,23 @@ pub fn lost_share(kept: u64, lost: u64) -> String {
     format!("{:.2}%", 100.0 * lost as f64 / taken as f64)
 }
 
-/// Which samples an analysis keeps (`--pid`, `--comm`, `--cpu`): a sample is
-/// kept when it matches every non-empty list (any entry of a list matches).
+/// Which samples an analysis keeps (`--pid`, `--tid`, `--comm`, `--cpu`,
+/// `--dsos`): a sample is kept when it matches every non-empty list (any
+/// entry of a list matches).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Filter {
     /// Process ids (tgid) or thread ids (pid).
     pub pids: Vec<u32>,
+    /// Thread ids (pid) only.
+    pub tids: Vec<u32>,
     /// Command names, exactly as the COMM records give them.
     pub comms: Vec<String>,
     pub cpus: Vec<u16>,
+    /// Binaries of the sampled address: as the Binary column names them
+    /// ([`Frame::dso`]), or the mapped file's path.
+    ///
+    /// [`Frame::dso`]: crate::symbols::Frame::dso
+    pub dsos: Vec<String>,
     /// `--time`: only samples in this span (see [`TimeSpan`]).
     pub time: Option<TimeSpan>,
     /// `--snapshot N`: only samples of the flight-recorder snapshot N.
@@ -276,6 +284,15 @@ pub struct Filter {
 pub enum TimeBound {
     Relative(f64),
     Absolute(f64),
+}
+
+impl TimeBound {
+    /// The same number of seconds, read as the clock's.
+    fn absolute(self) -> TimeBound {
+        match self {
+            TimeBound::Relative(s) | TimeBound::Absolute(s) => TimeBound::Absolute(s),
+        }
+    }
 }
 
 /// `--time START,END`: samples with START <= time < END; either end may be
@@ -379,6 +396,30 @@ impl TimeSpan {
         format!("{} s", self.ends())
     }
 
+    /// A note where the span starts with a relative time past the end of
+    /// a recording from `origin` to `last` ns: the times perf's `--time`
+    /// takes (and `script` prints) are the clock's, written `@SECS` here.
+    pub fn past_the_end(&self, origin: u64, last: u64) -> Option<String> {
+        let Some(TimeBound::Relative(start)) = self.start else {
+            return None;
+        };
+        if origin.saturating_add((start * 1e9).round() as u64) <= last {
+            return None;
+        }
+        let abs = TimeSpan {
+            start: self.start.map(TimeBound::absolute),
+            end: self.end.map(TimeBound::absolute),
+        };
+        Some(format!(
+            "--time {}: the recording lasted {:.3} s; times without @ count from its start \
+             here, the clock's (perf's --time, the times `script` prints) are written \
+             --time {}",
+            self.ends(),
+            last.saturating_sub(origin) as f64 / 1e9,
+            abs.ends()
+        ))
+    }
+
     /// `START,END` as given (`@` before an absolute end).
     fn ends(&self) -> String {
         let b = |b: Option<TimeBound>| match b {
@@ -393,8 +434,10 @@ impl TimeSpan {
 impl Filter {
     pub fn is_empty(&self) -> bool {
         self.pids.is_empty()
+            && self.tids.is_empty()
             && self.comms.is_empty()
             && self.cpus.is_empty()
+            && self.dsos.is_empty()
             && self.time.is_none()
             && self.snapshot.is_none()
             && self.event.is_none()
@@ -403,8 +446,14 @@ impl Filter {
     /// Whether `s` passes; `span` is the resolved `--time` span, if any.
     fn matches_in(&self, s: &ResolvedSample, span: Option<(u64, u64)>) -> bool {
         (self.pids.is_empty() || self.pids.contains(&s.tgid) || self.pids.contains(&s.pid))
+            && (self.tids.is_empty() || self.tids.contains(&s.pid))
             && (self.comms.is_empty() || self.comms.iter().any(|c| *c == *s.comm))
             && (self.cpus.is_empty() || self.cpus.contains(&s.cpu))
+            && (self.dsos.is_empty()
+                || self
+                    .dsos
+                    .iter()
+                    .any(|d| *d == s.pc.dso || s.pc.path.as_deref() == Some(d.as_str())))
             && span.is_none_or(|(a, b)| s.time >= a && s.time < b)
             && self.snapshot.is_none_or(|n| s.snapshot == n)
             && self.event.as_ref().is_none_or(|(i, _)| s.event == *i)
@@ -425,8 +474,10 @@ impl Filter {
         }
         [
             list("pid", &self.pids),
+            list("tid", &self.tids),
             list("comm", &self.comms),
             list("cpu", &self.cpus),
+            list("dso", &self.dsos),
             self.time.map(|t| format!("time {}", t.describe())),
             self.snapshot.map(|n| format!("snapshot {n}")),
             self.event.as_ref().map(|(_, n)| format!("event {n}")),

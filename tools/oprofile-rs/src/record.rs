@@ -39,6 +39,9 @@ pub struct RecordOptions {
     /// `-p`: processes the recording is about (it stops when they have all
     /// exited); analyses keep them and their descendants by default.
     pub pids: Vec<u32>,
+    /// `-a`: the recording is of the whole machine; the command (if any)
+    /// only says when it ends, and analyses are not limited to it.
+    pub system_wide: bool,
     /// `--snapshot`: flight recorder. The module records in overwrite mode
     /// for the recording (`mode=overwrite` is added to `settings`); a
     /// snapshot is taken at each SIGUSR2 and when recording stops, each one
@@ -122,6 +125,7 @@ impl RecordOptions {
             maps_interval: Duration::from_millis(500),
             maps: MapsSource::Auto,
             pids: Vec::new(),
+            system_wide: false,
             snapshot: false,
             keep_backlog: false,
             settings: ModuleSettings::default(),
@@ -1441,7 +1445,7 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
     } else {
         sc.events = Some(crate::mapevents::to_text(&map_events));
     }
-    if !roots.is_empty() {
+    if !roots.is_empty() && !opts.system_wide {
         // While polling there are no FORK records: the parents read from
         // /proc name the descendants seen.
         let mut target = roots.clone();

@@ -19,11 +19,13 @@ use crate::text::esc;
 pub enum SortKey {
     /// The function (and its binary).
     #[default]
+    #[value(alias = "sym")]
     Symbol,
     /// The binary (executable, library, `[kernel.kallsyms]`, `[NAME]` of
     /// module NAME).
     Dso,
     /// The process (tgid, with its name).
+    #[value(alias = "tgid")]
     Pid,
     /// The task name.
     Comm,
@@ -41,6 +43,9 @@ pub struct ReportOptions {
     pub per_process: bool,
     /// Show only the first N rows (0 = all).
     pub top: usize,
+    /// Leave out the rows whose share (inclusive with `children`) is
+    /// under this percentage (0: none).
+    pub percent_limit: f64,
     /// Add the inclusive weight (the function anywhere in the stack) and
     /// sort by it.
     pub children: bool,
@@ -287,6 +292,7 @@ pub fn rows(p: &Profile, o: &ReportOptions) -> Vec<Row> {
             }
         })
         .filter(|r| r.weight > 0 || r.children_weight.is_some_and(|c| c > 0))
+        .filter(|r| r.children_percent.unwrap_or(r.percent) >= o.percent_limit)
         .collect();
     rows.sort_by(|a, b| {
         b.children_weight

@@ -134,7 +134,7 @@ fn sort_keys_combine() {
         "--sort",
         "symbol,pid",
         "--json",
-        "-n",
+        "--top",
         "1",
     ]));
     assert_eq!(v["sort"], serde_json::json!(["symbol", "pid"]));
@@ -297,7 +297,7 @@ fn diff_gives_per_symbol_deltas() {
             ("alpha".into(), 0.0, 10, 4),
         ]
     );
-    let out = run_tool(&["diff", o, n, "-n", "1"]);
+    let out = run_tool(&["diff", o, n, "--top", "1"]);
     assert_eq!(
         rows(&out)[0][..6],
         ["30.00%", "50.00%", "+20.00%", "6", "4", "beta"],

@@ -114,7 +114,7 @@ fn report_sort_and_split_options() {
         "{out}"
     );
 
-    let (ok, out, _) = run(&["report", "-i", f, "--per-cpu", "-n", "2"]);
+    let (ok, out, _) = run(&["report", "-i", f, "--per-cpu", "--top", "2"]);
     assert!(ok);
     let rows: Vec<Vec<&str>> = out
         .lines()
@@ -511,4 +511,319 @@ fn module_binaries_are_named_as_the_guide_says() {
         .find(|p| p.starts_with("A header line per sample"))
         .expect("the --format perf paragraph");
     assert!(perf.contains("`[NAME]`"), "{perf}");
+}
+
+/// The rows of a report, the `#` lines and the header left out.
+fn table(out: &str) -> Vec<Vec<String>> {
+    rows(out)
+        .into_iter()
+        .map(|r| r.into_iter().map(str::to_string).collect())
+        .collect()
+}
+
+/// How many lines of `err` contain `what`.
+fn lines_with(err: &str, what: &str) -> usize {
+    err.lines().filter(|l| l.contains(what)).count()
+}
+
+/// perf report's spellings do what perf's do: `-n` (--show-nr-samples) is
+/// the Samples column, which is always there; `-c`/`--comms`, `-C` (with
+/// ranges), `-d`/`--dsos`, `--tid`, `-S`/`--symbols`, `--percent-limit`,
+/// `--stdio`, `--no-children`, and the sort keys `sym` and `tgid`.
+#[test]
+fn report_takes_perf_spellings() {
+    let (_d, file) = recording();
+    let f = file.to_str().unwrap();
+    let report = |extra: &[&str]| -> (String, String) {
+        let mut args = vec!["report", "-i", f];
+        args.extend_from_slice(extra);
+        let (ok, out, err) = run(&args);
+        assert!(ok, "{extra:?}: {err}");
+        assert!(!err.contains("old spelling"), "{extra:?}: {err}");
+        (out, err)
+    };
+    let (plain, _) = report(&[]);
+    let samples: Vec<String> = table(&plain).iter().map(|r| r[0].clone()).collect();
+    assert_eq!(samples, ["10", "6", "3", "1"], "{plain}");
+    assert!(plain.contains("   Samples       %  Symbol"), "{plain}");
+    for same in [
+        &["-n"][..],
+        &["--show-nr-samples"],
+        &["--stdio"],
+        &["-n", "--stdio", "--no-children"],
+        &["--children", "--no-children"],
+        &["--sort", "sym"],
+        &["-C", "0-1"],
+        &["--tid", &PID.to_string()],
+    ] {
+        let (out, _) = report(same);
+        assert_eq!(table(&out), table(&plain), "{same:?}: {out}");
+    }
+    let (out, _) = report(&["--no-children", "--children"]);
+    assert!(out.contains("Children     Self    Samples"), "{out}");
+    let (tgid, _) = report(&["--sort", "tgid"]);
+    assert_eq!(tgid, report(&["--sort", "pid"]).0);
+
+    // Filters under perf's names.
+    for args in [&["-c", "victim"][..], &["--comms", "victim"]] {
+        let (out, _) = report(args);
+        assert!(out.contains("# filter: comm victim: 20 of 20"), "{out}");
+    }
+    for args in [&["-C", "1"][..], &["--cpu", "1-1"]] {
+        let (out, _) = report(args);
+        assert!(out.contains("# filter: cpu 1: 11 of 20"), "{out}");
+    }
+    let (out, _) = report(&["--tid", "1"]);
+    assert!(out.contains("# filter: tid 1: 0 of 20"), "{out}");
+    let (out, _) = report(&["-d", "[kernel.kallsyms]"]);
+    assert!(
+        out.contains("# filter: dso [kernel.kallsyms]: 3 of 20"),
+        "{out}"
+    );
+    assert_eq!(table(&out).len(), 1, "{out}");
+    assert_eq!(table(&out)[0][..3], ["3", "100.00%", "__schedule"]);
+    // By name (the Binary column's) or path, the program's 16.
+    let victim_path = victim().path.to_str().unwrap().to_string();
+    for dso in [victim_name(), victim_path] {
+        let (out, _) = report(&["--dsos", &dso]);
+        assert!(out.contains(": 16 of 20 samples"), "{dso}: {out}");
+    }
+    for args in [&["-S", "beta"][..], &["--symbols", "beta"]] {
+        let (out, _) = report(args);
+        let t = table(&out);
+        assert_eq!(t.len(), 1, "{out}");
+        assert_eq!(t[0][..3], ["6", "30.00%", "beta"]);
+    }
+    // --percent-limit: rows at or above it (the 5% one goes).
+    for pct in ["10", "15%"] {
+        let (out, _) = report(&["--percent-limit", pct]);
+        let names: Vec<String> = table(&out).iter().map(|r| r[2].clone()).collect();
+        assert_eq!(names, ["alpha", "beta", "__schedule"], "{pct}: {out}");
+    }
+    let (out, _) = report(&["--percent-limit", "30"]);
+    assert_eq!(table(&out).len(), 2, "{out}");
+    // With --children, of the inclusive share: do_syscall_64 and
+    // entry_SYSCALL_64 (15% each, Self 0) stay at 15.
+    let (out, _) = report(&["--children", "--percent-limit", "15"]);
+    let names: Vec<String> = table(&out).iter().map(|r| r[3].clone()).collect();
+    assert_eq!(names.len(), 5, "{out}");
+    assert!(names.contains(&"do_syscall_64".to_string()), "{out}");
+    for bad in ["-1", "x", "101"] {
+        let arg = format!("--percent-limit={bad}");
+        let (ok, _, err) = run(&["report", "-i", f, &arg]);
+        assert!(!ok && err.contains("--percent-limit"), "{bad}: {err}");
+    }
+    let (ok, _, err) = run(&["report", "-i", f, "-C", "3-1"]);
+    assert!(!ok && err.contains("ends before it starts"), "{err}");
+}
+
+/// The old `report -n N` and `diff -n N` (a count after -n) are still the
+/// first N rows, with one warning naming `--top N`.
+#[test]
+fn old_top_n_spelling_warns_once_and_works() {
+    let (_d, file) = recording();
+    let f = file.to_str().unwrap();
+    let (ok, top, err) = run(&["report", "-i", f, "--top", "2"]);
+    assert!(ok && !err.contains("old spelling"), "{err}");
+    assert_eq!(table(&top).len(), 2, "{top}");
+    for old in [
+        &["-n", "2"][..],
+        &["-n2"],
+        &["-n=2"],
+        &["-qn", "2"],
+        &["-n", "2", "--sort", "symbol"],
+    ] {
+        let mut args = vec!["report", "-i", f];
+        args.extend_from_slice(old);
+        let (ok, out, err) = run(&args);
+        assert!(ok, "{old:?}: {err}");
+        assert_eq!(out, top, "{old:?}");
+        assert_eq!(
+            lines_with(
+                &err,
+                "oprofile-rs: warning: report -n 2 is read as --top 2, its old spelling"
+            ),
+            1,
+            "{old:?}: {err}"
+        );
+        assert_eq!(lines_with(&err, "old spelling"), 1, "{old:?}: {err}");
+        assert!(err.contains("use --top 2"), "{err}");
+    }
+    // -n and a count both: the samples column and the first 2 rows.
+    let (ok, out, err) = run(&["report", "-i", f, "-n", "--top", "2"]);
+    assert!(ok && out == top && !err.contains("old spelling"), "{err}");
+
+    let (ok, top, err) = run(&["diff", f, f, "--top", "1"]);
+    assert!(ok && !err.contains("old spelling"), "{err}");
+    let diff_rows = |out: &str| {
+        out.lines()
+            .filter(|l| !l.starts_with('#') && !l.contains("Old%"))
+            .count()
+    };
+    assert_eq!(diff_rows(&top), 1, "{top}");
+    let (ok, out, err) = run(&["diff", f, f, "-n", "1"]);
+    assert!(ok, "{err}");
+    assert_eq!(out, top);
+    assert_eq!(
+        lines_with(&err, "warning: diff -n 1 is read as --top 1"),
+        1,
+        "{err}"
+    );
+    // perf diff has no -n: alone it is an error.
+    let (ok, _, err) = run(&["diff", f, f, "-n"]);
+    assert!(!ok && err.contains("-n"), "{err}");
+    // perf diff's -C is --comms, its -d --dsos.
+    let (ok, out, err) = run(&["diff", f, f, "-C", "victim", "-d", "[kernel.kallsyms]"]);
+    assert!(ok, "{err}");
+    assert!(out.contains("# old: 3 samples, new: 3 samples"), "{out}");
+}
+
+/// script's -c and -C are perf script's (comms, CPUs); annotate takes the
+/// function as perf annotate -s does, and --stdio.
+#[test]
+fn script_and_annotate_take_perf_spellings() {
+    let (_d, file) = recording();
+    let f = file.to_str().unwrap();
+    let (ok, out, err) = run(&["script", "-i", f, "-C", "1", "-c", "victim"]);
+    assert!(ok, "{err}");
+    assert_eq!(out.lines().count(), 11, "{out}");
+    let (ok, plain, err) = run(&["annotate", "alpha", "-i", f]);
+    assert!(ok, "{err}");
+    for args in [
+        &["annotate", "-s", "alpha", "-i", f][..],
+        &["annotate", "--symbol", "alpha", "-i", f, "--stdio"],
+    ] {
+        let (ok, out, err) = run(args);
+        assert!(ok, "{args:?}: {err}");
+        assert_eq!(out, plain, "{args:?}");
+    }
+    let (ok, _, err) = run(&["annotate", "-i", f]);
+    assert!(!ok && err.contains("SYMBOL"), "{err}");
+    let (ok, _, err) = run(&["annotate", "alpha", "-s", "beta", "-i", f]);
+    assert!(!ok && err.contains("cannot be used with"), "{err}");
+}
+
+/// A relative --time span that starts past the recording's end gets a
+/// note: perf's --time (and `script`) times are written with @ here.
+#[test]
+fn a_time_span_past_the_end_names_the_absolute_spelling() {
+    let (_d, file) = recording();
+    let f = file.to_str().unwrap();
+    // The recording runs from 1.000 s to 1.020 s of the clock.
+    let (ok, _, err) = run(&["report", "-i", f, "--time", "1.016,"]);
+    assert!(ok, "{err}");
+    assert_eq!(
+        lines_with(&err, "--time 1.016,: the recording lasted 0.020 s"),
+        1,
+        "{err}"
+    );
+    assert!(err.contains("are written --time @1.016,"), "{err}");
+    let (ok, out, err) = run(&["report", "-i", f, "--time", "@1.016,"]);
+    assert!(ok && !err.contains("lasted"), "{err}");
+    assert!(out.contains(": 5 of 20 samples"), "{out}");
+    let (_, _, err) = run(&["report", "-i", f, "--time", "0.01,"]);
+    assert!(!err.contains("lasted"), "{err}");
+    let (_, _, err) = run(&["report", "-q", "-i", f, "--time", "1.016,"]);
+    assert!(!err.contains("lasted"), "{err}");
+}
+
+/// `--help` shows the new names, and perf's where they were added.
+#[test]
+fn help_shows_the_new_names() {
+    let help = |cmd: &str| {
+        let (ok, out, err) = run(&[cmd, "--help"]);
+        assert!(ok, "{err}");
+        out
+    };
+    let report = help("report");
+    for want in [
+        "--top <N>",
+        "-n, --show-nr-samples",
+        "--percent-limit <PCT>",
+        "-c, --comm <COMM,...>",
+        "[alias: --comms]",
+        "-C, --cpu <CPU,...>",
+        "-d, --dsos <DSO,...>",
+        "--tid <TID,...>",
+        "-S, --symbol <NAME,...>",
+        "[alias: --symbols]",
+        "--no-children",
+        "--stdio",
+    ] {
+        assert!(report.contains(want), "report --help: no {want}");
+    }
+    assert!(!report.contains("-n, --top"), "{report}");
+    let diff = help("diff");
+    assert!(
+        diff.contains("--top <N>") && !diff.contains("-n, "),
+        "{diff}"
+    );
+    assert!(diff.contains("-C, --comm") && diff.contains("-d, --dsos"));
+    let record = help("record");
+    assert!(record.contains("      --duration <SECS>"), "{record}");
+    assert!(!record.contains("-d, "), "{record}");
+    assert!(record.contains("-a, --all-cpus"), "{record}");
+    let annotate = help("annotate");
+    assert!(annotate.contains("-s, --symbol <SYMBOL>"), "{annotate}");
+    // No perf spelling that means something else in that command: perf
+    // diff's -c is --compute, perf script's -d --debug-mode.
+    assert!(!diff.contains("-c, "), "{diff}");
+    assert!(!help("script").contains("-d, "));
+}
+
+/// The guide, the README and the guest scripts use the new spellings: no
+/// `report -n N`, `diff -n N` or `record -d SECS` is left to warn.
+#[test]
+fn docs_and_guest_scripts_use_the_new_spellings() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut files = vec![
+        root.join("Documentation/user-guide.md"),
+        root.join("README.md"),
+    ];
+    for e in std::fs::read_dir(root.join("tests/guest")).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "sh") {
+            files.push(p);
+        }
+    }
+    let mut old = Vec::new();
+    for path in &files {
+        let text = std::fs::read_to_string(path).unwrap().replace("\\\n", " ");
+        for line in text.lines() {
+            // Each oprofile-rs command of the line, to the next shell
+            // operator.
+            for cmd in line.split("oprofile-rs ").skip(1) {
+                let cmd = cmd
+                    .split(['|', ';', '>', '&', ')', '`'])
+                    .next()
+                    .unwrap_or("");
+                // The tool's own words (`[-n 20]` in a synopsis too): a
+                // COMMAND's options are its own.
+                let words: Vec<&str> = cmd
+                    .split_whitespace()
+                    .take_while(|w| *w != "--")
+                    .map(|w| w.trim_matches(['[', ']']))
+                    .collect();
+                let (Some(&sub), rest) = (words.first(), words.get(1..).unwrap_or(&[])) else {
+                    continue;
+                };
+                let count = |w: &str| !w.is_empty() && w.bytes().all(|b| b.is_ascii_digit());
+                let number = |w: &str| w.parse::<f64>().is_ok();
+                let bad = rest.iter().enumerate().any(|(i, w)| {
+                    let next = rest.get(i + 1).copied().unwrap_or("");
+                    match sub {
+                        "report" | "diff" => {
+                            (*w == "-n" && count(next)) || w.strip_prefix("-n").is_some_and(count)
+                        }
+                        "record" => *w == "-d" || w.strip_prefix("-d").is_some_and(number),
+                        _ => false,
+                    }
+                });
+                if bad {
+                    old.push(format!("{}: oprofile-rs {cmd}", path.display()));
+                }
+            }
+        }
+    }
+    assert!(old.is_empty(), "old spellings:\n{}", old.join("\n"));
 }

@@ -345,7 +345,7 @@ fn record_without_device_fails_clearly() {
             dir.path().join("r").to_str().unwrap(),
             "--device",
             "/nonexistent/buffer",
-            "-d",
+            "--duration",
             "1",
         ])
         .output()
@@ -1181,4 +1181,59 @@ fn record_stopped_during_its_set_up_does_not_start_the_command() {
     );
     // What was read is still a well-formed recording.
     oprofile_stream::decode(&std::fs::read(dir.path().join("rec")).unwrap()).unwrap();
+}
+
+/// perf record's spellings: `-d` (perf's: record data addresses) is still
+/// the old --duration here, with one warning that names it; a COMMAND
+/// needs no `--`, its options are its own; `-a` (system-wide) records for
+/// the COMMAND without limiting the analyses to it, and not with `-p`.
+#[test]
+fn record_takes_perf_spellings() {
+    let dir = tempfile::tempdir().unwrap();
+    let dev = dir.path().join("dev");
+    std::fs::write(&dev, stream_for(&[])).unwrap();
+    let out = dir.path().join("rec");
+    let meta = dir.path().join("rec.meta");
+    let nope = dir.path().join("nope");
+    let rec = |args: &[&str]| -> (bool, String) {
+        let o = record_cmd(&out, &dev, &nope).args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        (o.status.success(), err)
+    };
+    let warning = "oprofile-rs: warning: record -d is --duration here (perf's -d records data \
+                   addresses); use --duration";
+    for old in [&["-d", "0.3"][..], &["-d0.3"], &["-ad", "0.3"]] {
+        let t = Instant::now();
+        let (ok, err) = rec(old);
+        assert!(ok, "{old:?}: {err}");
+        assert_eq!(err.lines().filter(|l| *l == warning).count(), 1, "{err}");
+        assert!(err.contains("recorded"), "{err}");
+        assert!(t.elapsed() < Duration::from_secs(20), "{:?}", t.elapsed());
+    }
+    let (ok, err) = rec(&["--duration", "0.3"]);
+    assert!(ok && !err.contains("record -d"), "{err}");
+    let (ok, err) = rec(&["-d", "0.3", "--duration", "1"]);
+    assert!(!ok && err.contains("cannot be used with"), "{err}");
+
+    // A command from the first word that is not an option, as perf takes
+    // it: `-c` is the shell's.
+    let (ok, err) = rec(&["sh", "-c", "sleep 0.2"]);
+    assert!(ok, "{err}");
+    let info = std::fs::read_to_string(meta.join("info")).unwrap();
+    assert!(info.contains("command: sh -c sleep 0.2"), "{info}");
+    assert!(meta.join("target").is_file());
+    // -a: the command only says when to stop; no target limits the
+    // analyses.
+    for args in [
+        &["-a", "--", "sleep", "0.2"][..],
+        &["--all-cpus", "sleep", "0.2"],
+    ] {
+        let (ok, err) = rec(args);
+        assert!(ok, "{args:?}: {err}");
+        let info = std::fs::read_to_string(meta.join("info")).unwrap();
+        assert!(info.contains("command: sleep 0.2"), "{args:?}: {info}");
+        assert!(!meta.join("target").exists(), "{args:?}");
+    }
+    let (ok, err) = rec(&["-a", "-p", "1"]);
+    assert!(!ok && err.contains("cannot be used with"), "{err}");
 }

@@ -171,7 +171,7 @@ fn record_snapshot_switches_the_module_to_overwrite_mode_and_back() {
         .args(["--debugfs", dbg.to_str().unwrap(), "--maps", "poll"])
         // Long enough for the poll below to see the switch on a loaded host
         // (1.5 s was missed once in a parallel `cargo test`).
-        .args(["-d", "4"])
+        .args(["--duration", "4"])
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
