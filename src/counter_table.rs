@@ -12,8 +12,8 @@
 //! handed back to an `offline` callback, which runs under the hotplug lock.
 //! It also keeps the counters standing still while recording is off
 //! (`tracing_on=0`): [`CounterTable::set_running`] stops or starts every
-//! live counter, and a counter that joins the table while they stand still
-//! is stopped as it joins, so that an idle module interrupts no CPU.
+//! live counter, and a counter that joins the table takes their state as
+//! it joins, so that an idle module interrupts no CPU.
 //! Its KUnit suite plays the hotplug interleavings with fake counters.
 
 use kernel::prelude::*;
@@ -93,13 +93,6 @@ impl<C: HotplugCounter> CounterTable<C> {
         self.running
     }
 
-    /// `c` joins the table: it takes the live counters' state, whichever
-    /// it was made with (`running` may have changed since its maker read
-    /// it).
-    fn joins(running: bool, c: &C) {
-        c.set_enabled(running);
-    }
-
     /// How many counters are live.
     pub(crate) fn live_count(&self) -> usize {
         self.live.iter().flatten().count()
@@ -123,7 +116,9 @@ impl<C: HotplugCounter> CounterTable<C> {
         let running = self.running;
         match self.live.get_mut(cpu as usize * MAX_EVENTS + i) {
             Some(slot) if slot.is_none() => {
-                Self::joins(running, &c);
+                // It takes the live counters' state, whichever it was made
+                // with (`running` may have changed since its maker read it).
+                c.set_enabled(running);
                 *slot = Some(c);
                 None
             }
@@ -199,7 +194,9 @@ impl<C: HotplugCounter> CounterTable<C> {
         let running = self.running;
         match self.live.get_mut(k) {
             Some(slot) if slot.is_none() => {
-                Self::joins(running, &c);
+                // It takes the live counters' state, whichever it was made
+                // with (`running` may have changed since its maker read it).
+                c.set_enabled(running);
                 *slot = Some(c);
                 None
             }

@@ -78,5 +78,13 @@ echo 1 >$T
 /tmp/workload 0.5 & /tmp/workload 0.5 & wait
 check "CPU 1 samples again after echo 1 ($r1 -> $(stat_of 1 sample_received))" [ "$(stat_of 1 sample_received)" -gt "$r1" ]
 check "samples again after echo 1 ($pf -> $(stat_total sample_received))" [ "$(stat_total sample_received)" -gt "$pf" ]
-check "rmmod" rmmod oprofile_rs
+# Unloaded with the counters stopped and a reader holding the device: the
+# stopped counters are released as running ones are.
+echo 0 >$T
+cat $DEV >/dev/null & catpid=$!
+wait_for reading_device $catpid
+check "rmmod refused while a reader holds the device (counters stopped)" sh -c "! rmmod oprofile_rs"
+check "the module is still loaded" grep -q '^oprofile_rs ' /proc/modules
+kill $catpid; wait $catpid 2>/dev/null
+check "rmmod with the counters stopped" rmmod oprofile_rs
 finish
