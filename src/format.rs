@@ -1002,9 +1002,10 @@ impl Tracing {
 /// frequencies, then the rest, `mode` last (a switch to overwrite mode may
 /// need the larger `buffer_size` set before it). (`exclude_user` and
 /// `exclude_kernel` are per event in the record's event flags, the same for
-/// every event; `mode` is the record's byte 7; `cgroup`, added after
-/// `mode`, is the record's extension, [`Config::cgroup`].)
-pub const CONFIG_KEYS: [&str; 13] = [
+/// every event; `mode` is the record's byte 7; `cgroup` and `pid`, added
+/// after `mode`, are the record's extension, [`Config::cgroup`] and
+/// [`Config::pid`].)
+pub const CONFIG_KEYS: [&str; 14] = [
     "event",
     "sample_period",
     "sample_freq",
@@ -1018,15 +1019,17 @@ pub const CONFIG_KEYS: [&str; 13] = [
     "mode",
     "cgroup",
     "user_stack_size",
+    "pid",
 ];
 
 /// Bytes of a CONFIG record's fixed part (each event adds
 /// [`EVENT_DESC_LEN`]).
 pub const CONFIG_LEN: usize = 48;
 /// Bytes of a CONFIG record's extension, after its event descriptors: the
-/// cgroup filter's id (added within version 2; records without it, of the
-/// modules before, have no filter).
-pub const CONFIG_EXT_LEN: usize = 8;
+/// cgroup filter's id (8 bytes), then the profiled process's id (4 bytes)
+/// and 4 reserved zero bytes (both added within version 2; records without
+/// them, of the modules before, have no filter and profile every task).
+pub const CONFIG_EXT_LEN: usize = 16;
 /// Bytes of the largest CONFIG record this version writes.
 pub const CONFIG_MAX_LEN: usize = config_len(MAX_EVENTS as u8) + CONFIG_EXT_LEN;
 /// Bytes of an event descriptor in a CONFIG record.
@@ -1142,6 +1145,12 @@ pub struct Config {
     /// its descendants are sampled; `0`, none (the extension's 8 bytes
     /// after the event descriptors; `0` in a record without them).
     pub cgroup: u64,
+    /// The profiled process (its id in the namespace of the writer of the
+    /// change): only its threads and the tasks they create after the change
+    /// are sampled, through counters bound to them; `0`, every task, on
+    /// every CPU (the extension's bytes 8..12; `0` in a record without
+    /// them).
+    pub pid: u32,
 }
 
 impl Default for Config {
@@ -1158,6 +1167,7 @@ impl Default for Config {
             nr_events: 0,
             events: [EventDesc::default(); MAX_EVENTS],
             cgroup: 0,
+            pid: 0,
         }
     }
 }
@@ -1204,6 +1214,7 @@ impl Config {
             }
         }
         put(out, config_len(n), &e.u64_bytes(self.cgroup));
+        put(out, config_len(n) + 8, &e.u32_bytes(self.pid));
         Some(len)
     }
 
@@ -1231,6 +1242,7 @@ impl Config {
             // The extension, where the record has it (the byte count of
             // the events it lists, not of the ones kept).
             cgroup: e.read_u64(rec, config_len(p.b6)).unwrap_or(0),
+            pid: e.read_u32(rec, config_len(p.b6) + 8).unwrap_or(0),
         })
     }
 }
@@ -1426,6 +1438,8 @@ pub fn parse(e: Endian, buf: &[u8]) -> Result<Parsed<'_>, RecordError> {
         TRACING => TRACING_LEN,
         // The extension is optional (records of earlier modules lack it).
         CONFIG if size >= config_len(p.b6) + CONFIG_EXT_LEN => config_len(p.b6) + CONFIG_EXT_LEN,
+        // The modules with the cgroup filter and without `pid`.
+        CONFIG if size >= config_len(p.b6) + 8 => config_len(p.b6) + 8,
         CONFIG => config_len(p.b6),
         SNAPSHOT => SNAPSHOT_LEN,
         _ => size,

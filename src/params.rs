@@ -457,6 +457,9 @@ pub(crate) struct Config {
     /// Bytes of user stack copied per sample (0: none; see
     /// `user_stack.rs`).
     pub(crate) user_stack_size: u32,
+    /// The profiled process (0: every task, on every CPU; see
+    /// `task_counters.rs`): runtime only, 0 at load.
+    pub(crate) pid: u32,
 }
 
 /// The raw parameter values, as given to insmod.
@@ -625,6 +628,7 @@ impl Config {
             // Looked up by the caller (`cgroup=`, `cgroup.rs`).
             cgroup: 0,
             user_stack_size,
+            pid: 0,
         })
     }
 }

@@ -76,6 +76,7 @@ impl Settings {
             buffer_watershed: c.buffer_watershed as u64,
             nr_events: self.events().len() as u8,
             cgroup: c.cgroup,
+            pid: c.pid,
             ..format::Config::default()
         };
         for (i, d) in rec.events.iter_mut().enumerate() {
@@ -132,6 +133,7 @@ impl Settings {
             b"mode" => f.write_str(c.mode.name()),
             b"cgroup" => crate::cgroup::write_value(c.cgroup, f),
             b"user_stack_size" => write!(f, "{}", c.user_stack_size),
+            b"pid" => write!(f, "{}", c.pid),
             _ => Err(core::fmt::Error),
         }
     }

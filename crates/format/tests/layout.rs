@@ -156,6 +156,7 @@ fn config_layout() {
         buffer_watershed: 1 << 18,
         nr_events: 2,
         cgroup: 0x1234_5678_9abc,
+        pid: 0x4321,
         ..Config::default()
     };
     c.events[0] = EventDesc {
@@ -174,8 +175,8 @@ fn config_layout() {
     };
     assert_eq!(c.encoded_len(), 48 + 96 + CONFIG_EXT_LEN);
     let mut b = vec![0u8; c.encoded_len()];
-    assert_eq!(c.encode(Endian::Little, &mut b), Some(152));
-    assert_eq!(&b[0..8], &[5, 0, 152, 0, 0, 0, 2, 1]);
+    assert_eq!(c.encode(Endian::Little, &mut b), Some(160));
+    assert_eq!(&b[0..8], &[5, 0, 160, 0, 0, 0, 2, 1]);
     assert_eq!(&b[8..16], &9u64.to_le_bytes());
     assert_eq!(&b[16..24], &[2, 0, 0, 0, 16, 32, 0, 0]);
     assert_eq!(&b[24..32], &65536u64.to_le_bytes());
@@ -189,17 +190,32 @@ fn config_layout() {
     // Names are cut at 23 bytes, NUL-terminated.
     assert_eq!(&b[120..143], b"page-faults-with-a-very");
     assert_eq!(b[143], 0);
-    // The extension: the cgroup filter's id.
+    // The extension: the cgroup filter's id, the profiled process, zeros.
     assert_eq!(&b[144..152], &0x1234_5678_9abcu64.to_le_bytes());
+    assert_eq!(&b[152..160], &[0x21, 0x43, 0, 0, 0, 0, 0, 0]);
     let p = parse(Endian::Little, &b).unwrap();
     assert_eq!(p.fields, Some(Fields::Config(c)));
+    assert!(!p.oversized());
+    // A record of the modules with the filter and without `pid`: every
+    // task, and not oversized.
+    let mut mid = b[..152].to_vec();
+    mid[2] = 152;
+    let p = parse(Endian::Little, &mid).unwrap();
+    assert_eq!(p.fields, Some(Fields::Config(Config { pid: 0, ..c })));
     assert!(!p.oversized());
     // A record of the modules before the extension: no filter, and not
     // oversized either.
     let mut old = b[..144].to_vec();
     old[2] = 144;
     let p = parse(Endian::Little, &old).unwrap();
-    assert_eq!(p.fields, Some(Fields::Config(Config { cgroup: 0, ..c })));
+    assert_eq!(
+        p.fields,
+        Some(Fields::Config(Config {
+            cgroup: 0,
+            pid: 0,
+            ..c
+        }))
+    );
     assert!(!p.oversized());
     assert_eq!(c.events().len(), 2);
     assert_eq!(c.events()[1].name_bytes(), b"page-faults-with-a-very");
@@ -212,7 +228,7 @@ fn config_layout() {
         }),
         Err(RecordError::TooSmall {
             kind: CONFIG,
-            size: 152,
+            size: 160,
             needed: 192
         })
     );
@@ -605,5 +621,5 @@ fn sample_user_stack_part() {
         MAX_RECORD + USER_STACK_REGS_LEN + MAX_USER_STACK
     );
     const { assert!(MAX_STACK_RECORD <= u16::MAX as usize) };
-    assert_eq!(CONFIG_KEYS.last(), Some(&"user_stack_size"));
+    assert_eq!(CONFIG_KEYS.last(), Some(&"pid"));
 }
