@@ -217,6 +217,16 @@ pub(crate) fn changed(cur: &Config, ch: &Changes<'_>) -> Result<Config> {
     if let Some(v) = ch.get("mode") {
         c.mode = params::parse_mode(v)?;
     }
+    if let Some(v) = ch.get("pid") {
+        let pid = number("pid", v)?;
+        c.pid = u32::try_from(pid)
+            .ok()
+            .filter(|p| i32::try_from(*p).is_ok())
+            .ok_or_else(|| {
+                pr_ratelimited!(pr_warn, "config: pid={pid} is not a process id (EINVAL)\n");
+                EINVAL
+            })?;
+    }
     match ch.get("buffer_watershed") {
         Some(v) => {
             let w = number("buffer_watershed", v)?;
@@ -275,10 +285,34 @@ impl Profiler {
         // The counters are made anew for new events and for new modes
         // excluded (perf's attributes), and around a switch of the
         // recording mode (the CPUs' periodic syncs start or stop with them).
+        // And for another process profiled alone (`pid`), or none: its
+        // threads get the counters instead of the CPUs (`task_counters.rs`).
         let counters_changed = events_changed
             || mode_changed
+            || new.pid != cur.config.pid
             || (new.exclude_user, new.exclude_kernel)
                 != (cur.config.exclude_user, cur.config.exclude_kernel);
+        // The process's threads, references held, before anything changes:
+        // ESRCH for no such process, E2BIG for too many threads.
+        let threads = if new.pid != 0 && counters_changed {
+            Some(crate::task_counters::threads(new.pid).inspect_err(|e| {
+                let why = if *e == ESRCH {
+                    "no such process"
+                } else if *e == E2BIG {
+                    "more threads than can be profiled alone (set pid=0 and filter)"
+                } else {
+                    "its threads cannot be listed"
+                };
+                pr_ratelimited!(
+                    pr_info,
+                    "config: pid={}: {why} (error {})\n",
+                    new.pid,
+                    e.to_errno()
+                )
+            })?)
+        } else {
+            None
+        };
         let overwrite = self.buffers.overwrite();
         if mode_changed && !overwrite && self.buffers.cpus_hold_records() {
             // Consume mode: what waits to be synced (a LOST record that the
@@ -371,6 +405,7 @@ impl Profiler {
             // down), every CPU comes up with the new events or modes (and
             // its periodic sync in consume mode).
             drop(hotplug.take());
+            self.unbind_tasks();
             let mut made = Ok(());
             if mode_changed {
                 if let Some(storage) = mode_storage.take() {
@@ -381,6 +416,9 @@ impl Profiler {
             if made.is_ok() {
                 self.set_counted(next);
                 made = self.register().map(|r| *hotplug = Some(r));
+            }
+            if let (Ok(()), Some(threads)) = (&made, &threads) {
+                made = self.bind_tasks(threads, &next);
             }
             if let Err(e) = made {
                 pr_ratelimited!(
@@ -475,6 +513,7 @@ impl Profiler {
         undo: Option<ModeStorage>,
     ) {
         drop(hotplug.take());
+        self.unbind_tasks();
         if let Some(storage) = undo {
             if self.buffers.switch_mode(storage).is_err() {
                 pr_ratelimited!(
@@ -492,6 +531,21 @@ impl Profiler {
                 "config: the previous events cannot be sampled again either (error {}): nothing is sampled\n",
                 e.to_errno()
             ),
+        }
+        // The process profiled alone before, bound again to its threads of
+        // now (the tasks it created meanwhile are not: see
+        // `task_counters.rs`).
+        if cur.config.pid != 0 {
+            let bound = crate::task_counters::threads(cur.config.pid)
+                .and_then(|t| self.bind_tasks(&t, cur));
+            if let Err(e) = bound {
+                pr_ratelimited!(
+                    pr_err,
+                    "config: pid={} cannot be profiled again (error {}): nothing is sampled\n",
+                    cur.config.pid,
+                    e.to_errno()
+                );
+            }
         }
     }
 }

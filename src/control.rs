@@ -13,11 +13,12 @@
 //! - `event`, `sample_period`, `sample_freq`, `backtrace_depth`,
 //!   `user_backtrace_depth`, `cpu_buffer_size`, `buffer_size`,
 //!   `buffer_watershed`, `exclude_user`, `exclude_kernel`, `mode`, `cgroup`,
-//!   `user_stack_size` (0600):
+//!   `user_stack_size`, `pid` (0600):
 //!   the setting in the parameter's syntax; a
 //!   write (one value, a trailing newline allowed) changes it while
 //!   recording is off (`config.rs`: `EBUSY` while on, `EINVAL` for garbage,
-//!   nothing changed either way).
+//!   nothing changed either way). `pid` (runtime only, 0 at load) profiles
+//!   one process alone (`task_counters.rs`; `ESRCH`: no such process).
 //! - `event_info` (0400): one line per event: its name, period, frequency,
 //!   the context its overflows run in (`nmi`, `hardirq` or `task`) and the
 //!   mode exclusions.
@@ -338,6 +339,11 @@ impl ControlFiles {
                 name: c"user_stack_size",
                 show: Some(show_key::<12>),
                 store: Some(store_key::<12>),
+            },
+            FileSpec {
+                name: c"pid",
+                show: Some(show_key::<13>),
+                store: Some(store_key::<13>),
             },
             FileSpec {
                 name: c"event_info",

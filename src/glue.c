@@ -13,9 +13,12 @@
 #include <linux/mm.h>
 #include <linux/moduleparam.h>
 #include <linux/perf_event.h>
+#include <linux/pid.h>
 #include <linux/ptrace.h>
 #include <linux/sched.h>
 #include <linux/sched/clock.h>
+#include <linux/sched/signal.h>
+#include <linux/sched/task.h>
 #include <linux/string.h>
 #include <asm/unwind.h>
 
@@ -139,9 +142,10 @@ bool oprofile_rs_regs_user_mode(struct pt_regs *regs)
  * perf_event_create_kernel_counter() is not in them: build it here.
  * Returns the counter or an ERR_PTR.
  */
-struct perf_event *oprofile_rs_perf_create(int cpu, u32 type, u64 config, u64 period_or_freq,
-					   bool freq, bool exclude_user, bool exclude_kernel,
-					   bool disabled, void *context)
+struct perf_event *oprofile_rs_perf_create(int cpu, struct task_struct *task, u32 type,
+					   u64 config, u64 period_or_freq, bool freq,
+					   bool exclude_user, bool exclude_kernel, bool disabled,
+					   void *context)
 {
 	struct perf_event_attr attr = {
 		.type = type,
@@ -154,9 +158,63 @@ struct perf_event *oprofile_rs_perf_create(int cpu, u32 type, u64 config, u64 pe
 		.exclude_user = exclude_user,
 		.exclude_kernel = exclude_kernel,
 		.exclude_hv = 1,
+		/*
+		 * A counter bound to a task (cpu -1) follows it onto every CPU
+		 * and is copied into every task it creates from now on (perf's
+		 * inherit, as perf record -- CMD): src/task_counters.rs.
+		 */
+		.inherit = task != NULL,
 	};
 
-	return perf_event_create_kernel_counter(&attr, cpu, NULL, overflow_handler, context);
+	return perf_event_create_kernel_counter(&attr, cpu, task, overflow_handler, context);
+}
+
+/*
+ * The threads of the process with id pid in the caller's pid namespace
+ * (src/task_counters.rs): find_vpid(), pid_task() and for_each_thread() need
+ * RCU and struct task_struct's fields, whose layout bindgen gets wrong (see
+ * oprofile_rs_current_task). Stores up to max threads in out, each with a
+ * reference held (oprofile_rs_task_put() drops it), and returns how many;
+ * -ESRCH if no process has that id (or it is exiting: no thread left),
+ * -E2BIG if it has more than max threads (no reference held then).
+ */
+int oprofile_rs_process_threads(u32 pid, struct task_struct **out, u32 max)
+{
+	struct task_struct *p, *t;
+	u32 n = 0;
+	int ret;
+
+	if (pid == 0 || pid > PID_MAX_LIMIT)
+		return -ESRCH;
+	rcu_read_lock();
+	p = pid_task(find_vpid(pid), PIDTYPE_PID);
+	if (!p) {
+		rcu_read_unlock();
+		return -ESRCH;
+	}
+	for_each_thread(p, t) {
+		if (t->flags & PF_EXITING)
+			continue;
+		if (n == max) {
+			ret = -E2BIG;
+			goto undo;
+		}
+		get_task_struct(t);
+		out[n++] = t;
+	}
+	rcu_read_unlock();
+	return n ? n : -ESRCH;
+undo:
+	rcu_read_unlock();
+	while (n)
+		put_task_struct(out[--n]);
+	return ret;
+}
+
+/* put_task_struct() is inline. */
+void oprofile_rs_task_put(struct task_struct *task)
+{
+	put_task_struct(task);
 }
 
 /*

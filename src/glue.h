@@ -11,11 +11,13 @@ struct cgroup;
 struct file;
 struct perf_event;
 struct pt_regs;
+struct task_struct;
 
 /* src/perf.rs */
-struct perf_event *oprofile_rs_perf_create(int cpu, u32 type, u64 config, u64 period_or_freq,
-					   bool freq, bool exclude_user, bool exclude_kernel,
-					   bool disabled, void *context);
+struct perf_event *oprofile_rs_perf_create(int cpu, struct task_struct *task, u32 type,
+					   u64 config, u64 period_or_freq, bool freq,
+					   bool exclude_user, bool exclude_kernel, bool disabled,
+					   void *context);
 void oprofile_rs_perf_release(struct perf_event *event);
 void oprofile_rs_perf_enable(struct perf_event *event, bool on);
 /* Implemented in Rust (src/perf.rs); runs in NMI, hard-IRQ or task context, preemption off. */
@@ -24,6 +26,9 @@ bool oprofile_rs_unwind_kernel(struct pt_regs *regs, bool (*frame)(void *ctx, un
 			       void *ctx);
 unsigned long oprofile_rs_regs_ip(struct pt_regs *regs);
 bool oprofile_rs_regs_user_mode(struct pt_regs *regs);
+/* src/task_counters.rs */
+int oprofile_rs_process_threads(u32 pid, struct task_struct **out, u32 max);
+void oprofile_rs_task_put(struct task_struct *task);
 /* src/user_stack.rs */
 bool oprofile_rs_user_regs(struct pt_regs *regs, u64 *ip, u64 *sp, u64 *bp, u64 *limit);
 /* src/sampler.rs */

@@ -19,13 +19,22 @@ pub(crate) struct RawCgroup {
     _opaque: [u8; 0],
 }
 
+/// `struct task_struct`, opaque here: the bindings' layout of it is not the
+/// kernel's on GCC-built kernels (see `oprofile_rs_current_task`).
+#[repr(C)]
+pub(crate) struct RawTask {
+    _opaque: [u8; 0],
+}
+
 extern "C" {
     /// Creates a pinned sampling counter calling [`oprofile_rs_perf_overflow`]
-    /// with `context`; a counter or an `ERR_PTR`.
+    /// with `context`, on `cpu` (`task` null) or bound to `task` (`cpu` -1,
+    /// inherited by the tasks it creates); a counter or an `ERR_PTR`.
     ///
     /// [`oprofile_rs_perf_overflow`]: crate::perf
     pub(crate) fn oprofile_rs_perf_create(
         cpu: c_int,
+        task: *mut RawTask,
         type_: u32,
         config: u64,
         period_or_freq: u64,
@@ -35,6 +44,12 @@ extern "C" {
         disabled: bool,
         context: *mut c_void,
     ) -> *mut bindings::perf_event;
+    /// The threads of process `pid` (caller's pid namespace), a reference
+    /// held on each, in `out` (room for `max`): how many, or `-ESRCH`
+    /// (none), or `-E2BIG` (more than `max`, none held).
+    pub(crate) fn oprofile_rs_process_threads(pid: u32, out: *mut *mut RawTask, max: u32) -> c_int;
+    /// `put_task_struct(task)`.
+    pub(crate) fn oprofile_rs_task_put(task: *mut RawTask);
     /// `perf_event_release_kernel()`.
     pub(crate) fn oprofile_rs_perf_release(event: *mut bindings::perf_event);
     /// `perf_event_enable()` (`on`) or `perf_event_disable()`.

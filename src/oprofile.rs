@@ -47,6 +47,7 @@ mod snapshot;
 mod snapshot_plan;
 mod sync;
 mod sync_stage;
+mod task_counters;
 mod user_stack;
 mod work_item;
 // The ring-buffer core is shared with the host crate `crates/ringbuf`; parts of

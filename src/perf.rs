@@ -374,8 +374,18 @@ impl Trampoline {
     }
 }
 
+/// Where a counter counts.
+#[derive(Clone, Copy)]
+pub(crate) enum Target<'a> {
+    /// Every task on one CPU.
+    Cpu(u32),
+    /// One task, on whichever CPU it runs, and every task it creates from
+    /// now on (perf's inherit): its overflows come on the CPU of the moment.
+    Task(&'a crate::task_counters::TaskRef),
+}
+
 impl Counter {
-    /// Creates a sampling counter as `attr` says on `cpu`, running if
+    /// Creates a sampling counter as `attr` says on `target`, running if
     /// `enabled`, else stopped (see [`Counter::set_enabled`]).
     ///
     /// # Safety
@@ -383,19 +393,27 @@ impl Counter {
     /// `trampoline` and the handler it was made from must stay valid (not
     /// moved, not dropped) until the returned counter is dropped.
     pub(crate) unsafe fn new(
-        cpu: u32,
+        target: Target<'_>,
         attr: &Attr,
         trampoline: &Trampoline,
         enabled: bool,
     ) -> Result<Self> {
         let (type_, config) = attr.event.raw();
         let freq = attr.freq != 0;
-        let cpu = i32::try_from(cpu).map_err(|_| EINVAL)?;
+        let (cpu, task) = match target {
+            Target::Cpu(cpu) => (
+                i32::try_from(cpu).map_err(|_| EINVAL)?,
+                core::ptr::null_mut(),
+            ),
+            Target::Task(t) => (-1, t.as_ptr()),
+        };
         // SAFETY: plain FFI call; the context pointer is valid as long as the
-        // counter (guaranteed by the caller).
+        // counter (guaranteed by the caller); `task`, if not null, is held
+        // by the `TaskRef` for the call (perf takes its own reference).
         let ev = from_err_ptr(unsafe {
             glue::oprofile_rs_perf_create(
                 cpu,
+                task,
                 type_,
                 config,
                 if freq { attr.freq } else { attr.period },

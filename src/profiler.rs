@@ -39,13 +39,14 @@ use crate::{
     format::MAX_EVENTS,
     hotplug::{self, HotplugHandler},
     params::{Config, EventChoice, RecordMode},
-    perf::{Counter, Event, Trampoline},
+    perf::{Counter, Event, Target, Trampoline},
     ratelimit::pr_ratelimited,
     reader_state::ReaderState,
     ringbuf::{RecordSwitch, Switches},
     sampler::CpuSampler,
     settings::Settings,
     sync::Buffers,
+    task_counters::{TaskCounters, TaskRef},
     work_item::{WorkHandler, WorkItem},
 };
 
@@ -138,6 +139,11 @@ pub(crate) struct Profiler {
     /// `software` for.
     #[pin]
     counters: Mutex<CounterTable<Counter>>,
+    /// The counters bound to the profiled process (`pid=N`, see
+    /// `task_counters.rs`); `None` with `pid=0`. A leaf lock, held only to
+    /// put or take them (they are released outside it).
+    #[pin]
+    tasks: Mutex<Option<TaskCounters>>,
     /// Set while `start` brings the online CPUs up: a failure then fails the load.
     starting: Atomic<bool>,
     /// The hotplug registration, from `start` to `stop`.
@@ -210,6 +216,7 @@ impl Profiler {
                 )?),
                 read_busy: Atomic::new(false),
                 counters <- new_mutex!(CounterTable::new(n as usize)?),
+                tasks <- new_mutex!(None),
                 starting: Atomic::new(false),
                 hotplug <- new_mutex!(None),
                 reader_open: Atomic::new(false),
@@ -247,7 +254,32 @@ impl Profiler {
             .ok_or(EINVAL)?;
         // SAFETY: `t` and the sampler it calls live in `self`, which outlives
         // every counter: `stop` drops them all before the module drops `self`.
-        unsafe { Counter::new(cpu, &attr, t, enabled) }
+        unsafe { Counter::new(Target::Cpu(cpu), &attr, t, enabled) }
+    }
+
+    /// Binds the events of `settings` to `threads` (the process of
+    /// `settings.config.pid`), replacing the task-bound counters in force
+    /// (see `task_counters.rs`). The CPUs must be up with no per-CPU
+    /// counters (`pid` not 0). On an error nothing is bound.
+    pub(crate) fn bind_tasks(&self, threads: &[TaskRef], settings: &Settings) -> Result {
+        // SAFETY: the samplers live in `self`, which outlives the counters:
+        // `stop` and every configuration change release them first.
+        let made = unsafe { TaskCounters::attach(threads, settings, &self.buffers.cpus) }?;
+        pr_info!(
+            "pid {}: {} counters bound to its {} threads, inherited by the tasks they create\n",
+            settings.config.pid,
+            made.len(),
+            threads.len()
+        );
+        let old = self.tasks.lock().replace(made);
+        drop(old);
+        Ok(())
+    }
+
+    /// Releases the task-bound counters (no overflow of theirs runs after).
+    pub(crate) fn unbind_tasks(&self) {
+        let old = self.tasks.lock().take();
+        drop(old);
     }
 
     /// What `default` samples: cycles if this machine can count them (tried
@@ -361,9 +393,11 @@ impl Profiler {
     pub(crate) fn stop(&self) {
         let registration = self.hotplug.lock().take();
         if registration.is_some() {
-            // Brings every CPU down; then the software events' counters go.
+            // Brings every CPU down; then the software events' counters go,
+            // and those bound to a process.
             drop(registration);
             self.software.flush();
+            self.unbind_tasks();
             RUNNING.set(false);
         }
         self.flush();
@@ -444,7 +478,14 @@ impl HotplugHandler for Profiler {
         // counter the state in force as it joins).
         let running = self.counters.lock().running();
         let mut made: [Option<Counter>; MAX_EVENTS] = Default::default();
-        for (i, slot) in made.iter_mut().enumerate().take(settings.events().len()) {
+        // Profiling one process (`pid`): its counters follow its tasks onto
+        // this CPU (`task_counters.rs`), none is bound to the CPU.
+        let per_cpu = if settings.config.pid == 0 {
+            settings.events().len()
+        } else {
+            0
+        };
+        for (i, slot) in made.iter_mut().enumerate().take(per_cpu) {
             let event = settings.attr(i).map_or(Event::CpuClock, |a| a.event);
             if event.made_outside_hotplug() {
                 continue;
@@ -537,9 +578,10 @@ impl WorkHandler for Profiler {
                 // counted settings before the CPUs come up again with a new
                 // epoch.
                 let settings = self.counted();
-                if !settings
-                    .attr(i)
-                    .is_some_and(|a| a.event.made_outside_hotplug())
+                if settings.config.pid != 0
+                    || !settings
+                        .attr(i)
+                        .is_some_and(|a| a.event.made_outside_hotplug())
                 {
                     continue;
                 }

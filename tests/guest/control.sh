@@ -17,7 +17,7 @@ cfg() { sed -n "s/^$1=//p" $DBG/config; }
 
 check "insmod" insmod /oprofile_rs.ko event=cpu-clock sample_period=1000000
 cat $DBG/config
-for f in event sample_period sample_freq backtrace_depth user_backtrace_depth cpu_buffer_size buffer_size buffer_watershed exclude_user exclude_kernel mode cgroup user_stack_size; do
+for f in event sample_period sample_freq backtrace_depth user_backtrace_depth cpu_buffer_size buffer_size buffer_watershed exclude_user exclude_kernel mode cgroup user_stack_size pid; do
     expect_eq "$f reads as config says" "$(cat $DBG/$f)" "$(cfg $f)"
 done
 

@@ -16,14 +16,15 @@
  *  - CONFIG generations never go back (serial-number arithmetic: after
  *    4294967295 comes 0, see stream-format.md);
  *  - a CONFIG record is 48 + 48 x events bytes, or 8 more with the cgroup
- *    filter's id (the modules since that extension);
+ *    filter's id (the modules since that extension), or 16 more with the
+ *    profiled process's id after it (`pid`, the modules since then);
  *  - a SAMPLE with a user stack copy (flag 0x08, user_stack_size) is extended,
  *    exactly as long as its callchains and its part say, the part's area a
  *    non-zero multiple of 8 and at most MAXSTACK (the third argument, else
  *    8192), its copied count at most the area, the area's bytes past it
  *    zero, and for a user-mode sample its ip is the sample's pc.
  * Prints "FAIL: ..." for each violation (exit 1), then
- *   config GEN EVENTS (NAME:VALUE[:freq][:u|:k],...) cgroup ID at record N
+ *   config GEN EVENTS (NAME:VALUE[:freq][:u|:k],...) pid PID cgroup ID at record N
  *   samples GEN NAME TOTAL TGID_SAMPLES TGID_PERIOD_SUM KERNEL USER
  *   ustack STACK_SAMPLES TGID_SAMPLES TGID_STACK_SAMPLES COPIED_SUM MAX_AREA TGID_USER_WITHOUT
  * (TGID_USER_WITHOUT: user-mode samples of the tgids without a copy)
@@ -105,7 +106,8 @@ static int stream(const char *path)
 			c->nr = r[6];
 			if (g && (int32_t)(c->generation - g->generation) < 0)
 				FAIL("CONFIG generation %u after %u", c->generation, g->generation);
-			int ext = size == 48 + 48 * c->nr + 8;
+			int ext = size == 48 + 48 * c->nr + 8 || size == 48 + 48 * c->nr + 16;
+			int pidext = size == 48 + 48 * c->nr + 16;
 			if (c->nr < 1 || c->nr > MAXEV || (size != 48 + 48 * c->nr && !ext))
 				FAIL("CONFIG of %d events is %u bytes", c->nr, size);
 			printf("config %u %d ", c->generation, c->nr);
@@ -119,7 +121,8 @@ static int stream(const char *path)
 				       (unsigned long long)c->value[i], c->freq[i] ? ":freq" : "",
 				       c->exclude[i] == 4 ? ":u" : c->exclude[i] == 2 ? ":k" : "");
 			}
-			printf(" cgroup %llu at record %d\n",
+			printf(" pid %u cgroup %llu at record %d\n",
+			       pidext ? u32(r + 48 + 48 * c->nr + 8) : 0,
 			       ext ? (unsigned long long)u64(r + 48 + 48 * c->nr) : 0ULL, records);
 			/* A restated CONFIG (a new stream) of the same generation: one entry. */
 			if (g && g->generation == c->generation) {

@@ -456,8 +456,8 @@ static void control(void)
 			/* A configuration file: a bad value is EINVAL, or EBUSY while recording. */
 			static const char *const config_files[] = { "event", "backtrace_depth",
 								    "exclude_user", "exclude_kernel", "mode",
-								    "cgroup", "user_stack_size" };
-			const char *cf = config_files[below(7)];
+								    "cgroup", "user_stack_size", "pid" };
+			const char *cf = config_files[below(8)];
 			snprintf(path, sizeof(path), DBG "%s", cf);
 			e = write_file(path, "x", 1);
 			if (e != EINVAL && e != EBUSY)

@@ -1,0 +1,124 @@
+#!/bin/sh
+# vm-run: --timeout 600
+# One process profiled alone (debugfs `pid`, the SET ioctl's key): counters
+# bound to its threads and inherited by the tasks they create, none per CPU.
+# - values: 0 at load (every task); EINVAL for garbage, ESRCH for no such
+#   process (an exited one included), EBUSY while recording, EACCES for an
+#   unprivileged user; nothing changed by a refusal;
+# - a target held before it forks, bound, then let run pinned to CPU 0 beside
+#   another workload pinned to CPU 1: every sample is of the target or of the
+#   processes it forked after the bind (inherit), the CPU 1 sampler takes no
+#   overflow at all (the other task costs nothing), and the CONFIG record
+#   carries the pid;
+# - every thread of a process bound after its threads started is sampled;
+# - the target gone, nothing is sampled; pid=0 samples every task again;
+# - a CPU replugged while a bound process runs; rmmod while bound, the
+#   process still running; kmemleak.
+. /tmp/lib.sh
+try() { /tmp/cfgctl write "$DBG/pid" "$1"; }
+cfg() { sed -n "s/^$1=//p" $DBG/config; }
+[ "$NCPU" -ge 2 ] || { skip "task-bound needs 2 CPUs"; finish; }
+cp /tmp/workload /tmp/otherload
+# on CPU CMD...: CMD pinned to CPU.
+on() { c=$1; shift; taskset "$(printf %x $((1 << c)))" "$@"; }
+# streamed FILE CMD...: a new stream into FILE while recording is on and CMD
+# runs (CMD's status in $st).
+streamed() {
+    f=$1; shift
+    cat $DEV >"$f" & catpid=$!
+    wait_for reading_device $catpid
+    echo 1 >$DBG/tracing_on; "$@"; st=$?; echo 0 >$DBG/tracing_on
+    stop_reader $catpid
+}
+# comms FILE: "COMM SAMPLES" per command of the stream's samples.
+comms() {
+    oprofile-rs script --all -i "$1" 2>/dev/null |
+        awk '/^[^ \t].* \[[0-9][0-9][0-9]\] / { n[$1]++ } END { for (c in n) print c, n[c] }' | sort
+}
+# release FIFO PID: lets the held process PID (a child of this shell) go on,
+# and waits for it.
+release() { echo go >"$1"; wait "$2"; }
+count() { awk -v c="$1" '$1 == c { print $2 }' "$2" | grep . || echo 0; }
+
+check "insmod" insmod /oprofile_rs.ko event=cpu-clock sample_period=1000000 \
+    cpu_buffer_size=1048576 buffer_size=8388608
+expect_eq "every task at load" "$(cat $DBG/pid)" 0
+expect_eq "config lists it" "$(cfg pid)" 0
+expect_eq "EBUSY while recording" "$(try 1)" "err EBUSY"
+expect_eq "ioctl: EBUSY while recording" "$(/tmp/cfgctl set pid=1)" "err EBUSY"
+echo 0 >$DBG/tracing_on
+
+# --- hostile values: documented errors, nothing changed
+mark pid-refusals
+snap=$(cat $DBG/config)
+for bad in abc -1 " " 0x10 1.5 2147483648 4294967296 18446744073709551616 "1 2" "1=1"; do
+    expect_eq "pid='$bad': EINVAL" "$(try "$bad")" "err EINVAL"
+done
+sh -c 'exit 0' & gone=$!; wait $gone
+for nope in 2147483647 4194305 $gone; do
+    expect_eq "pid=$nope: ESRCH" "$(try $nope)" "err ESRCH"
+done
+expect_eq "ioctl: given twice: EINVAL" "$(/tmp/cfgctl set "pid=1 pid=1")" "err EINVAL"
+expect_eq "nobody cannot write it" "$(/tmp/probe -u 65534 write $DBG/pid 1)" "err EACCES"
+expect_eq "nothing changed by refused writes" "$(cat $DBG/config)" "$snap"
+check "refusals logged" dmesg_has pid-refusals "config: pid=$gone: no such process"
+
+# --- a target held before it forks, bound, let run on CPU 0 beside another
+# workload on CPU 1
+on 1 /tmp/otherload 600 >/dev/null & other=$!
+rm -f /tmp/go; mkfifo /tmp/go
+on 0 sh -c 'read x </tmp/go; /tmp/workload 1.5 & /tmp/workload 1.5; wait' & target=$!
+expect_eq "bind the target" "$(try $target)" ok
+expect_eq "reads back" "$(cat $DBG/pid)" "$target"
+expect_eq "config too" "$(cfg pid)" "$target"
+cpu1=$(stat_of 1 sample_received)
+streamed /tmp/t.bin release /tmp/go $target
+comms /tmp/t.bin >/tmp/comms.txt
+mine=$(count workload /tmp/comms.txt)
+others=$(awk '$1 != "workload" && $1 != "sh" { n += $2 } END { print n + 0 }' /tmp/comms.txt)
+check "the forked workloads are sampled ($mine samples)" [ "$mine" -ge 300 ]
+expect_eq "nothing else is sampled ($(tr '\n' ' ' </tmp/comms.txt))" "$others" 0
+expect_eq "CPU 1 took no overflow" "$(stat_of 1 sample_received)" "$cpu1"
+/tmp/evcheck stream /tmp/t.bin >/tmp/ev.out || fail "evcheck: $(grep FAIL /tmp/ev.out | head -3)"
+expect_eq "the CONFIG record carries the pid" \
+    "$(awk '$1 == "config" { for (i = 1; i < NF; i++) if ($i == "pid") p = $(i + 1) } END { print p }' /tmp/ev.out)" "$target"
+
+# --- the target gone: nothing is sampled
+r0=$(stat_total sample_received)
+streamed /tmp/gone.bin sleep 0.5
+expect_eq "the target gone, nothing sampled (otherload runs)" "$(stat_total sample_received)" "$r0"
+
+# --- every thread of a process bound after its threads started
+rm -f /tmp/go2; mkfifo /tmp/go2
+/tmp/spinthreads 3 0.5 /tmp/go2 >/tmp/threads.txt & tp=$!
+wait_for grep -q spinthreads /tmp/threads.txt
+expect_eq "bind a process of 3 threads" "$(try $tp)" ok
+streamed /tmp/th.bin release /tmp/go2 $tp
+tids=$(oprofile-rs script --all -i /tmp/th.bin 2>/dev/null |
+    awk '$1 == "spinthreads" { split($2, a, "/"); print a[2] }' | sort -u | tr '\n' ' ')
+expect_eq "each of its threads is sampled" "$(echo $tids | wc -w)" 3
+expect_eq "and only they ($(cut -d: -f2 /tmp/threads.txt))" \
+    "$(echo $tids | tr ' ' '\n' | sort -n | tr '\n' ' ')" \
+    "$(cut -d: -f2 /tmp/threads.txt | tr ' ' '\n' | grep . | sort -n | tr '\n' ' ')"
+
+# --- pid=0: every task again
+expect_eq "back to every task" "$(try 0)" ok
+streamed /tmp/all.bin sleep 0.5
+comms /tmp/all.bin >/tmp/comms.txt
+check "otherload sampled again ($(count otherload /tmp/comms.txt))" [ "$(count otherload /tmp/comms.txt)" -gt 0 ]
+
+# --- a CPU replugged while a bound process runs; rmmod while bound
+/tmp/workload 600 >/dev/null & w=$!
+expect_eq "bind a running workload" "$(try $w)" ok
+echo 1 >$DBG/tracing_on
+sleep 0.3
+echo 0 >/sys/devices/system/cpu/cpu1/online; echo 1 >/sys/devices/system/cpu/cpu1/online
+sleep 0.3
+r0=$(stat_total sample_received)
+sleep 0.3
+check "samples across the replug ($r0 -> $(stat_total sample_received))" [ "$(stat_total sample_received)" -gt "$r0" ]
+check "rmmod while bound" rmmod oprofile_rs
+check "the bound process still runs" kill -0 $w
+kill $w $other 2>/dev/null; wait $w $other 2>/dev/null
+check_kmemleak
+finish
