@@ -2,17 +2,31 @@
 //! with `fxprof-processed-profile`. Unlike folded stacks and pprof it keeps
 //! every sample with its time, thread and CPU: open the file in
 //! <https://profiler.firefox.com> ("Load a profile from file").
+//!
+//! Frames in an image the tool knows (an ELF file it read, the vDSO, the
+//! kernel, a module) are addresses in a library, as samply writes them: the
+//! profile's `libs` name each image (path, build-id as `codeId` and as
+//! Breakpad id), `frameTable.address` is the address relative to its image
+//! (`-1` for other frames), the function's `resource` is its library's and
+//! `nativeSymbols` holds the symbols (start and size) the frames are in.
+//! The names are the tool's own (`meta.symbolicated`), so the profiler does
+//! not look them up again. Functions inlined at an address follow its
+//! frame as label frames (the crate writes no inline depth).
 
 use std::collections::HashMap;
 use std::io::Write;
+use std::rc::Rc;
+use std::sync::Arc;
 
 use oprofile_stream::HeaderExt;
 use std::time::{Duration, SystemTime};
 
 use anyhow::Result;
+use fxprof_processed_profile::debugid::DebugId;
 use fxprof_processed_profile::{
-    CategoryColor, CategoryPairHandle, CpuDelta, Frame, FrameFlags, FrameInfo, Profile,
-    ReferenceTimestamp, SamplingInterval, ThreadHandle, Timestamp,
+    CategoryColor, CategoryPairHandle, CpuDelta, Frame, FrameFlags, FrameInfo, LibraryHandle,
+    LibraryInfo, Profile, ReferenceTimestamp, SamplingInterval, Symbol, SymbolTable, ThreadHandle,
+    Timestamp,
 };
 
 use crate::profile::Profile as Prof;
@@ -23,14 +37,126 @@ use crate::symbols::Frame as SFrame;
 /// image, `[unknown] (binary)`, as in the flame graphs (a label per
 /// address would split the call tree in slivers).
 fn labels(f: &SFrame) -> Vec<String> {
-    let name = if f.is_unknown_kernel() {
+    let mut v = vec![format!("{} ({})", own_name(f), f.dso)];
+    v.extend(inlined_labels(f));
+    v
+}
+
+fn inlined_labels(f: &SFrame) -> impl Iterator<Item = String> + '_ {
+    f.inlined.iter().map(|(n, _)| format!("{n} ({})", f.dso))
+}
+
+/// The name of the function holding the address (not of those inlined
+/// there).
+fn own_name(f: &SFrame) -> String {
+    if f.is_unknown_kernel() {
         "[unknown]".to_string()
     } else {
         f.name()
-    };
-    let mut v = vec![format!("{name} ({})", f.dso)];
-    v.extend(f.inlined.iter().map(|(n, _)| format!("{n} ({})", f.dso)));
-    v
+    }
+}
+
+/// The bytes of a hex string.
+fn hex_bytes(hex: &str) -> Option<Vec<u8>> {
+    (0..hex.len() / 2)
+        .map(|i| u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok())
+        .collect()
+}
+
+/// The Breakpad id of a GNU build-id: its first 16 bytes as a GUID with the
+/// byte order of a little-endian ELF file, age 0, as samply and Breakpad's
+/// `dump_syms` derive it.
+fn debug_id(build_id: &[u8]) -> DebugId {
+    let mut guid = [0u8; 16];
+    let n = build_id.len().min(16);
+    guid[..n].copy_from_slice(&build_id[..n]);
+    DebugId::from_guid_age(&guid, 0).unwrap_or_default()
+}
+
+/// An image of the profile: its name, its path, its build-id.
+type LibKey = (String, String, Option<Rc<str>>);
+
+/// The image of a frame, where the tool knows its address in it.
+fn lib_key(f: &SFrame) -> Option<LibKey> {
+    f.rel_addr?;
+    if f.dso == "[unknown]" || f.is_truncated() {
+        return None;
+    }
+    let path = f.path.clone().unwrap_or_else(|| f.dso.clone());
+    Some((f.dso.clone(), path, f.build_id.clone()))
+}
+
+fn library_info((name, path, build_id): &LibKey) -> LibraryInfo {
+    let bytes = build_id.as_deref().and_then(hex_bytes);
+    LibraryInfo {
+        name: name.clone(),
+        debug_name: name.clone(),
+        path: path.clone(),
+        debug_path: path.clone(),
+        debug_id: bytes.as_deref().map(debug_id).unwrap_or_default(),
+        code_id: build_id.as_deref().map(str::to_string),
+        arch: None,
+        symbol_table: None,
+    }
+}
+
+/// Where the profile places a frame: its library and its address there.
+type Placed = Option<(LibraryHandle, u32)>;
+
+/// The libraries of the frames of `p`, with the symbols their frames are
+/// in (a frame without a symbol gets one of its own, a byte long, named as
+/// the reports name it), then where each frame goes: in its library when
+/// the library's symbol table names it as the tool does, else a label.
+fn place_frames(prof: &mut Profile, p: &Prof) -> HashMap<*const SFrame, Placed> {
+    let mut libs: HashMap<LibKey, (LibraryHandle, Vec<Symbol>)> = HashMap::new();
+    let mut seen: HashMap<*const SFrame, (Rc<SFrame>, Placed)> = HashMap::new();
+    for s in &p.samples {
+        for f in s.stack_root_first() {
+            let ptr = Rc::as_ptr(f);
+            if seen.contains_key(&ptr) {
+                continue;
+            }
+            let placed = lib_key(f).and_then(|key| {
+                let rel = u32::try_from(f.rel_addr?).ok()?;
+                let (lib, syms) = libs
+                    .entry(key)
+                    .or_insert_with_key(|k| (prof.add_lib(library_info(k)), Vec::new()));
+                let sym = match (&f.symbol, f.symbol_rel) {
+                    (Some(name), Some((start, size))) => Symbol {
+                        address: u32::try_from(start).ok()?,
+                        size: Some(u32::try_from(size).unwrap_or(u32::MAX)),
+                        name: name.clone(),
+                    },
+                    _ => Symbol {
+                        address: rel,
+                        size: Some(1),
+                        name: own_name(f),
+                    },
+                };
+                syms.push(sym);
+                Some((*lib, rel))
+            });
+            seen.insert(ptr, (f.clone(), placed));
+        }
+    }
+    let mut tables = HashMap::new();
+    for (lib, syms) in libs.into_values() {
+        let table = Arc::new(SymbolTable::new(syms));
+        prof.set_lib_symbol_table(lib, table.clone());
+        tables.insert(lib, table);
+    }
+    // A symbol table keeps one symbol per address, and a symbol overlapping
+    // another's start shadows it: such frames stay labels.
+    seen.into_iter()
+        .map(|(ptr, (f, placed))| {
+            let placed = placed.filter(|(lib, rel)| {
+                tables[lib]
+                    .lookup(*rel)
+                    .is_some_and(|s| s.name == f.symbol.clone().unwrap_or_else(|| own_name(&f)))
+            });
+            (ptr, placed)
+        })
+        .collect()
 }
 
 /// Builds the profile. `end_time` is the wall-clock time of the recording's
@@ -62,6 +188,7 @@ pub fn build(p: &Prof, end_time: Option<SystemTime>) -> Profile {
     let ns_per_weight = crate::pprof::second_value(h)
         .filter(|(_, unit, _)| *unit == "nanoseconds")
         .map(|(_, _, ns)| ns);
+    let placed = place_frames(&mut prof, p);
     let mut samples: Vec<&crate::profile::ResolvedSample> = p.samples.iter().collect();
     samples.sort_by_key(|s| (s.segment, s.time));
     for s in samples {
@@ -83,9 +210,26 @@ pub fn build(p: &Prof, end_time: Option<SystemTime>) -> Profile {
         let mut frames = Vec::new();
         let stack: Vec<&SFrame> = s.stack_root_first().map(|f| &**f).collect();
         for (i, f) in stack.iter().enumerate() {
-            let names = labels(f);
-            let last = names.len() - 1;
-            for (j, name) in names.into_iter().enumerate() {
+            let (first, names): (Frame, Vec<String>) =
+                match placed.get(&(*f as *const SFrame)).copied().flatten() {
+                    Some((lib, rel)) => (
+                        Frame::RelativeAddressFromInstructionPointer(lib, rel),
+                        inlined_labels(f).collect(),
+                    ),
+                    None => {
+                        let mut names = labels(f).into_iter();
+                        let first = names.next().unwrap_or_default();
+                        (Frame::Label(prof.intern_string(&first)), names.collect())
+                    }
+                };
+            let last = names.len();
+            let frames_of = std::iter::once(first).chain(
+                names
+                    .iter()
+                    .map(|n| Frame::Label(prof.intern_string(n)))
+                    .collect::<Vec<_>>(),
+            );
+            for (j, frame) in frames_of.enumerate() {
                 let category_pair = if i == stack.len() - 1 && j == last {
                     leaf_cat
                 } else if f.kernel {
@@ -93,9 +237,8 @@ pub fn build(p: &Prof, end_time: Option<SystemTime>) -> Profile {
                 } else {
                     user.into()
                 };
-                let label = prof.intern_string(&name);
                 frames.push(FrameInfo {
-                    frame: Frame::Label(label),
+                    frame,
                     category_pair,
                     flags: FrameFlags::empty(),
                 });
@@ -126,7 +269,14 @@ pub fn build(p: &Prof, end_time: Option<SystemTime>) -> Profile {
 }
 
 pub fn write(p: &Prof, end_time: Option<SystemTime>, out: &mut dyn Write) -> Result<()> {
-    serde_json::to_writer(&mut *out, &build(p, end_time))?;
+    let mut v = serde_json::to_value(build(p, end_time))?;
+    // `meta.stackwalk`, which the format's `ProfileMeta` requires and the
+    // crate does not write: whether the samples have call stacks.
+    let walked = p.samples.iter().any(|s| !s.callchain.is_empty());
+    if let Some(meta) = v.get_mut("meta").and_then(|m| m.as_object_mut()) {
+        meta.entry("stackwalk").or_insert(u8::from(walked).into());
+    }
+    serde_json::to_writer(&mut *out, &v)?;
     writeln!(out)?;
     Ok(())
 }

@@ -48,7 +48,8 @@ enum Cmd {
     /// sample counts: for checking a written profile.
     #[command(hide = true)]
     PprofFolded(PprofFoldedArgs),
-    /// Firefox Profiler JSON (every sample with its time, thread and CPU).
+    /// Firefox Profiler JSON (every sample with its time, thread and CPU;
+    /// native frames in their library, at addresses relative to it).
     Firefox(FirefoxArgs),
     /// Per-symbol comparison of two recordings.
     Diff(DiffArgs),

@@ -41,6 +41,18 @@ pub struct Frame {
     pub mapping: Option<(u64, u64, u64)>,
     /// Build-id of the mapped file (hex), where it has one.
     pub build_id: Option<Rc<str>>,
+    /// The address relative to its image, as Breakpad, samply and the
+    /// Firefox Profiler count them: for an ELF file its virtual address
+    /// less its first loadable segment's, for the vDSO the offset in its
+    /// mapping, for the core kernel the address less `_text`'s, for a
+    /// module less the module's start. Of the address the frame is named
+    /// after: a user return address's call (`addr - 1`). `None` where the
+    /// image is not known (the binary could not be read, anonymous memory).
+    pub rel_addr: Option<u64>,
+    /// The symbol naming the frame, relative to the image as
+    /// [`Frame::rel_addr`]: its start and its size (its extent up to the
+    /// next symbol where it has none).
+    pub symbol_rel: Option<(u64, u64)>,
 }
 
 /// A DWARF source location.
@@ -138,6 +150,8 @@ impl Frame {
             inlined: Vec::new(),
             mapping: None,
             build_id: None,
+            rel_addr: None,
+            symbol_rel: None,
         }
     }
 }
@@ -172,6 +186,9 @@ pub struct Kallsyms {
     module_names: Vec<String>,
     /// Loaded module ranges [start, end) from /proc/modules, by name.
     module_ranges: Vec<(u64, u64, String)>,
+    /// The core kernel's image: from `_text` (else its lowest text
+    /// symbol) to its last symbol.
+    core_image: Option<(u64, u64)>,
     text_count: usize,
 }
 
@@ -249,6 +266,7 @@ impl Kallsyms {
             });
         }
         k.sort_dedup();
+        k.core_image = k.find_core_image();
         if let Some(m) = modules {
             for line in m.lines() {
                 let f: Vec<&str> = line.split_whitespace().collect();
@@ -269,6 +287,29 @@ impl Kallsyms {
             k.cap_module_ranges();
         }
         k
+    }
+
+    /// The core kernel's addresses: from `_text` (the base samply and
+    /// perf count its relative addresses from), else from its lowest text
+    /// symbol, to its last symbol of any kind.
+    fn find_core_image(&self) -> Option<(u64, u64)> {
+        let core = || self.syms.iter().filter(|s| s.module == CORE);
+        let base = core()
+            .find(|s| s.text && self.raw_name(s) == "_text")
+            .or_else(|| core().find(|s| s.text))?
+            .addr;
+        let last = core().map(|s| s.addr).max()?;
+        Some((base, last))
+    }
+
+    /// `addr` relative to the image holding it: the module whose range
+    /// holds it, else the core kernel when within its symbols.
+    fn rel_addr(&self, addr: u64) -> Option<u64> {
+        if let Some((s, _, _)) = self.module_range_of(addr) {
+            return Some(addr - s);
+        }
+        let (base, last) = self.core_image?;
+        (addr >= base && addr <= last).then(|| addr - base)
     }
 
     /// Appends `name` to `names`: its place there (empty past 4 GiB of names).
@@ -473,8 +514,12 @@ impl Kallsyms {
         if addr >= end {
             return self.unknown_in_module(addr);
         }
+        let rel_addr = self.rel_addr(addr);
         Frame {
             addr,
+            rel_addr,
+            symbol_rel: rel_addr
+                .and_then(|r| Some((r.checked_sub(addr - sym.addr)?, end - sym.addr))),
             symbol: Some(demangle(self.raw_name(sym))),
             dso: match sym_mod {
                 Some(m) => format!("[{m}]"),
@@ -492,6 +537,7 @@ impl Kallsyms {
 
     fn unknown_in_module(&self, addr: u64) -> Frame {
         let mut f = Frame::unknown(addr, true);
+        f.rel_addr = self.rel_addr(addr);
         if let Some((_, _, m)) = self.module_range_of(addr) {
             f.dso = format!("[{m}]");
         }
@@ -872,10 +918,13 @@ pub fn xz_decompress(xz: &[u8], limit: usize) -> Result<Vec<u8>, String> {
 }
 
 /// Symbol, source line and inlined functions of one address.
+/// What a binary's address resolves to: the symbol, its source line, the
+/// functions inlined there, the symbol's start (virtual address) and size.
 type Symbolised = (
     Option<String>,
     Option<SrcLine>,
     Vec<(String, Option<SrcLine>)>,
+    Option<(u64, u64)>,
 );
 
 /// Resolves sample addresses with the captured side-car data.
@@ -1123,9 +1172,14 @@ impl Resolver {
             if let Some(v) = &self.vdso {
                 let mut f = Frame::unknown(addr, false);
                 let off = addr - m.start;
-                f.symbol = v.lookup(off).map(str::to_string);
+                // The image's addresses start at 0: offsets in the mapping.
+                if let Some((start, size, name)) = v.containing(off) {
+                    f.symbol = Some(name.to_string());
+                    f.symbol_rel = Some((start, size));
+                }
                 f.dso = "[vdso]".into();
                 f.file_offset = Some(off);
+                f.rel_addr = Some(off);
                 f.mapping = Some((m.start, m.end, m.offset));
                 return f;
             }
@@ -1163,12 +1217,23 @@ impl Resolver {
                 );
             }
         }
-        let (symbol, srcline, inlined) = match &bin {
+        let (symbol, srcline, inlined, span) = match &bin {
             Some(bin) => (*self.symbolise(bin, off)).clone(),
-            None => (None, None, Vec::new()),
+            None => (None, None, Vec::new(), None),
         };
+        // Relative to the first loadable segment, as samply counts.
+        let base = bin
+            .as_ref()
+            .and_then(|b| b.segments.iter().map(|s| s.2).min());
+        let rel = |va: u64| base.and_then(|b| va.checked_sub(b));
+        let rel_addr = bin
+            .as_ref()
+            .and_then(|b| b.offset_to_vaddr(off))
+            .and_then(rel);
         Frame {
             addr,
+            rel_addr,
+            symbol_rel: span.and_then(|(start, size)| Some((rel(start)?, size))),
             symbol,
             dso,
             path: Some(path),
@@ -1189,20 +1254,25 @@ impl Resolver {
             return s.clone();
         }
         let r = Rc::new(match bin.offset_to_vaddr(off) {
-            None => (None, None, Vec::new()),
+            None => (None, None, Vec::new(), None),
             Some(va) => {
+                let elf_sym = |st: &ElfSymbols| {
+                    st.containing(va)
+                        .map(|(start, size, name)| (name.to_string(), (start, size)))
+                };
                 let mut r = match &bin.symtab {
-                    Some(st) => (st.lookup(va).map(str::to_string), None, Vec::new()),
+                    Some(st) => {
+                        let (name, span) = elf_sym(st).unzip();
+                        (name, None, Vec::new(), span)
+                    }
                     None => self.symbolise_dwarf(bin, va),
                 };
                 // Mini-debuginfo last, as perf and gdb: it has no lines and
                 // only function symbols.
                 if r.0.is_none() {
-                    r.0 = bin
-                        .mini
-                        .as_ref()
-                        .and_then(|m| m.lookup(va))
-                        .map(str::to_string);
+                    if let Some((name, span)) = bin.mini.as_ref().and_then(elf_sym) {
+                        (r.0, r.3) = (Some(name), Some(span));
+                    }
                 }
                 r
             }
@@ -1234,10 +1304,13 @@ impl Resolver {
                         .iter()
                         .map(|i| (demangle(&i.name), line(i.code_info.as_ref())))
                         .collect();
+                    let start = va.wrapping_sub(sym.offset as u64);
+                    let size = sym.size.map_or(sym.offset as u64 + 1, |s| s as u64);
                     return (
                         Some(demangle(&sym.name)),
                         line(sym.code_info.as_deref()),
                         inlined,
+                        Some((start, size)),
                     );
                 }
                 Ok(Symbolized::Unknown(_)) => {}
@@ -1250,7 +1323,7 @@ impl Resolver {
                 ),
             }
         }
-        (None, None, Vec::new())
+        (None, None, Vec::new(), None)
     }
 
     /// The path a binary of process `tgid` is read at: under `--symfs`, or

@@ -379,12 +379,18 @@ fn firefox_profile_keeps_every_sample_with_time_thread_and_cpu() {
         col("frameTable", "subcategory"),
     );
     let func_name = col("funcTable", "name");
+    let (func_resource, resource_name) =
+        (col("funcTable", "resource"), col("resourceTable", "name"));
+    let string = |i: &serde_json::Value| strings[i.as_u64().unwrap() as usize].as_str().unwrap();
+    // The function, and its library as the profiler annotates it (the
+    // resource's name) where it has one.
     let name_of = |frame: usize| {
         let f = frame_func[frame].as_u64().unwrap() as usize;
-        strings[func_name[f].as_u64().unwrap() as usize]
-            .as_str()
-            .unwrap()
-            .to_string()
+        let name = string(&func_name[f]);
+        match func_resource[f].as_i64().unwrap() {
+            -1 => name.to_string(),
+            r => format!("{name} ({})", string(&resource_name[r as usize])),
+        }
     };
     // Samples: their times (deltas from the recording's start, in ms), their
     // stacks (leaf first) and the CPU of the leaf frame's subcategory.
@@ -687,7 +693,8 @@ fn unknown_kernel_addresses_fold_into_one_frame_per_image() {
     want.sort();
     assert_eq!(addrs, want);
 
-    // Firefox: `[unknown] (binary)`, one function per image.
+    // Firefox: `[unknown]`, one function per image: in the image's library
+    // where it is one (a module here), else labelled `[unknown] (binary)`.
     let ff = dir.path().join("p.json");
     run_tool(&[
         "firefox",
@@ -701,11 +708,17 @@ fn unknown_kernel_addresses_fold_into_one_frame_per_image() {
     let j = json(&std::fs::read_to_string(ff).unwrap());
     let t = &j["threads"][0];
     let strings = t["stringArray"].as_array().unwrap();
-    let mut funcs: Vec<&str> = t["funcTable"]["name"]
+    let string = |i: &serde_json::Value| strings[i.as_u64().unwrap() as usize].as_str().unwrap();
+    let resources = t["resourceTable"]["name"].as_array().unwrap();
+    let mut funcs: Vec<String> = t["funcTable"]["name"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|i| strings[i.as_u64().unwrap() as usize].as_str().unwrap())
+        .zip(t["funcTable"]["resource"].as_array().unwrap())
+        .map(|(i, r)| match r.as_i64().unwrap() {
+            -1 => string(i).to_string(),
+            r => format!("{} ({})", string(i), string(&resources[r as usize])),
+        })
         .collect();
     funcs.sort();
     assert_eq!(
