@@ -7,6 +7,7 @@ pub mod control;
 pub mod ctl;
 pub mod firefox;
 pub mod folded;
+pub mod list;
 pub mod mapevents;
 pub mod mapped;
 pub mod pprof;

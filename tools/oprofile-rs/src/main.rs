@@ -53,6 +53,10 @@ enum Cmd {
     Firefox(FirefoxArgs),
     /// Per-symbol comparison of two recordings.
     Diff(DiffArgs),
+    /// The events `record -e` takes, hardware or software, and whether
+    /// this machine can count each (hardware ones need the CPU's PMU,
+    /// which a virtual machine often lacks).
+    List(ListArgs),
     /// Samples per instruction over the disassembly of a function: of a
     /// program or library, of the kernel (--vmlinux) or of a module
     /// (--modules); x86 and x86-64 code.
@@ -566,6 +570,13 @@ struct AnnotateArgs {
 }
 
 #[derive(Args)]
+struct ListArgs {
+    /// Read the kernel's PMUs under DIR instead of /sys (DIR/bus/event_source/devices).
+    #[arg(long, value_name = "DIR", default_value = "/sys", hide = true)]
+    sysfs: PathBuf,
+}
+
+#[derive(Args)]
 struct FirefoxArgs {
     #[command(flatten)]
     input: Input,
@@ -894,6 +905,12 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 esc(&a.output.display().to_string()),
                 p.total_samples()
             );
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::List(a) => {
+            let mut buf = Vec::new();
+            oprofile_tool::list::print(&oprofile_tool::list::list(&a.sysfs), &mut buf)?;
+            std::io::stdout().lock().write_all(&buf)?;
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Completions(a) => {
