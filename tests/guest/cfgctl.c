@@ -50,6 +50,8 @@ static const char *errname(int e)
 	case EPERM: return "EPERM";
 	case ENOENT: return "ENOENT";
 	case ENOTDIR: return "ENOTDIR";
+	case ESRCH: return "ESRCH";
+	case E2BIG: return "E2BIG";
 	default: return strerror(e);
 	}
 }

@@ -1,8 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * spinthreads THREADS SECONDS [FIFO]: THREADS threads (the main one
- * included) that spin for SECONDS each (CPU time, not wall time: a thread
- * the scheduler or a slow guest holds back still spins its full share).
+ * included) that spin for SECONDS each (wall time, CLOCK_MONOTONIC).
  * With FIFO, the threads are all started first, then they wait for a line
  * on FIFO (a process made with its threads, then bound by the test, then
  * let run). Prints "spinthreads TGID: TID..." once the threads exist.
@@ -18,10 +17,10 @@ static double seconds;
 static pthread_barrier_t started, go;
 static volatile unsigned long sink;
 
-static double cpu_now(void)
+static double now(void)
 {
 	struct timespec t;
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+	clock_gettime(CLOCK_MONOTONIC, &t);
 	return t.tv_sec + t.tv_nsec / 1e9;
 }
 
@@ -31,8 +30,8 @@ static void *spin(void *arg)
 	*tid = syscall(SYS_gettid);
 	pthread_barrier_wait(&started);
 	pthread_barrier_wait(&go);
-	double end = cpu_now() + seconds;
-	while (cpu_now() < end)
+	double end = now() + seconds;
+	while (now() < end)
 		for (int i = 0; i < 100000; i++)
 			sink += i;
 	return NULL;
@@ -69,8 +68,8 @@ int main(int argc, char **argv)
 		fclose(f);
 	}
 	pthread_barrier_wait(&go);
-	double end = cpu_now() + seconds;
-	while (cpu_now() < end)
+	double end = now() + seconds;
+	while (now() < end)
 		for (int i = 0; i < 100000; i++)
 			sink += i;
 	for (int i = 1; i < n; i++)

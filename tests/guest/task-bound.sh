@@ -33,7 +33,7 @@ streamed() {
 # comms FILE: "COMM SAMPLES" per command of the stream's samples.
 comms() {
     oprofile-rs script --all -i "$1" 2>/dev/null |
-        awk '/^[^ \t].* \[[0-9][0-9][0-9]\] / { n[$1]++ } END { for (c in n) print c, n[c] }' | sort
+        awk '$2 ~ /^\[[0-9]+\]$/ { n[$4]++ } END { for (c in n) print c, n[c] }' | sort
 }
 # release FIFO PID: lets the held process PID (a child of this shell) go on,
 # and waits for it.
@@ -95,7 +95,7 @@ wait_for grep -q spinthreads /tmp/threads.txt
 expect_eq "bind a process of 3 threads" "$(try $tp)" ok
 streamed /tmp/th.bin release /tmp/go2 $tp
 tids=$(oprofile-rs script --all -i /tmp/th.bin 2>/dev/null |
-    awk '$1 == "spinthreads" { split($2, a, "/"); print a[2] }' | sort -u | tr '\n' ' ')
+    awk '$2 ~ /^\[[0-9]+\]$/ && $4 == "spinthreads" { split($3, a, "/"); print a[2] }' | sort -u | tr '\n' ' ')
 expect_eq "each of its threads is sampled" "$(echo $tids | wc -w)" 3
 expect_eq "and only they ($(cut -d: -f2 /tmp/threads.txt))" \
     "$(echo $tids | tr ' ' '\n' | sort -n | tr '\n' ' ')" \
