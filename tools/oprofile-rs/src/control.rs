@@ -107,6 +107,10 @@ pub struct ModuleSettings {
     pub mode: Option<String>,
     /// `-G`: the module's `cgroup` filter, a value of [`cgroup_value`].
     pub cgroup: Option<String>,
+    /// `record -- CMD` and `record -p PID`: the module's `pid`, the process
+    /// whose tasks alone are sampled, through counters bound to them (and
+    /// to the tasks they create); `0` samples every task.
+    pub pid: Option<u32>,
 }
 
 /// The magic number of a cgroup2 file system (`statfs`'s `f_type`).
@@ -477,6 +481,15 @@ impl ModuleSettings {
         if let Some(g) = &self.cgroup {
             out.push(("cgroup", g.clone()));
         }
+        if let Some(p) = self.pid {
+            if !current.contains_key("pid") {
+                bail!(
+                    "the module has no pid setting (it predates task-bound recording): load a \
+                     newer oprofile-rs module"
+                );
+            }
+            out.push(("pid", p.to_string()));
+        }
         out.sort_by_key(|(k, _)| KEYS.iter().position(|x| x == k));
         Ok(out)
     }
@@ -498,6 +511,35 @@ pub struct Applied<C: Control> {
     failed: Option<usize>,
 }
 
+/// [`apply`]'s error when the module refused the changes: the message, and
+/// the error number and keys that let the caller try again without one of
+/// them (`record`'s fallback when a module predates `pid`).
+#[derive(Debug)]
+pub struct Refused {
+    /// The error the module answered (`EINVAL`, `EBUSY`, ...).
+    pub errno: Option<i32>,
+    /// The changes asked for (the refused one among them).
+    pub keys: Vec<&'static str>,
+    msg: String,
+}
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.msg)
+    }
+}
+
+impl std::error::Error for Refused {}
+
+impl Refused {
+    /// Whether a module that does not know `key` could have refused so:
+    /// `EINVAL` through the ioctl ("unknown key"), `ENOENT` through debugfs
+    /// (no such file), with `key` among the changes.
+    pub fn may_not_know(&self, key: &str) -> bool {
+        matches!(self.errno, Some(libc::EINVAL | libc::ENOENT)) && self.keys.contains(&key)
+    }
+}
+
 /// What the module's refusal of a change means (the user guide's table), for
 /// messages: ` (EINVAL: ...)`, or nothing for another error.
 pub fn refusal_hint(e: &io::Error) -> &'static str {
@@ -513,6 +555,7 @@ pub fn refusal_hint(e: &io::Error) -> &'static str {
             " (ENOENT: no such cgroup: give its directory under /sys/fs/cgroup, or its path as /proc/PID/cgroup shows it)"
         }
         Some(libc::ENOTDIR) => " (ENOTDIR: a cgroup path that names a file)",
+        Some(libc::ESRCH) => " (ESRCH: no such process: the pid names none that runs)",
         _ => "",
     }
 }
@@ -620,10 +663,17 @@ pub fn apply<C: Control>(
             crate::text::esc(&words(&a.changes))
         );
         let problems = a.restore();
-        if problems.is_empty() {
-            bail!("{msg}; its settings are as they were");
+        let msg = if problems.is_empty() {
+            format!("{msg}; its settings are as they were")
+        } else {
+            format!("{msg}; and {}", problems.join("; "))
+        };
+        return Err(Refused {
+            errno: e.raw_os_error(),
+            keys: a.changes.iter().map(|(k, _)| *k).collect(),
+            msg,
         }
-        bail!("{msg}; and {}", problems.join("; "));
+        .into());
     }
     if let Err(e) = a.ctl.set_tracing(true) {
         let problems = a.restore();
@@ -1762,6 +1812,81 @@ mod tests {
             "{e}"
         );
         assert_eq!(fake.config()["user_stack_size"], "0");
+    }
+
+    /// The fake module with the pid key (0: every task).
+    fn pid_fake(atomic: bool) -> Fake {
+        let fake = Fake::new(atomic);
+        fake.0.borrow_mut().config.insert("pid".into(), "0".into());
+        fake
+    }
+
+    #[test]
+    fn pid_is_set_while_recording_is_off_and_put_back() {
+        for atomic in [true, false] {
+            let fake = pid_fake(atomic);
+            let want = ModuleSettings {
+                call_graph: Some(DEFAULT_CALL_GRAPH),
+                pid: Some(4321),
+                ..ModuleSettings::default()
+            };
+            let mut a = apply(fake.clone(), &want, &mut || false).unwrap();
+            assert_eq!(fake.config()["pid"], "4321");
+            // Off, the change with pid last (KEYS order), on: the process
+            // is bound before anything is recorded.
+            assert_eq!(
+                fake.log(),
+                [
+                    "config?",
+                    "tracing?",
+                    "off",
+                    "set backtrace_depth=32 user_backtrace_depth=32 pid=4321",
+                    "on"
+                ]
+            );
+            a.stop_recording().unwrap();
+            assert!(a.restore().is_empty());
+            assert_eq!(fake.config()["pid"], "0");
+            assert_eq!(a.saved.last(), Some(&("pid", "0".to_string())));
+        }
+    }
+
+    #[test]
+    fn pid_refusals_say_what_they_mean() {
+        // A module without the key: said plainly, nothing touched.
+        let old = Fake::new(true);
+        let want = ModuleSettings {
+            pid: Some(7),
+            ..ModuleSettings::default()
+        };
+        let e = apply(old.clone(), &want, &mut || false).err().unwrap();
+        assert!(e.to_string().contains("no pid setting"), "{e}");
+        assert_eq!(old.log(), ["config?"]);
+        // Refused with EINVAL ("unknown key"): the caller may try without.
+        let fake = pid_fake(true);
+        fake.0.borrow_mut().refuse = Some("pid");
+        let e = apply(fake.clone(), &want, &mut || false).err().unwrap();
+        let r = e.downcast_ref::<Refused>().expect("a typed refusal");
+        assert!(r.may_not_know("pid") && !r.may_not_know("cgroup"), "{r:?}");
+        assert!(
+            e.to_string().contains("its settings are as they were"),
+            "{e}"
+        );
+        assert_eq!(fake.config()["pid"], "0");
+        assert!(fake.0.borrow().on);
+        // EBUSY is no such refusal (one key at a time: the fake's ioctl
+        // refuses with EINVAL).
+        let fake = pid_fake(false);
+        {
+            let mut s = fake.0.borrow_mut();
+            s.refuse = Some("pid");
+            s.refuse_busy = true;
+        }
+        let e = apply(fake.clone(), &want, &mut || false).err().unwrap();
+        assert!(!e.downcast_ref::<Refused>().unwrap().may_not_know("pid"));
+        // ESRCH: the hint names it.
+        let h = refusal_hint(&io::Error::from_raw_os_error(libc::ESRCH));
+        assert!(h.contains("ESRCH: no such process"), "{h}");
     }
 
     #[test]

@@ -186,10 +186,10 @@ struct RecordArgs {
     /// Never show the progress line.
     #[arg(short, long)]
     quiet: bool,
-    /// System-wide, as perf record -a: the module samples every CPU
-    /// anyway; with a COMMAND, it only says when the recording ends
-    /// (`record -a -- sleep 10`), and analyses show every process, not the
-    /// command's alone.
+    /// System-wide, as perf record -a: every task on every CPU. With a
+    /// COMMAND, it only says when the recording ends (`record -a -- sleep
+    /// 10`; without -a the command is profiled alone), and analyses show
+    /// every process, not the command's alone.
     #[arg(short = 'a', long = "all-cpus", conflicts_with = "pid")]
     all_cpus: bool,
     /// Where process maps come from: `auto` (the kernel's records where
@@ -200,8 +200,11 @@ struct RecordArgs {
     maps: MapsSource,
     /// The recording is about these processes (comma-separated pids): it
     /// stops when they have all exited, and analyses show only them and
-    /// their descendants unless given --all. The stream still holds the
-    /// whole machine.
+    /// their descendants unless given --all. With one pid the module is
+    /// bound to that process (the module's `pid`, put back after): its
+    /// threads and the tasks they create from then on are sampled, nothing
+    /// else. With several the module samples every task (it binds to one
+    /// process), as it does with a module that predates `pid`.
     #[arg(
         short,
         long,
@@ -227,11 +230,16 @@ struct RecordArgs {
     /// start on (the flight recorder keeps them always).
     #[arg(long)]
     keep_backlog: bool,
-    /// Command to run while recording; recording stops when it exits, and
-    /// analyses show only it and its descendants unless given --all (or
-    /// recorded with -a). It starts at the first word that is not an
-    /// option (`record -g ./prog -x`, as perf record takes it), or after
-    /// `--`.
+    /// Command to profile alone: it is started held before its exec, the
+    /// module is bound to its process (the module's `pid`, put back after:
+    /// its tasks and those they create are sampled through counters that
+    /// follow them, other tasks cost nothing), then it runs, its start
+    /// included; recording stops when it exits. Analyses show only it and
+    /// its descendants unless given --all. With -a every task is sampled
+    /// (the command only delimits the recording), and so with a module
+    /// that predates `pid` (a note says so). It starts at the first word
+    /// that is not an option (`record -g ./prog -x`, as perf record takes
+    /// it), or after `--`.
     #[arg(trailing_var_arg = true, value_name = "COMMAND")]
     command: Vec<String>,
 }
@@ -745,6 +753,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 },
                 mode: None,
                 cgroup: a.cgroup.as_deref().map(control::cgroup_value).transpose()?,
+                // The command's or the -p process's: record decides.
+                pid: None,
             };
             o.snapshot = a.snapshot;
             o.keep_backlog = a.keep_backlog;

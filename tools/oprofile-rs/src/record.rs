@@ -790,6 +790,161 @@ fn read_some(dev: &mut File, buf: &mut Vec<u8>) -> Result<ReadOutcome> {
     }
 }
 
+/// A command started and held before its `exec`: its process exists (so
+/// that the module can be told to sample it, `pid=` its id, before it runs
+/// anything of its own), and it waits on a pipe until [`Held::release`]
+/// lets it exec, or until the pipe is closed unreleased ([`Held`] dropped),
+/// which ends it without running the command.
+///
+/// `std::process::Command::spawn` returns only once the child has exec'd,
+/// so it runs in a thread of its own: the child's `pre_exec` hook sends its
+/// pid through a second pipe, then waits for the byte of the first.
+struct Held {
+    pid: u32,
+    /// The write end of the pipe the child waits on.
+    go: Option<OwnedFd>,
+    spawner: Option<std::thread::JoinHandle<std::io::Result<Child>>>,
+}
+
+/// Whether `name` names a file to exec, as `execvp` looks: a path with a
+/// `/` as it is, else in a `PATH` directory (true without `PATH`: exec
+/// decides).
+fn program_exists(name: &str) -> bool {
+    if name.contains('/') {
+        return Path::new(name).exists();
+    }
+    match std::env::var_os("PATH") {
+        Some(path) => {
+            !name.is_empty() && std::env::split_paths(&path).any(|d| d.join(name).is_file())
+        }
+        None => true,
+    }
+}
+
+/// A pipe whose ends are closed on exec: (read, write).
+fn cloexec_pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0i32; 2];
+    // SAFETY: pipe2 writes two new fds into the array on success.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: two new fds of ours.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+impl Held {
+    /// Starts `command` held; its pid once its process exists. An error if
+    /// it could not be forked (a command that cannot be executed fails at
+    /// [`Held::release`], as its exec does).
+    fn spawn(command: &[String]) -> std::io::Result<Held> {
+        use std::os::unix::process::CommandExt;
+        let (go_r, go_w) = cloexec_pipe()?;
+        let (pid_r, pid_w) = cloexec_pipe()?;
+        let fds = (
+            go_r.as_raw_fd(),
+            go_w.as_raw_fd(),
+            pid_r.as_raw_fd(),
+            pid_w.as_raw_fd(),
+        );
+        let mut cmd = Command::new(&command[0]);
+        cmd.args(&command[1..]);
+        // SAFETY: the hook runs in the forked child before exec and makes
+        // only async-signal-safe calls (close, getpid, write, read) on fds
+        // the child inherited; it allocates nothing.
+        unsafe {
+            cmd.pre_exec(move || {
+                let (go_r, go_w, pid_r, pid_w) = fds;
+                // Our copies of the parent's ends: the go pipe's reads end
+                // (EOF) once the parent closes its write end.
+                libc::close(go_w);
+                libc::close(pid_r);
+                let pid = libc::getpid();
+                libc::write(pid_w, (&pid as *const libc::pid_t).cast(), 4);
+                libc::close(pid_w);
+                let mut b = 0u8;
+                loop {
+                    match libc::read(go_r, (&mut b as *mut u8).cast(), 1) {
+                        1 => break,
+                        // Not released: end without running the command.
+                        0 => return Err(std::io::Error::from_raw_os_error(libc::ECANCELED)),
+                        _ => {
+                            let e = std::io::Error::last_os_error();
+                            if e.raw_os_error() != Some(libc::EINTR) {
+                                return Err(e);
+                            }
+                        }
+                    }
+                }
+                libc::close(go_r);
+                Ok(())
+            });
+        }
+        // The thread owns the child's ends until spawn returns: then the
+        // child has exec'd or is gone, and their closing ends the pid
+        // read below if the child never wrote (a fork that failed).
+        let spawner = std::thread::spawn(move || {
+            let r = cmd.spawn();
+            drop((go_r, pid_w));
+            r
+        });
+        let mut pid_file = File::from(pid_r);
+        let mut b = [0u8; 4];
+        let mut held = Held {
+            pid: 0,
+            go: Some(go_w),
+            spawner: Some(spawner),
+        };
+        match pid_file.read_exact(&mut b) {
+            Ok(()) => {
+                held.pid = libc::pid_t::from_ne_bytes(b) as u32;
+                Ok(held)
+            }
+            Err(_) => {
+                held.go = None;
+                let r = held.spawner.take().map(|t| t.join());
+                match r {
+                    Some(Ok(Err(e))) => Err(e),
+                    Some(Ok(Ok(mut c))) => {
+                        let _ = c.kill();
+                        let _ = c.wait();
+                        Err(std::io::Error::other("the command's process did not start"))
+                    }
+                    _ => Err(std::io::Error::other(
+                        "the thread that starts the command failed",
+                    )),
+                }
+            }
+        }
+    }
+
+    /// Lets the command exec; its `Child` once it has, or why it could not.
+    fn release(mut self) -> std::io::Result<Child> {
+        if let Some(go) = self.go.take() {
+            let mut f = File::from(go);
+            // A child gone meanwhile: spawn says why below.
+            let _ = f.write_all(&[1]);
+        }
+        match self.spawner.take().map(|t| t.join()) {
+            Some(Ok(r)) => r,
+            _ => Err(std::io::Error::other(
+                "the thread that starts the command failed",
+            )),
+        }
+    }
+}
+
+impl Drop for Held {
+    /// Not released: the child reads EOF and ends (its spawn fails with
+    /// ECANCELED and reaps it); the command never runs.
+    fn drop(&mut self) {
+        self.go = None;
+        if let Some(Ok(Ok(mut c))) = self.spawner.take().map(|t| t.join()) {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
 fn stop_child(child: &mut Child) -> Option<std::process::ExitStatus> {
     if let Ok(Some(st)) = child.try_wait() {
         return Some(st);
@@ -834,6 +989,14 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
     for &p in &opts.pids {
         if !running(&opts.proc_root, p) {
             bail!("-p {p}: no such process");
+        }
+    }
+    // A command that cannot be found is said before the module is touched
+    // (its exec would fail only once it is released, the module set up).
+    if let Some(c) = opts.command.first() {
+        if !program_exists(c) {
+            return Err(std::io::Error::from_raw_os_error(libc::ENOENT))
+                .with_context(|| format!("cannot start {c}"));
         }
     }
     if let Some(g) = &opts.settings.cgroup {
@@ -949,9 +1112,46 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
         .custom_flags(libc::O_NONBLOCK)
         .open(&opts.device)
         .with_context(cannot_open)?;
-    // The settings asked for: recording off, applied, recording on; put
-    // back at the end (or, on an error, when `applied` is dropped).
-    if !settings.is_empty() {
+    // The command, started held before its exec: the module is told to
+    // sample its process (`pid=`) before it runs, so that its start (exec,
+    // dynamic loading) is recorded. (Not when the recording was stopped
+    // already: see where it is released.)
+    let mut held = None;
+    if !opts.command.is_empty() && !stop.load(Ordering::SeqCst) {
+        held = Some(
+            Held::spawn(&opts.command)
+                .with_context(|| format!("cannot start {}", opts.command[0]))?,
+        );
+    }
+    // Whom the module samples: the command alone, the one -p process, or
+    // every task (-a, no command, several -p processes).
+    let bound = match (&held, opts.pids.as_slice()) {
+        _ if opts.system_wide => None,
+        (Some(h), _) => Some(h.pid),
+        (None, &[p]) if opts.command.is_empty() => Some(p),
+        _ => None,
+    };
+    let what = match opts.pids.len() {
+        _ if held.is_some() => "the command's",
+        1 => "the process's",
+        _ => "the processes'",
+    };
+    // Says why every task is sampled after all, at once and in the
+    // side-car.
+    let fall_back = |why: &str, info: &mut Vec<String>| {
+        let note = format!(
+            "{why}: recording every task (system-wide); {what} samples are kept by the analyses"
+        );
+        eprintln!("oprofile-rs: note: {}", crate::text::esc(&note));
+        info.push(format!("profiled-note: {note}"));
+    };
+    if opts.pids.len() > 1 && !opts.system_wide {
+        fall_back(
+            "the module binds its counters to one process, and -p names several",
+            &mut info,
+        );
+    }
+    let open_ctl = || -> Result<ModuleControl> {
         // A control file of its own (`O_WRONLY`: no reader slot), so that
         // the settings can be put back after the reader is closed: the
         // module refuses a new buffer_size while a reader that mapped the
@@ -960,11 +1160,49 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
             .write(true)
             .open(&opts.device)
             .with_context(|| format!("cannot open {} for control", opts.device.display()))?;
-        let ctl = ModuleControl::new(ctl_file, opts.debugfs.clone());
+        Ok(ModuleControl::new(ctl_file, opts.debugfs.clone()))
+    };
+    if let Some(p) = bound {
+        settings.pid = Some(p);
+        // A module older than `pid` (no such key in its configuration),
+        // or none that can be asked while nothing else is to be changed:
+        // the recording is of every task, as before.
+        let only_pid = ModuleSettings {
+            pid: None,
+            ..settings.clone()
+        }
+        .is_empty();
+        use crate::control::Control;
+        let config = open_ctl().and_then(|mut c| {
+            c.config().map_err(|e| {
+                anyhow::anyhow!(
+                    "the module's settings cannot be read through {}: {e}",
+                    c.describe()
+                )
+            })
+        });
+        match config {
+            Ok(text) if !crate::control::parse_config(&text).contains_key("pid") => {
+                settings.pid = None;
+                fall_back(
+                    "the module has no pid setting (it predates task-bound recording)",
+                    &mut info,
+                );
+            }
+            Err(e) if only_pid => {
+                settings.pid = None;
+                fall_back(&format!("{e:#}"), &mut info);
+            }
+            _ => {}
+        }
+    }
+    // The settings asked for: recording off, applied, recording on; put
+    // back at the end (or, on an error, when `applied` is dropped).
+    if !settings.is_empty() {
         // Bytes read to make room for the CONFIG record (the event buffer
         // filled up since the open): written first.
         let mut scratch = vec![0u8; opts.buffer_size.max(4096)];
-        let a = crate::control::apply(ctl, &settings, &mut || {
+        let mut make_room = || {
             let mut got = false;
             while pre.len() < (256 << 20) {
                 match read_some(&mut dev, &mut scratch) {
@@ -976,16 +1214,46 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
                 }
             }
             got
-        })?;
-        use crate::control::Control;
-        info.push(format!(
-            "settings: {} (through {}; they replaced {})",
-            words(&a.changes),
-            a.control().describe(),
-            words(&a.saved)
-        ));
-        applied = Some(a);
+        };
+        let a = match crate::control::apply(open_ctl()?, &settings, &mut make_room) {
+            // A module that does not know `pid` ("unknown key"): the
+            // rest without it (everything was put back).
+            Err(e)
+                if settings.pid.is_some()
+                    && e.downcast_ref::<crate::control::Refused>()
+                        .is_some_and(|r| r.may_not_know("pid")) =>
+            {
+                settings.pid = None;
+                fall_back(&format!("{e:#}"), &mut info);
+                if settings.is_empty() {
+                    None
+                } else {
+                    Some(crate::control::apply(
+                        open_ctl()?,
+                        &settings,
+                        &mut make_room,
+                    )?)
+                }
+            }
+            r => Some(r?),
+        };
+        if let Some(a) = a {
+            use crate::control::Control;
+            info.push(format!(
+                "settings: {} (through {}; they replaced {})",
+                words(&a.changes),
+                a.control().describe(),
+                words(&a.saved)
+            ));
+            applied = Some(a);
+        }
     }
+    info.push(match settings.pid {
+        Some(p) => format!(
+            "profiled: pid {p} and the tasks it creates (the module's counters are bound to them)"
+        ),
+        None => "profiled: every task (system-wide)".into(),
+    });
     if sc_dir.exists() {
         std::fs::remove_dir_all(&sc_dir)
             .with_context(|| format!("cannot replace {}", sc_dir.display()))?;
@@ -1120,36 +1388,37 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
     // A SIGINT or SIGTERM during the set-up (kallsyms, maps, settings,
     // backlog: seconds on a slow machine) ends the recording before the
     // command is started, not by starting it and killing it at once.
-    let mut child = if opts.command.is_empty() {
-        None
-    } else if stop.load(Ordering::SeqCst) {
-        info.push(format!(
-            "command: {} (not started: the recording was stopped before)",
-            opts.command.join(" ")
-        ));
-        warnings.push(format!(
-            "stopped before the command started: {} was not run",
-            opts.command.join(" ")
-        ));
-        None
-    } else {
-        let c = match Command::new(&opts.command[0])
-            .args(&opts.command[1..])
-            .spawn()
-        {
-            Ok(c) => c,
-            Err(e) => {
-                let _ = std::fs::remove_file(&opts.output);
-                return Err(e).with_context(|| format!("cannot start {}", opts.command[0]));
-            }
-        };
-        tracker.track(c.id());
-        info.push(format!(
-            "command: {} (pid {})",
-            opts.command.join(" "),
-            c.id()
-        ));
-        Some(c)
+    let mut child = match held.take() {
+        None if opts.command.is_empty() => None,
+        Some(h) if !stop.load(Ordering::SeqCst) => {
+            let c = match h.release() {
+                Ok(c) => c,
+                Err(e) => {
+                    let _ = std::fs::remove_file(&opts.output);
+                    return Err(e).with_context(|| format!("cannot start {}", opts.command[0]));
+                }
+            };
+            tracker.track(c.id());
+            info.push(format!(
+                "command: {} (pid {})",
+                opts.command.join(" "),
+                c.id()
+            ));
+            Some(c)
+        }
+        h => {
+            // Held, it ends without running (its pipe closed).
+            drop(h);
+            info.push(format!(
+                "command: {} (not started: the recording was stopped before)",
+                opts.command.join(" ")
+            ));
+            warnings.push(format!(
+                "stopped before the command started: {} was not run",
+                opts.command.join(" ")
+            ));
+            None
+        }
     };
     let roots: Vec<u32> = match &child {
         Some(c) => vec![c.id()],

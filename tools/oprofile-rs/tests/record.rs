@@ -1237,3 +1237,389 @@ fn record_takes_perf_spellings() {
     let (ok, err) = rec(&["-a", "-p", "1"]);
     assert!(!ok && err.contains("cannot be used with"), "{err}");
 }
+
+// ------------------------------------------------------- a command alone
+
+/// A fake module that knows `pid` (0: every task), as `fake_debugfs`
+/// makes it otherwise.
+fn pid_debugfs(dir: &Path) -> std::path::PathBuf {
+    let d = common::fake_debugfs(dir);
+    std::fs::write(d.join("pid"), "0\n").unwrap();
+    let mut c = std::fs::read_to_string(d.join("config")).unwrap();
+    c += "pid=0\n";
+    std::fs::write(d.join("config"), c).unwrap();
+    d
+}
+
+/// A command that writes, as it starts, its pid and what the fake module
+/// says then (`pid`, `tracing_on`) to `seen`.
+fn witness(seen: &Path, dbg: &Path) -> [String; 3] {
+    let (s, d) = (seen.display(), dbg.display());
+    [
+        "sh".into(),
+        "-c".into(),
+        format!("echo $$ $(cat {d}/pid 2>/dev/null) $(cat {d}/tracing_on) > {s}"),
+    ]
+}
+
+/// `record ARGS` against `dev` and the fake module `dbg`: success, stderr.
+fn record_with(out: &Path, dev: &Path, dbg: &Path, args: &[&str]) -> (bool, String) {
+    let o = record_cmd(out, dev, dbg).args(args).output().unwrap();
+    (
+        o.status.success(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+fn info_of(dir: &Path) -> String {
+    std::fs::read_to_string(dir.join("rec.meta/info")).unwrap()
+}
+
+#[test]
+fn record_command_binds_the_module_to_it_before_it_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let dbg = pid_debugfs(dir.path());
+    let dev = dir.path().join("dev");
+    std::fs::write(&dev, stream_for(&[])).unwrap();
+    let out = dir.path().join("rec");
+    let seen = dir.path().join("seen");
+    let w = witness(&seen, &dbg);
+    let (ok, err) = record_with(&out, &dev, &dbg, &["-g", "--", &w[0], &w[1], &w[2]]);
+    assert!(ok, "{err}");
+    // The command saw the module bound to its own process, recording on.
+    let s = std::fs::read_to_string(&seen).unwrap();
+    let f: Vec<&str> = s.split_whitespace().collect();
+    assert_eq!(f.len(), 3, "{s}");
+    assert_eq!(f[0], f[1], "pid= the command's process: {s}");
+    assert_eq!(f[2], "1", "recording on: {s}");
+    let info = info_of(dir.path());
+    assert!(
+        info.contains(&format!(
+            "settings: backtrace_depth=32 user_backtrace_depth=32 pid={}",
+            f[0]
+        )),
+        "{info}"
+    );
+    assert!(
+        info.contains(&format!("profiled: pid {} and the tasks it creates", f[0])),
+        "{info}"
+    );
+    assert!(info.contains(&format!("(pid {})", f[0])), "{info}");
+    // Put back with the rest.
+    assert_eq!(file(&dbg, "pid"), "0");
+    assert_settings_as_before(&dbg);
+    assert!(
+        err.contains(
+            "put the module's settings back: backtrace_depth=0 user_backtrace_depth=32 pid=0"
+        ),
+        "{err}"
+    );
+    assert!(!err.contains("note:"), "{err}");
+}
+
+#[test]
+fn record_a_and_several_pids_leave_the_module_on_every_task() {
+    let dir = tempfile::tempdir().unwrap();
+    let dbg = pid_debugfs(dir.path());
+    let dev = dir.path().join("dev");
+    std::fs::write(&dev, stream_for(&[])).unwrap();
+    let out = dir.path().join("rec");
+    let seen = dir.path().join("seen");
+    let w = witness(&seen, &dbg);
+    // -a with a command: the command says when to stop, nothing more.
+    let (ok, err) = record_with(&out, &dev, &dbg, &["-a", "--", &w[0], &w[1], &w[2]]);
+    assert!(ok, "{err}");
+    let s = std::fs::read_to_string(&seen).unwrap();
+    assert_eq!(s.split_whitespace().nth(1), Some("0"), "{s}");
+    let info = info_of(dir.path());
+    assert!(
+        info.contains("profiled: every task (system-wide)"),
+        "{info}"
+    );
+    assert!(!info.contains("settings:"), "nothing changed: {info}");
+    assert!(
+        !err.contains("note:") && !err.contains("put the module's"),
+        "{err}"
+    );
+    // No command: every task.
+    let (ok, err) = record_with(&out, &dev, &dbg, &["--duration", "0.2"]);
+    assert!(ok, "{err}");
+    assert!(!info_of(dir.path()).contains("settings:"));
+    // Several -p processes: every task, filtered afterwards, said once.
+    let mut a = StdCommand::new("sleep").arg("20").spawn().unwrap();
+    let mut b = StdCommand::new("sleep").arg("20").spawn().unwrap();
+    let pids = format!("{},{}", a.id(), b.id());
+    let (ok, err) = record_with(&out, &dev, &dbg, &["--duration", "0.3", "-p", &pids]);
+    let _ = (a.kill(), b.kill(), a.wait(), b.wait());
+    assert!(ok, "{err}");
+    let note = "the module binds its counters to one process, and -p names several: \
+                recording every task (system-wide); the processes' samples are kept by the \
+                analyses";
+    assert_eq!(err.matches(note).count(), 1, "{err}");
+    let info = info_of(dir.path());
+    assert!(!info.contains("settings:"), "{info}");
+    assert!(
+        info.contains(note) && info.contains("profiled: every task"),
+        "{info}"
+    );
+    assert_eq!(file(&dbg, "pid"), "0");
+}
+
+#[test]
+fn record_p_binds_the_module_to_one_process_while_it_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let dbg = pid_debugfs(dir.path());
+    let dev = dir.path().join("dev");
+    std::fs::write(&dev, stream_for(&[])).unwrap();
+    let out = dir.path().join("rec");
+    let mut target = StdCommand::new("sleep").arg("30").spawn().unwrap();
+    let p = target.id().to_string();
+    let child = StdCommand::new(assert_cmd::cargo::cargo_bin("oprofile-rs"))
+        .args(["record", "-o", out.to_str().unwrap()])
+        .args(["--device", dev.to_str().unwrap()])
+        .args(["--debugfs", dbg.to_str().unwrap(), "--maps", "poll"])
+        .args(["-p", &p])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    while file(&dbg, "pid") != p && t.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(file(&dbg, "pid"), p, "bound while recording");
+    // Its exit ends the recording, and the module is put back.
+    let _ = target.kill();
+    let _ = target.wait();
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert_eq!(file(&dbg, "pid"), "0");
+    assert!(
+        err.contains("put the module's settings back: pid=0"),
+        "{err}"
+    );
+    let info = info_of(dir.path());
+    assert!(
+        info.contains(&format!("settings: pid={p} ")) && info.contains("settings-restored: pid=0"),
+        "{info}"
+    );
+}
+
+#[test]
+fn record_puts_pid_back_on_sigint_and_sigterm() {
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        let dir = tempfile::tempdir().unwrap();
+        let dbg = pid_debugfs(dir.path());
+        let dev = dir.path().join("dev");
+        std::fs::write(&dev, stream_for(&[])).unwrap();
+        let out = dir.path().join("rec");
+        let started = dir.path().join("started");
+        let child = StdCommand::new(assert_cmd::cargo::cargo_bin("oprofile-rs"))
+            .args(["record", "-o", out.to_str().unwrap()])
+            .args(["--device", dev.to_str().unwrap()])
+            .args(["--debugfs", dbg.to_str().unwrap(), "--maps", "poll", "--"])
+            .args([
+                "sh",
+                "-c",
+                &format!("echo $$ > {}; exec sleep 30", started.display()),
+            ])
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let t = Instant::now();
+        while std::fs::read_to_string(&started).map_or(true, |s| !s.ends_with('\n')) {
+            assert!(t.elapsed() < Duration::from_secs(30), "never started");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let pid = std::fs::read_to_string(&started)
+            .unwrap()
+            .trim()
+            .to_string();
+        assert_eq!(file(&dbg, "pid"), pid);
+        unsafe { libc::kill(child.id() as i32, sig) };
+        let o = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "signal {sig}: {err}");
+        assert_eq!(file(&dbg, "pid"), "0", "signal {sig}");
+        assert!(
+            err.contains("put the module's settings back: pid=0"),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn record_command_refused_pid_is_an_error_and_nothing_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let dbg = pid_debugfs(dir.path());
+    // The module refuses pid= with an error other than "unknown key" (a
+    // directory cannot be written: EISDIR).
+    std::fs::remove_file(dbg.join("pid")).unwrap();
+    std::fs::create_dir(dbg.join("pid")).unwrap();
+    let dev = dir.path().join("dev");
+    std::fs::write(&dev, stream_for(&[])).unwrap();
+    let out = dir.path().join("rec");
+    let seen = dir.path().join("seen");
+    let w = witness(&seen, &dbg);
+    let (ok, err) = record_with(&out, &dev, &dbg, &["-g", "--", &w[0], &w[1], &w[2]]);
+    assert!(!ok, "{err}");
+    assert!(
+        err.contains("the module refused backtrace_depth=32 user_backtrace_depth=32 pid="),
+        "{err}"
+    );
+    assert!(err.contains("its settings are as they were"), "{err}");
+    assert_settings_as_before(&dbg);
+    assert!(!out.exists());
+    // The held command was ended without running.
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(!seen.exists(), "the command ran");
+}
+
+#[test]
+fn record_puts_pid_back_after_a_later_error_and_never_runs_the_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let dbg = pid_debugfs(dir.path());
+    let dev = dir.path().join("dev");
+    std::fs::write(&dev, stream_for(&[])).unwrap();
+    // Bound, then the output cannot be created.
+    let out = dir.path().join("no-such-dir/rec");
+    let seen = dir.path().join("seen");
+    let w = witness(&seen, &dbg);
+    let (ok, err) = record_with(&out, &dev, &dbg, &["--", &w[0], &w[1], &w[2]]);
+    assert!(!ok, "{err}");
+    assert!(err.contains("cannot create"), "{err}");
+    assert!(
+        err.contains("the module's settings were put back (pid=0)"),
+        "{err}"
+    );
+    assert_eq!(file(&dbg, "pid"), "0");
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(!seen.exists(), "the command ran");
+    // A command that does not exist: said before the module is touched.
+    let out = dir.path().join("rec");
+    let (ok, err) = record_with(&out, &dev, &dbg, &["--", "/nonexistent/cmd"]);
+    assert!(
+        !ok && err.contains("cannot start /nonexistent/cmd"),
+        "{err}"
+    );
+    assert!(!err.contains("put back"), "{err}");
+    assert!(!out.exists());
+}
+
+#[test]
+fn record_command_on_a_module_without_pid_falls_back_to_every_task() {
+    let dir = tempfile::tempdir().unwrap();
+    // The modules before `pid`: no such key in their configuration.
+    let dbg = common::fake_debugfs(dir.path());
+    let dev = dir.path().join("dev");
+    std::fs::write(&dev, stream_for(&[])).unwrap();
+    let out = dir.path().join("rec");
+    let seen = dir.path().join("seen");
+    let w = witness(&seen, &dbg);
+    let (ok, err) = record_with(&out, &dev, &dbg, &["--", &w[0], &w[1], &w[2]]);
+    assert!(ok, "{err}");
+    let note = "oprofile-rs: note: the module has no pid setting (it predates task-bound \
+                recording): recording every task (system-wide); the command's samples are kept \
+                by the analyses";
+    assert_eq!(err.lines().filter(|l| *l == note).count(), 1, "{err}");
+    assert!(seen.exists(), "the command ran");
+    assert!(!dbg.join("pid").exists(), "pid written");
+    let info = info_of(dir.path());
+    assert!(!info.contains("settings:"), "nothing changed: {info}");
+    assert!(
+        info.contains("profiled: every task (system-wide)"),
+        "{info}"
+    );
+    // The analyses still keep the command alone.
+    assert!(dir.path().join("rec.meta/target").is_file());
+
+    // A module that lists pid but has no such file (ENOENT, as "unknown
+    // key"): the other settings without it.
+    let dbg2 = dir.path().join("d2");
+    std::fs::create_dir(&dbg2).unwrap();
+    for e in std::fs::read_dir(&dbg).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), dbg2.join(e.file_name())).unwrap();
+    }
+    let mut c = std::fs::read_to_string(dbg2.join("config")).unwrap();
+    c += "pid=0\n";
+    std::fs::write(dbg2.join("config"), c).unwrap();
+    std::fs::remove_file(&seen).unwrap();
+    let w = witness(&seen, &dbg2);
+    let (ok, err) = record_with(&out, &dev, &dbg2, &["-g", "--", &w[0], &w[1], &w[2]]);
+    assert!(ok, "{err}");
+    assert!(
+        err.contains("note: the module refused backtrace_depth=32 user_backtrace_depth=32 pid=")
+            && err.contains("recording every task (system-wide)"),
+        "{err}"
+    );
+    assert!(seen.exists(), "the command ran");
+    let info = info_of(dir.path());
+    assert!(
+        info.contains("settings: backtrace_depth=32 user_backtrace_depth=32 (through"),
+        "{info}"
+    );
+    assert!(info.contains("profiled: every task"), "{info}");
+    assert_settings_as_before(&dbg2);
+    assert!(!dbg2.join("pid").exists());
+}
+
+/// A stop (SIGINT, SIGTERM) while the command is held (here: record
+/// blocks creating its output, a FIFO nobody reads yet, after the module
+/// was bound): the command never runs, and pid is put back. (Through the
+/// library, whose stop flag the signal handler sets: a signal's handler
+/// runs in a thread of its own, and could set it after record went on.)
+#[test]
+fn record_stopped_while_the_command_is_held_never_runs_it() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    let dir = tempfile::tempdir().unwrap();
+    let dbg = pid_debugfs(dir.path());
+    let dev = dir.path().join("dev");
+    std::fs::write(&dev, stream_for(&[])).unwrap();
+    let out = dir.path().join("rec");
+    let c = std::ffi::CString::new(out.to_str().unwrap()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let seen = dir.path().join("seen");
+    let mut o = oprofile_tool::record::RecordOptions::new(out.clone());
+    o.device = dev;
+    o.debugfs = dbg.clone();
+    o.maps = oprofile_tool::record::MapsSource::Poll;
+    o.command = witness(&seen, &dbg).to_vec();
+    let stop = Arc::new(AtomicBool::new(false));
+    let s = stop.clone();
+    let recording = std::thread::spawn(move || oprofile_tool::record::record(&o, s));
+    let t = Instant::now();
+    let held = loop {
+        // (Read while it is written: empty then.)
+        if let Ok(p) = file(&dbg, "pid").parse::<u32>() {
+            if p != 0 {
+                break p;
+            }
+        }
+        assert!(t.elapsed() < Duration::from_secs(30), "never bound");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    // Bound to a process that exists and has not run the command.
+    let proc_dir = Path::new("/proc").join(held.to_string());
+    assert!(proc_dir.exists(), "{held}");
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(!seen.exists());
+    stop.store(true, Ordering::SeqCst);
+    // Let it go on: open the FIFO and read what it writes.
+    let bytes = std::fs::read(&out).unwrap();
+    let sum = recording.join().unwrap().unwrap();
+    assert!(!bytes.is_empty());
+    assert_eq!(sum.stop, oprofile_tool::record::StopReason::Signal);
+    assert!(
+        sum.warnings.iter().any(|w| w.contains("was not run")),
+        "{:?}",
+        sum.warnings
+    );
+    assert_eq!(sum.settings_restored.as_deref(), Some("pid=0"));
+    assert_eq!(file(&dbg, "pid"), "0");
+    assert!(!seen.exists(), "the command ran");
+    // Its process is gone (reaped), not left waiting.
+    assert!(!proc_dir.exists(), "{held}");
+}
