@@ -198,6 +198,9 @@ pub enum Event {
         segment: u32,
         /// The module's cgroup filter from here on (its id; 0: none).
         cgroup: u64,
+        /// The process the module samples from here on (its `pid`: that
+        /// process and the tasks it creates; 0: every task).
+        pid: u32,
     },
     Lost {
         time: u64,
@@ -521,6 +524,13 @@ pub struct Profile {
     /// Samples of the recording with a user stack copy (`record
     /// --call-graph dwarf`), and how many the DWARF unwind gave callers.
     pub unwind: UnwindStats,
+    /// What the module sampled, from the CONFIG records: the values of its
+    /// `pid` setting in force when the recording's samples were taken (the
+    /// last CONFIG's where there are none), each once, in order of
+    /// appearance; `0` is every task, `N` process N and the tasks it
+    /// created (`record -- CMD`, `record -p PID`). Empty: the stream has
+    /// no CONFIG record to tell.
+    pub profiled: Vec<u32>,
 }
 
 impl Profile {
@@ -790,6 +800,7 @@ impl Profile {
         let mut event_list: Vec<EventInfo> = Vec::new();
         let mut current: Vec<u16> = Vec::new();
         let mut config: Option<Box<Config>> = None;
+        let mut profiled: Vec<u32> = Vec::new();
         let mut bad_event_index = 0u64;
         fn index_of(list: &mut Vec<EventInfo>, name: String) -> u16 {
             match list.iter().position(|e| e.name == name) {
@@ -851,6 +862,7 @@ impl Profile {
                         summary: config_summary(&c),
                         segment,
                         cgroup: c.cgroup,
+                        pid: c.pid,
                     });
                     config = Some(c);
                 }
@@ -885,6 +897,16 @@ impl Profile {
                 }
                 Record::Sample(s) => {
                     per_cpu.entry(s.cpu).or_default().samples += 1;
+                    // (At most 8 values: a stream that changes it all the
+                    // time costs no more.)
+                    if let Some(c) = &config {
+                        if profiled.last() != Some(&c.pid)
+                            && profiled.len() < 8
+                            && !profiled.contains(&c.pid)
+                        {
+                            profiled.push(c.pid);
+                        }
+                    }
                     // The event and what the sample stands for: its own
                     // period, else its event's fixed one.
                     let desc = config
@@ -1088,6 +1110,9 @@ impl Profile {
                 by_event.join(", ")
             ));
         }
+        if profiled.is_empty() {
+            profiled.extend(config.as_ref().map(|c| c.pid));
+        }
         Ok(Profile {
             header: header_read,
             event_list,
@@ -1102,7 +1127,32 @@ impl Profile {
             target,
             kallsyms: resolver.into_kallsyms().map(Rc::new),
             unwind: unwinder.stats,
+            profiled,
         })
+    }
+
+    /// What the module sampled, in words ([`Profile::profiled`]): `pid N
+    /// and the tasks it created`, `every task (system-wide)`, or several
+    /// joined by `, then `; `None` where no CONFIG record tells.
+    pub fn profiled_words(&self) -> Option<String> {
+        if self.profiled.is_empty() {
+            return None;
+        }
+        Some(
+            self.profiled
+                .iter()
+                .map(|&p| profiled_word(p))
+                .collect::<Vec<_>>()
+                .join(", then "),
+        )
+    }
+}
+
+/// What a `pid` setting samples, in words.
+pub fn profiled_word(pid: u32) -> String {
+    match pid {
+        0 => "every task (system-wide)".into(),
+        p => format!("pid {p} and the tasks it created"),
     }
 }
 
@@ -1136,7 +1186,7 @@ fn config_summary(c: &Config) -> String {
         })
         .collect();
     format!(
-        "generation {}: {}; backtrace depth {} kernel, {} user; cpu_buffer_size {}, buffer_size {}, watershed {}{}{}",
+        "generation {}: {}; backtrace depth {} kernel, {} user; cpu_buffer_size {}, buffer_size {}, watershed {}{}{}{}",
         c.generation,
         events.join(", "),
         c.backtrace_depth,
@@ -1151,6 +1201,11 @@ fn config_summary(c: &Config) -> String {
         },
         if c.cgroup != 0 {
             format!(", only cgroup {} and below", c.cgroup)
+        } else {
+            String::new()
+        },
+        if c.pid != 0 {
+            format!(", only pid {} and the tasks it creates", c.pid)
         } else {
             String::new()
         }

@@ -395,6 +395,9 @@ fn write_header(p: &Profile, out: &mut dyn Write) -> std::io::Result<()> {
             ids.join(", then ")
         )?;
     }
+    if let Some(w) = p.profiled_words() {
+        writeln!(out, "# profiled: {w}")?;
+    }
     if !p.filter.is_empty() {
         writeln!(
             out,
@@ -706,6 +709,15 @@ struct JsonReport<'a> {
     weight_unit: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     filter: Option<String>,
+    /// What the module sampled, from the CONFIG records: `pid N and the
+    /// tasks it created` (`record -- CMD`, `record -p PID`) or `every task
+    /// (system-wide)`, several joined by `, then ` (absent where no CONFIG
+    /// record tells).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    profiled: Option<String>,
+    /// The same as the module's `pid` settings (0: every task).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    profiled_pids: Vec<u32>,
     recording_seconds: f64,
     sort: Vec<SortKey>,
     rows: Vec<Row>,
@@ -810,6 +822,8 @@ fn json_report<'a>(p: &'a Profile, o: &ReportOptions) -> JsonReport<'a> {
         kept_weight: p.total_weight(),
         weight_unit: ev.map_or("samples", |e| e.weight_unit()),
         filter: (!p.filter.is_empty()).then(|| p.filter.describe()),
+        profiled: p.profiled_words(),
+        profiled_pids: p.profiled.clone(),
         recording_seconds: p.recording_ns() as f64 / 1e9,
         sort: o.keys(),
         rows: rows(p, o),
