@@ -12,6 +12,12 @@
 #   carries the pid;
 # - every thread of a process bound after its threads started is sampled;
 # - the target gone, nothing is sampled; pid=0 samples every task again;
+# - `oprofile-rs record -- COMMAND` sets pid to the command's process, held
+#   before its exec, beside busy workloads on every CPU: every sample is the
+#   command's, `report` says `# profiled: pid N ...`, pid is 0 again after;
+#   a command that forks: its children are sampled (inherit); `record -a`:
+#   every task; `record -p PID`: PID alone, pid put back at its exit; SIGINT
+#   while recording a command: pid put back, the command ended;
 # - a CPU replugged while a bound process runs; rmmod while bound, the
 #   process still running; kmemleak.
 . /tmp/lib.sh
@@ -38,6 +44,25 @@ comms() {
 # release FIFO PID: lets the held process PID (a child of this shell) go on,
 # and waits for it.
 release() { echo go >"$1"; wait "$2"; }
+NODBG=/nonexistent-debugfs
+# busy: the workload on every CPU for 600 s, in the background (its pids
+# in $busy); stop_busy ends them.
+busy() {
+    local c=0
+    busy=
+    while [ $c -lt "$NCPU" ]; do
+        taskset "$(printf %x $((1 << c)))" /tmp/workload 600 >/dev/null & busy="$busy $!"
+        c=$((c + 1))
+    done
+}
+stop_busy() {
+    # shellcheck disable=SC2086 # the pids are words
+    kill $busy 2>/dev/null; wait $busy 2>/dev/null
+}
+# tgids FILE: the distinct tgids of the samples of a recording (every
+# process: --all), one per line.
+tgids() { oprofile-rs script -q --all -i "$1" | awk '{ split($3, a, "/"); print a[1] }' | sort -u; }
+
 count() { awk -v c="$1" '$1 == c { print $2 }' "$2" | grep . || echo 0; }
 
 check "insmod" insmod /oprofile_rs.ko event=cpu-clock sample_period=1000000 \
@@ -106,6 +131,66 @@ expect_eq "back to every task" "$(try 0)" ok
 streamed /tmp/all.bin sleep 0.5
 comms /tmp/all.bin >/tmp/comms.txt
 check "otherload sampled again ($(count otherload /tmp/comms.txt))" [ "$(count otherload /tmp/comms.txt)" -gt 0 ]
+
+# --- oprofile-rs record: a command, -a, -p, SIGINT
+echo 1 >$DBG/tracing_on
+drain
+busy
+echo "== 1. record -- COMMAND: the command alone"
+# 20 kHz: the dynamic loader's millisecond or so gets samples.
+oprofile-rs record -q -o /tmp/c.data --debugfs $NODBG -c 50000 -- /tmp/workload 2 2>/tmp/c.err
+rc=$?; cat /tmp/c.err
+expect_eq "record -- /tmp/workload 2 exits 0" $rc 0
+expect_eq "pid is put back" "$(cat $DBG/pid)" 0
+check "it says so" grep -q "put the module's settings back: .*pid=0" /tmp/c.err
+cmd=$(sed -n 's/^command: .* (pid \([0-9]*\))$/\1/p' /tmp/c.data.meta/info)
+grep -E '^(settings|profiled|command)' /tmp/c.data.meta/info
+check "side-car: pid set to the command's ($cmd)" grep -q "^settings: sample_period=50000 sample_freq=0 pid=$cmd " /tmp/c.data.meta/info
+cat $DBG/stats >/tmp/c.stats
+check_stream "record -- COMMAND" /tmp/c.data /tmp/c.stats
+oprofile-rs report -q --all -i /tmp/c.data >/tmp/rep.txt
+check "report: profiled the command alone" grep -q "^# profiled: pid $cmd and the tasks it created$" /tmp/rep.txt
+expect_eq "every sample is the command's (no other workload's)" "$(tgids /tmp/c.data)" "$cmd"
+check "its hot function" grep -q hot_three_quarters /tmp/rep.txt
+
+echo "== 2. a command that forks: its child process is sampled too"
+oprofile-rs record -q -o /tmp/f.data --debugfs $NODBG -- sh -c '/tmp/workload 1; /tmp/workload 1' 2>/tmp/f.err
+rc=$?; cat /tmp/f.err
+expect_eq "record -- sh -c ... exits 0" $rc 0
+n=$(tgids /tmp/f.data | wc -l)
+in_range "processes sampled: the shell's two children, maybe the shell" "$n" 2 3
+expect_eq "pid is put back" "$(cat $DBG/pid)" 0
+
+echo "== 3. record -a -- COMMAND: every task"
+oprofile-rs record -q -o /tmp/a.data --debugfs $NODBG -a -- /tmp/workload 1 2>/tmp/a.err
+rc=$?; cat /tmp/a.err
+expect_eq "record -a exits 0" $rc 0
+check "side-car: nothing set" sh -c '! grep -q "^settings:" /tmp/a.data.meta/info'
+n=$(tgids /tmp/a.data | wc -l)
+check "the other workloads' samples too ($n processes)" [ "$n" -gt "$NCPU" ]
+oprofile-rs report -q --all -i /tmp/a.data >/tmp/rep.txt
+check "report: every task" grep -q '^# profiled: every task (system-wide)$' /tmp/rep.txt
+
+echo "== 4. record -p PID: that process alone, until it exits"
+/tmp/workload 2 >/dev/null & target=$!
+oprofile-rs record -q -o /tmp/p.data --debugfs $NODBG -p $target 2>/tmp/p.err
+rc=$?; cat /tmp/p.err
+wait $target
+expect_eq "record -p exits 0" $rc 0
+expect_eq "pid is put back" "$(cat $DBG/pid)" 0
+expect_eq "every sample is the process's" "$(tgids /tmp/p.data)" "$target"
+
+echo "== 5. SIGINT while recording a command"
+oprofile-rs record -q -o /tmp/i.data --debugfs $NODBG -- /tmp/workload 600 2>/tmp/i.err &
+rp=$!
+wait_for sh -c "[ \"\$(cat $DBG/pid)\" != 0 ]"
+held=$(cat $DBG/pid)
+kill -INT $rp; wait $rp; rc=$?; cat /tmp/i.err
+expect_eq "record exits 0 on SIGINT" $rc 0
+expect_eq "pid is put back" "$(cat $DBG/pid)" 0
+check "the command was ended" sh -c "! kill -0 $held 2>/dev/null"
+stop_busy
+echo 0 >$DBG/tracing_on
 
 # --- a CPU replugged while a bound process runs; rmmod while bound
 /tmp/workload 600 >/dev/null & w=$!
