@@ -288,7 +288,8 @@ pub(crate) struct Overflow {
 
 /// Receives the overflows of a [`Counter`].
 pub(crate) trait OverflowHandler: Sync {
-    /// Called on the counter's CPU with preemption off, in NMI, hard-IRQ or
+    /// Called on the counter's CPU (for a counter bound to a task, the CPU
+    /// the task runs on) with preemption off, in NMI, hard-IRQ or
     /// task context (see [`Context`]) with the interrupted registers (for
     /// task-context events, perf's registers of the event site): must not
     /// sleep, allocate or take a lock that other contexts can hold.

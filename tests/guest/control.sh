@@ -133,9 +133,9 @@ fi
 target=$(( (waiting / 65536 + 2) * 65536 ))
 echo $target >$DBG/buffer_size
 expect_eq "buffer_size shrinks to $target with $waiting bytes waiting" "$(cat $DBG/buffer_size)" $target
-# Kept, and the change's CONFIG record (of two events: 48 + 2 * 48 + 8 bytes) after them.
+# Kept, and the change's CONFIG record (of two events: 48 + 2 * 48 + 16 bytes) after them.
 expect_eq "the waiting bytes are kept" "$(sed -n 's/.*bytes_waiting=\([0-9]*\).*/\1/p' $DBG/stats)" \
-    "$((waiting + 152))"
+    "$((waiting + 160))"
 timeout 1 cat $DEV >/tmp/r.bin
 /tmp/evcheck stream /tmp/r.bin >/tmp/r.out; rc=$?
 expect_eq "the records that waited read back whole" "$rc" 0

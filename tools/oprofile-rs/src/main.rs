@@ -991,6 +991,16 @@ fn old_spelling(warning: &str) {
 
 fn main() -> ExitCode {
     use clap::CommandFactory;
+    // `record -- COMMAND`'s trampoline (record.rs, `Held`): not a command
+    // of its own.
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if argv
+        .get(1)
+        .is_some_and(|a| a == oprofile_tool::record::HELD_EXEC)
+    {
+        let rc = oprofile_tool::record::held_exec(argv.get(2..).unwrap_or(&[]));
+        return ExitCode::from(u8::try_from(rc).unwrap_or(2));
+    }
     let (args, warning) = spelling::old_top(&Cli::command(), std::env::args_os().collect());
     let cli = Cli::parse_from(args);
     if let Some(w) = warning {

@@ -25,6 +25,10 @@ pub struct RecordOptions {
     pub debugfs: PathBuf,
     /// Where `kallsyms`, `modules` and `<pid>/maps` are read (`/proc`).
     pub proc_root: PathBuf,
+    /// This tool, run as the trampoline that holds the command before its
+    /// exec (its own path, so that the held process's name is
+    /// `oprofile-rs`; tests of the library give the tool's path).
+    pub self_exe: PathBuf,
     pub duration: Option<Duration>,
     /// Command to start (and stop recording when it exits).
     pub command: Vec<String>,
@@ -118,6 +122,7 @@ impl RecordOptions {
             device: PathBuf::from("/dev/oprofile/buffer"),
             debugfs: PathBuf::from("/sys/kernel/debug/oprofile"),
             proc_root: PathBuf::from("/proc"),
+            self_exe: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("/proc/self/exe")),
             duration: None,
             command: Vec::new(),
             buffer_size: 1 << 20,
@@ -790,20 +795,28 @@ fn read_some(dev: &mut File, buf: &mut Vec<u8>) -> Result<ReadOutcome> {
     }
 }
 
-/// A command started and held before its `exec`: its process exists (so
-/// that the module can be told to sample it, `pid=` its id, before it runs
-/// anything of its own), and it waits on a pipe until [`Held::release`]
-/// lets it exec, or until the pipe is closed unreleased ([`Held`] dropped),
-/// which ends it without running the command.
+/// The command of `record -- COMMAND`, started held before its exec (as
+/// perf starts its workload): the module can be told to sample its process
+/// (`pid=`) before the command runs, so that its start is recorded.
 ///
-/// `std::process::Command::spawn` returns only once the child has exec'd,
-/// so it runs in a thread of its own: the child's `pre_exec` hook sends its
-/// pid through a second pipe, then waits for the byte of the first.
+/// It is this tool itself, run as a trampoline (`oprofile-rs __held-exec
+/// GO STATUS -- COMMAND...`, [`held_exec`]) through `std`'s `posix_spawn`
+/// path: the process waits on the pipe GO until [`Held::release`] writes a
+/// byte, then execs COMMAND in place (same pid); a pipe closed unreleased
+/// ([`Held`] dropped) ends it without running the command. A `pre_exec`
+/// hook would be simpler, but `std` then forks and reports the child's
+/// errors through an `AF_UNIX` socketpair, which a kernel without
+/// networking (`CONFIG_NET=n`, as the test kernels) refuses with `ENOSYS`.
+/// The exec's failure comes back through STATUS (closed on exec), as
+/// `std` reports it.
 struct Held {
     pid: u32,
-    /// The write end of the pipe the child waits on.
+    child: Option<Child>,
+    /// The write end of the pipe the trampoline waits on.
     go: Option<OwnedFd>,
-    spawner: Option<std::thread::JoinHandle<std::io::Result<Child>>>,
+    /// The read end of the pipe the trampoline reports its exec's failure
+    /// through (EOF: the exec succeeded).
+    status: Option<OwnedFd>,
 }
 
 /// Whether `name` names a file to exec, as `execvp` looks: a path with a
@@ -832,117 +845,139 @@ fn cloexec_pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
+/// Sets or clears `fd`'s close-on-exec flag.
+fn set_cloexec(fd: i32, on: bool) -> std::io::Result<()> {
+    // SAFETY: F_SETFD on an fd of ours.
+    if unsafe { libc::fcntl(fd, libc::F_SETFD, if on { libc::FD_CLOEXEC } else { 0 }) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// The first word of the trampoline's arguments (see [`Held`]).
+pub const HELD_EXEC: &str = "__held-exec";
+
 impl Held {
-    /// Starts `command` held; its pid once its process exists. An error if
-    /// it could not be forked (a command that cannot be executed fails at
+    /// Starts `command` held, through the trampoline `exe` (this tool);
+    /// its pid once its process exists. An error if it could not be
+    /// started (a command that cannot be executed fails at
     /// [`Held::release`], as its exec does).
-    fn spawn(command: &[String]) -> std::io::Result<Held> {
-        use std::os::unix::process::CommandExt;
+    fn spawn(exe: &Path, command: &[String]) -> std::io::Result<Held> {
         let (go_r, go_w) = cloexec_pipe()?;
-        let (pid_r, pid_w) = cloexec_pipe()?;
-        let fds = (
-            go_r.as_raw_fd(),
-            go_w.as_raw_fd(),
-            pid_r.as_raw_fd(),
-            pid_w.as_raw_fd(),
-        );
-        let mut cmd = Command::new(&command[0]);
-        cmd.args(&command[1..]);
-        // SAFETY: the hook runs in the forked child before exec and makes
-        // only async-signal-safe calls (close, getpid, write, read) on fds
-        // the child inherited; it allocates nothing.
-        unsafe {
-            cmd.pre_exec(move || {
-                let (go_r, go_w, pid_r, pid_w) = fds;
-                // Our copies of the parent's ends: the go pipe's reads end
-                // (EOF) once the parent closes its write end.
-                libc::close(go_w);
-                libc::close(pid_r);
-                let pid = libc::getpid();
-                libc::write(pid_w, (&pid as *const libc::pid_t).cast(), 4);
-                libc::close(pid_w);
-                let mut b = 0u8;
-                loop {
-                    match libc::read(go_r, (&mut b as *mut u8).cast(), 1) {
-                        1 => break,
-                        // Not released: end without running the command.
-                        0 => return Err(std::io::Error::from_raw_os_error(libc::ECANCELED)),
-                        _ => {
-                            let e = std::io::Error::last_os_error();
-                            if e.raw_os_error() != Some(libc::EINTR) {
-                                return Err(e);
-                            }
-                        }
-                    }
-                }
-                libc::close(go_r);
-                Ok(())
-            });
-        }
-        // The thread owns the child's ends until spawn returns: then the
-        // child has exec'd or is gone, and their closing ends the pid
-        // read below if the child never wrote (a fork that failed).
-        let spawner = std::thread::spawn(move || {
-            let r = cmd.spawn();
-            drop((go_r, pid_w));
-            r
-        });
-        let mut pid_file = File::from(pid_r);
-        let mut b = [0u8; 4];
-        let mut held = Held {
-            pid: 0,
+        let (st_r, st_w) = cloexec_pipe()?;
+        // The trampoline's ends, inherited: open across this spawn only (the
+        // one spawn of this process; no other thread starts processes).
+        set_cloexec(go_r.as_raw_fd(), false)?;
+        set_cloexec(st_w.as_raw_fd(), false)?;
+        let child = Command::new(exe)
+            .arg(HELD_EXEC)
+            .arg(go_r.as_raw_fd().to_string())
+            .arg(st_w.as_raw_fd().to_string())
+            .arg("--")
+            .args(command)
+            .spawn();
+        // Ours are closed: the trampoline's are the only ones left, so its
+        // read of GO ends when `go_w` is closed, and ours of STATUS when it
+        // execs.
+        drop((go_r, st_w));
+        let child = child?;
+        Ok(Held {
+            pid: child.id(),
+            child: Some(child),
             go: Some(go_w),
-            spawner: Some(spawner),
-        };
-        match pid_file.read_exact(&mut b) {
-            Ok(()) => {
-                held.pid = libc::pid_t::from_ne_bytes(b) as u32;
-                Ok(held)
-            }
-            Err(_) => {
-                held.go = None;
-                let r = held.spawner.take().map(|t| t.join());
-                match r {
-                    Some(Ok(Err(e))) => Err(e),
-                    Some(Ok(Ok(mut c))) => {
-                        let _ = c.kill();
-                        let _ = c.wait();
-                        Err(std::io::Error::other("the command's process did not start"))
-                    }
-                    _ => Err(std::io::Error::other(
-                        "the thread that starts the command failed",
-                    )),
-                }
-            }
-        }
+            status: Some(st_r),
+        })
     }
 
     /// Lets the command exec; its `Child` once it has, or why it could not.
     fn release(mut self) -> std::io::Result<Child> {
         if let Some(go) = self.go.take() {
             let mut f = File::from(go);
-            // A child gone meanwhile: spawn says why below.
+            // A trampoline gone meanwhile: its status says why below.
             let _ = f.write_all(&[1]);
         }
-        match self.spawner.take().map(|t| t.join()) {
-            Some(Ok(r)) => r,
-            _ => Err(std::io::Error::other(
-                "the thread that starts the command failed",
-            )),
+        let mut errno = [0u8; 4];
+        let mut got = 0;
+        if let Some(st) = self.status.take() {
+            let mut f = File::from(st);
+            while got < 4 {
+                match f.read(&mut errno[got..]) {
+                    Ok(0) => break,
+                    Ok(n) => got += n,
+                    Err(e) if e.kind() == IoKind::Interrupted => {}
+                    Err(_) => break,
+                }
+            }
         }
+        let mut child = self
+            .child
+            .take()
+            .ok_or_else(|| std::io::Error::other("no command"))?;
+        if got == 4 {
+            let _ = child.wait();
+            return Err(std::io::Error::from_raw_os_error(i32::from_ne_bytes(errno)));
+        }
+        if got > 0 {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(std::io::Error::other("the command's trampoline failed"));
+        }
+        Ok(child)
     }
 }
 
 impl Drop for Held {
-    /// Not released: the child reads EOF and ends (its spawn fails with
-    /// ECANCELED and reaps it); the command never runs.
+    /// Not released: the trampoline reads EOF and ends without running the
+    /// command; reaped here.
     fn drop(&mut self) {
         self.go = None;
-        if let Some(Ok(Ok(mut c))) = self.spawner.take().map(|t| t.join()) {
-            let _ = c.kill();
+        self.status = None;
+        if let Some(mut c) = self.child.take() {
             let _ = c.wait();
         }
     }
+}
+
+/// The trampoline of [`Held`]: `ARGS` are `GO STATUS -- COMMAND...` (after
+/// [`HELD_EXEC`]). Waits for a byte on the fd GO, then execs COMMAND; on
+/// EOF exits 125 without running it; if the exec fails, writes its errno
+/// (4 bytes, native order) to the fd STATUS and exits 127. Returns only
+/// the exit status.
+pub fn held_exec(args: &[std::ffi::OsString]) -> i32 {
+    use std::os::unix::process::CommandExt;
+    let fd = |i: usize| {
+        args.get(i)
+            .and_then(|a| a.to_str())
+            .and_then(|a| a.parse::<i32>().ok())
+            .filter(|&fd| fd > 2)
+    };
+    let (Some(go), Some(st)) = (fd(0), fd(1)) else {
+        return 2;
+    };
+    if args.get(2).is_none_or(|a| a != "--") || args.len() < 4 {
+        return 2;
+    }
+    // SAFETY: the fds were made for this process by its parent (`Held`)
+    // and are used only here.
+    let (go, st) = unsafe { (File::from_raw_fd(go), OwnedFd::from_raw_fd(st)) };
+    let mut go = go;
+    let mut b = [0u8; 1];
+    loop {
+        match go.read(&mut b) {
+            Ok(1) => break,
+            Err(e) if e.kind() == IoKind::Interrupted => {}
+            _ => return 125,
+        }
+    }
+    drop(go);
+    if set_cloexec(st.as_raw_fd(), true).is_err() {
+        return 2;
+    }
+    let e = Command::new(&args[3]).args(&args[4..]).exec();
+    let errno = e.raw_os_error().unwrap_or(libc::EINVAL);
+    let mut f = File::from(st);
+    let _ = f.write_all(&errno.to_ne_bytes());
+    127
 }
 
 fn stop_child(child: &mut Child) -> Option<std::process::ExitStatus> {
@@ -1119,7 +1154,7 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
     let mut held = None;
     if !opts.command.is_empty() && !stop.load(Ordering::SeqCst) {
         held = Some(
-            Held::spawn(&opts.command)
+            Held::spawn(&opts.self_exe, &opts.command)
                 .with_context(|| format!("cannot start {}", opts.command[0]))?,
         );
     }

@@ -508,14 +508,15 @@ fn record_with_kernel_map_records_sees_a_command_fork_and_exec() {
         .and_then(|(_, p)| p.trim_end_matches(')').parse().ok())
         .unwrap();
     // The command's exec of sh, then of sleep: COMM exec records, and
-    // MMAP2 records of both binaries for its pid, in that order.
+    // MMAP2 records of both binaries for its pid, in that order, after the
+    // exec of the trampoline that held it (this tool, record.rs `Held`).
     let comms = event_lines(&meta, "comm", cmd_pid);
     let execs: Vec<&str> = comms
         .iter()
         .filter(|l| l.split(' ').nth(4) == Some("1"))
         .map(|l| l.rsplit(' ').next().unwrap())
         .collect();
-    assert_eq!(execs, ["sh", "sleep"], "{comms:?}");
+    assert_eq!(execs, ["oprofile-rs", "sh", "sleep"], "{comms:?}");
     let maps = event_lines(&meta, "mmap", cmd_pid);
     let first = |name: &str| maps.iter().position(|l| l.ends_with(name));
     let (sh, sleep) = (first("sh").or(first("dash")), first("sleep"));
@@ -1583,6 +1584,7 @@ fn record_stopped_while_the_command_is_held_never_runs_it() {
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
     let seen = dir.path().join("seen");
     let mut o = oprofile_tool::record::RecordOptions::new(out.clone());
+    o.self_exe = env!("CARGO_BIN_EXE_oprofile-rs").into();
     o.device = dev;
     o.debugfs = dbg.clone();
     o.maps = oprofile_tool::record::MapsSource::Poll;
