@@ -7,6 +7,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 
 use anyhow::{bail, Context, Result};
 
@@ -30,6 +31,21 @@ pub struct Annotated {
     /// What the weights are: `samples`, or for an event whose periods
     /// differ, their unit (`ns`, `events`).
     pub unit: &'static str,
+    /// The source line of each instruction DWARF places (address →
+    /// index in `files`, line): the line of the innermost function inlined
+    /// there, as `addr2line` and `objdump -S` give it.
+    pub source: BTreeMap<u64, (usize, u32)>,
+    /// The source files of `source`.
+    pub files: Vec<SourceFile>,
+}
+
+/// A source file of an annotated function.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SourceFile {
+    /// As DWARF names it (its directory joined with its name).
+    pub path: String,
+    /// Its lines, if it could be read where DWARF says it is.
+    pub text: Option<Vec<String>>,
 }
 
 /// Where the kernel's code comes from, for kernel and module functions.
@@ -49,26 +65,53 @@ pub struct KernelCode {
 /// weight) on its instructions. `notes` (address → text) are appended to
 /// the instruction holding the address (a module's relocations: what a call
 /// or a load refers to, which the object file's bytes do not say yet).
+/// Direct branch and call targets are shown with the symbol `names` gives
+/// them (`call 1139 <callee>`, `jne 11aa <hot+0x5e>`), RIP-relative memory
+/// operands with their address and symbol after the instruction
+/// (`lea rax,[rip+0x2ec1]  ; 4040 <table>`), as objdump and perf show
+/// them; not where a note says what the field refers to.
 pub fn disassemble(
     code: &[u8],
     start: u64,
     bitness: u32,
     hits: &BTreeMap<u64, u64>,
     notes: &BTreeMap<u64, String>,
+    names: &Rc<Names>,
 ) -> (Vec<(u64, String, u64)>, u64) {
     use iced_x86::{Decoder, DecoderOptions, Formatter, Instruction, IntelFormatter};
     let mut dec = Decoder::with_ip(bitness, code, start, DecoderOptions::NONE);
-    let mut fmt = IntelFormatter::new();
+    let mut fmt = IntelFormatter::with_options(
+        Some(Box::new(BranchTargets {
+            names: names.clone(),
+            notes: notes.clone(),
+        })),
+        None,
+    );
+    let o = fmt.options_mut();
+    o.set_hex_prefix("0x");
+    o.set_hex_suffix("");
+    o.set_uppercase_hex(false);
+    o.set_show_branch_size(false);
+    o.set_branch_leading_zeros(false);
+    o.set_rip_relative_addresses(true);
     let mut ins = Instruction::default();
     let mut lines = Vec::new();
     let mut placed = 0;
     while dec.can_decode() {
         dec.decode_out(&mut ins);
         let mut text = String::new();
+        let noted = notes.range(ins.ip()..ins.next_ip()).next().is_some();
         if ins.is_invalid() {
             text.push_str("(bad)");
         } else {
             fmt.format(&ins, &mut text);
+            if ins.is_ip_rel_memory_operand() && !noted {
+                let target = ins.ip_rel_memory_address();
+                text.push_str(&format!("  ; {target:x}"));
+                if let Some(n) = names.name(target) {
+                    text.push_str(&format!(" <{n}>"));
+                }
+            }
         }
         for (_, n) in notes.range(ins.ip()..ins.next_ip()) {
             text.push_str("  ; ");
@@ -80,6 +123,179 @@ pub fn disassemble(
     }
     let total: u64 = hits.values().sum();
     (lines, total - placed)
+}
+
+/// The symbols that name addresses in a disassembly: functions, data
+/// objects and labels of an ELF file, `NAME@plt` for its PLT entries and
+/// `NAME@got` for its GOT slots, else sections, at the addresses the code
+/// ran at (the file's plus `bias`).
+#[derive(Debug, Default)]
+pub struct Names {
+    /// (address in the file, size, name), by address; of symbols at one
+    /// address, the one with the largest size.
+    syms: Vec<(u64, u64, String)>,
+    /// (address, size, name) of the file's allocated sections.
+    sections: Vec<(u64, u64, String)>,
+    bias: u64,
+}
+
+impl Names {
+    /// The symbols of `file` (every one, or those of the section `only`:
+    /// a relocatable object's, whose addresses are offsets in their
+    /// sections), for code that ran `bias` from the file's addresses.
+    pub fn of(file: &object::File<'_>, only: Option<object::SectionIndex>, bias: u64) -> Names {
+        use object::{Object, ObjectSection, ObjectSymbol, SymbolKind};
+        let mut syms: Vec<(u64, u64, String)> = Vec::new();
+        for s in file.symbols().chain(file.dynamic_symbols()) {
+            if !matches!(
+                s.kind(),
+                SymbolKind::Text | SymbolKind::Data | SymbolKind::Unknown
+            ) || s.is_undefined()
+                || s.section_index().is_none()
+                || (only.is_some() && s.section_index() != only)
+            {
+                continue;
+            }
+            let Ok(name) = s.name() else { continue };
+            // Local labels and ARM-style mapping symbols name nothing.
+            if name.is_empty() || name.starts_with(".L") || name.starts_with('$') {
+                continue;
+            }
+            syms.push((s.address(), s.size(), crate::symbols::demangle(name)));
+        }
+        let mut sections = Vec::new();
+        if only.is_none() {
+            syms.extend(plt_names(file));
+            for sec in file.sections() {
+                let alloc = match sec.flags() {
+                    object::SectionFlags::Elf { sh_flags } => {
+                        sh_flags & u64::from(object::elf::SHF_ALLOC) != 0
+                    }
+                    _ => true,
+                };
+                if let (true, Ok(n)) = (alloc && sec.address() != 0, sec.name()) {
+                    sections.push((sec.address(), sec.size(), n.to_string()));
+                }
+            }
+            sections.sort();
+        }
+        syms.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+        syms.dedup_by_key(|s| s.0);
+        Names {
+            syms,
+            sections,
+            bias,
+        }
+    }
+
+    /// `SYMBOL` or `SYMBOL+0xOFF` for address `addr` (as the code ran): the
+    /// symbol holding it (within its size; a symbol without a size, up to
+    /// the next one), else its section.
+    pub fn name(&self, addr: u64) -> Option<String> {
+        let a = addr.wrapping_sub(self.bias);
+        let with_offset = |base: u64, name: &str| match a - base {
+            0 => name.to_string(),
+            d => format!("{name}+{d:#x}"),
+        };
+        let i = self.syms.partition_point(|s| s.0 <= a);
+        if let Some((at, size, name)) = i.checked_sub(1).map(|i| &self.syms[i]) {
+            if a - at < *size || (*size == 0 && self.syms.get(i).is_some_and(|n| a < n.0)) {
+                return Some(with_offset(*at, name));
+            }
+        }
+        let i = self.sections.partition_point(|s| s.0 <= a);
+        let (at, size, name) = &self.sections[i.checked_sub(1)?];
+        (a - at < *size).then(|| with_offset(*at, name))
+    }
+}
+
+/// `NAME@plt` for each PLT entry of a dynamically linked x86 `file` (where
+/// its `jmp [rip+SLOT]` starts, or the `endbr64` before it) and `NAME@got`
+/// for each GOT slot, of the dynamic relocations' symbols, as objdump
+/// names them.
+fn plt_names(file: &object::File<'_>) -> Vec<(u64, u64, String)> {
+    use iced_x86::{Decoder, DecoderOptions, Mnemonic};
+    use object::{Object, ObjectSection, ObjectSymbol, ObjectSymbolTable};
+    let (Some(relocs), Some(dynsyms)) = (file.dynamic_relocations(), file.dynamic_symbol_table())
+    else {
+        return Vec::new();
+    };
+    let mut slots: HashMap<u64, String> = HashMap::new();
+    for (at, r) in relocs {
+        // R_X86_64_GLOB_DAT and R_X86_64_JUMP_SLOT (R_386_GLOB_DAT and
+        // R_386_JMP_SLOT have the same numbers): GOT slots.
+        if !matches!(r.flags(), object::RelocationFlags::Elf { r_type: 6 | 7 }) {
+            continue;
+        }
+        if let object::RelocationTarget::Symbol(i) = r.target() {
+            if let Some(n) = dynsyms.symbol_by_index(i).ok().and_then(|s| s.name().ok()) {
+                if !n.is_empty() {
+                    slots.insert(at, crate::symbols::demangle(n));
+                }
+            }
+        }
+    }
+    let Ok(bitness) = bitness(file) else {
+        return Vec::new();
+    };
+    let mut out: Vec<(u64, u64, String)> = slots
+        .iter()
+        .map(|(at, n)| (*at, u64::from(bitness / 8), format!("{n}@got")))
+        .collect();
+    for sec in file.sections() {
+        if !sec.name().is_ok_and(|n| n.starts_with(".plt")) {
+            continue;
+        }
+        let Ok(code) = sec.data() else { continue };
+        let mut dec = Decoder::with_ip(bitness, code, sec.address(), DecoderOptions::NONE);
+        let mut entry = None;
+        for ins in &mut dec {
+            match ins.mnemonic() {
+                Mnemonic::Endbr64 | Mnemonic::Endbr32 => entry = Some(ins.ip()),
+                Mnemonic::Jmp if ins.is_ip_rel_memory_operand() => {
+                    if let Some(n) = slots.get(&ins.ip_rel_memory_address()) {
+                        let at = entry.filter(|e| ins.ip() - e <= 4).unwrap_or(ins.ip());
+                        out.push((at, 0, format!("{n}@plt")));
+                    }
+                    entry = None;
+                }
+                _ => entry = None,
+            }
+        }
+    }
+    out
+}
+
+/// Names direct branch and call targets for iced's formatter as objdump
+/// does: the address, then the symbol (`1139 <callee>`).
+struct BranchTargets {
+    names: Rc<Names>,
+    notes: BTreeMap<u64, String>,
+}
+
+impl iced_x86::SymbolResolver for BranchTargets {
+    fn symbol(
+        &mut self,
+        ins: &iced_x86::Instruction,
+        operand: u32,
+        _: Option<u32>,
+        address: u64,
+        _: u32,
+    ) -> Option<iced_x86::SymbolResult<'_>> {
+        use iced_x86::OpKind;
+        if !matches!(
+            ins.op_kind(operand),
+            OpKind::NearBranch16 | OpKind::NearBranch32 | OpKind::NearBranch64
+        ) || self.notes.range(ins.ip()..ins.next_ip()).next().is_some()
+        {
+            return None;
+        }
+        let text = match self.names.name(address) {
+            Some(n) => format!("{address:x} <{n}>"),
+            None => format!("{address:x}"),
+        };
+        Some(iced_x86::SymbolResult::with_string(address, text))
+    }
 }
 
 /// The samples of function `name` (the sampled pc's function, as `report`
@@ -201,7 +417,11 @@ pub fn annotate(
                 format!("{}: the code of {name} is not in the file", real.display())
             })?;
         let total: u64 = offsets.values().sum();
-        let (lines, outside) = disassemble(code, start, bitness, &hits, &BTreeMap::new());
+        let file = object::File::parse(&*data)
+            .map_err(|e| anyhow::anyhow!("{}: not an ELF file: {e}", real.display()))?;
+        let names = Rc::new(Names::of(&file, None, 0));
+        let (lines, outside) = disassemble(code, start, bitness, &hits, &BTreeMap::new(), &names);
+        let (source, files) = source_lines(&real, &lines, 0);
         out.push(Annotated {
             path,
             symbol: name.to_string(),
@@ -210,6 +430,8 @@ pub fn annotate(
             total,
             unplaced: unplaced + outside,
             unit: crate::report::shown_event(p).map_or("samples", |e| e.weight_unit()),
+            source,
+            files,
         });
     }
     Ok(out)
@@ -291,8 +513,18 @@ fn annotate_kernel(
         .and_then(|o| data.get(o as usize..(o + extent) as usize))
         .with_context(|| format!("{shown}: the code of {name} is not in the file"))?;
     let start = ran[rank];
-    let lines = disassemble(code, start, bitness, hits, &BTreeMap::new());
-    Ok(placed(p, name, shown.to_string(), start, hits, lines))
+    let names = Rc::new(Names::of(&file, None, slide));
+    let lines = disassemble(code, start, bitness, hits, &BTreeMap::new(), &names);
+    let source = source_lines(vmlinux, &lines.0, slide);
+    Ok(placed(
+        p,
+        name,
+        shown.to_string(),
+        start,
+        hits,
+        lines,
+        source,
+    ))
 }
 
 /// Of the addresses `ran` where functions of one name ran (static functions
@@ -317,6 +549,7 @@ fn placed(
     start: u64,
     hits: &BTreeMap<u64, u64>,
     (lines, unplaced): (Vec<(u64, String, u64)>, u64),
+    (source, files): (BTreeMap<u64, (usize, u32)>, Vec<SourceFile>),
 ) -> Annotated {
     Annotated {
         path,
@@ -326,7 +559,81 @@ fn placed(
         total: hits.values().sum(),
         unplaced,
         unit: crate::report::shown_event(p).map_or("samples", |e| e.weight_unit()),
+        source,
+        files,
     }
+}
+
+/// Largest source file read.
+const MAX_SOURCE: u64 = 64 << 20;
+
+/// The source line DWARF gives each instruction of `lines` (addresses as
+/// the code ran, `bias` from the ELF file `elf`'s), and the source files,
+/// read where DWARF says they are. Nothing where the file has no DWARF
+/// line table (or blazesym cannot read it).
+fn source_lines(
+    elf: &Path,
+    lines: &[(u64, String, u64)],
+    bias: u64,
+) -> (BTreeMap<u64, (usize, u32)>, Vec<SourceFile>) {
+    use blazesym::symbolize::{source, Input, Symbolized, Symbolizer};
+    let mut source = BTreeMap::new();
+    let mut files: Vec<SourceFile> = Vec::new();
+    let addrs: Vec<u64> = lines.iter().map(|l| l.0.wrapping_sub(bias)).collect();
+    let symbolizer = Symbolizer::builder()
+        .enable_code_info(true)
+        .enable_inlined_fns(true)
+        .enable_demangling(false)
+        .build();
+    let src = source::Source::Elf(source::Elf::new(elf));
+    let Ok(syms) = symbolizer.symbolize(&src, Input::VirtOffset(&addrs)) else {
+        return (source, files);
+    };
+    let mut index: HashMap<String, usize> = HashMap::new();
+    for (l, sym) in lines.iter().zip(&syms) {
+        let Symbolized::Sym(sym) = sym else { continue };
+        // The innermost inlined function's line, else the function's.
+        let info = match sym.inlined.last() {
+            Some(i) => i.code_info.as_ref(),
+            None => sym.code_info.as_deref(),
+        };
+        let Some((path, line)) = info.and_then(|c| {
+            Some((
+                crate::text::from_bytes(c.to_path().as_os_str().as_encoded_bytes()).into_owned(),
+                c.line.filter(|&l| l > 0)?,
+            ))
+        }) else {
+            continue;
+        };
+        let i = *index.entry(path.clone()).or_insert_with(|| {
+            files.push(SourceFile {
+                text: read_source(Path::new(&path)),
+                path,
+            });
+            files.len() - 1
+        });
+        source.insert(l.0, (i, line));
+    }
+    (source, files)
+}
+
+/// The lines of a source file, if it can be read (and is not huge).
+fn read_source(path: &Path) -> Option<Vec<String>> {
+    // A regular file only: opening a FIFO would wait for a writer.
+    if !std::fs::metadata(path).ok()?.is_file() {
+        return None;
+    }
+    let f = std::fs::File::open(path).ok()?;
+    let mut data = Vec::new();
+    std::io::Read::read_to_end(&mut std::io::Read::take(f, MAX_SOURCE + 1), &mut data).ok()?;
+    if data.len() as u64 > MAX_SOURCE {
+        return None;
+    }
+    Some(
+        data.split(|&b| b == b'\n')
+            .map(|l| crate::text::from_bytes(l.strip_suffix(b"\r").unwrap_or(l)).into_owned())
+            .collect(),
+    )
 }
 
 /// The object file of module `module`: `--modules` (a file, or a directory
@@ -541,8 +848,21 @@ fn annotate_module(
         };
         notes.insert(start + (off - sym.address()), note);
     }
-    let lines = disassemble(bytes, start, bitness, hits, &notes);
-    Ok(placed(p, name, shown.to_string(), start, hits, lines))
+    // Calls and jumps within the section that the assembler resolved have
+    // no relocation: the section's symbols name them.
+    let names = Rc::new(Names::of(&file, Some(section_index), base));
+    let lines = disassemble(bytes, start, bitness, hits, &notes, &names);
+    // The DWARF of a relocatable object needs its relocations applied to
+    // give addresses: no source lines.
+    Ok(placed(
+        p,
+        name,
+        shown.to_string(),
+        start,
+        hits,
+        lines,
+        Default::default(),
+    ))
 }
 
 fn elf_bitness(data: &[u8]) -> Result<u32> {
@@ -560,7 +880,12 @@ fn bitness(f: &object::File<'_>) -> Result<u32> {
     }
 }
 
-/// Writes `perf annotate`-like text: percent and samples per instruction.
+/// Source lines listed in the summary of the hottest ones.
+const SUMMARY_LINES: usize = 10;
+
+/// Writes `perf annotate`-like text: percent and samples per instruction,
+/// where DWARF has them the source lines between the instructions (and
+/// first, the hottest source lines).
 pub fn write(a: &[Annotated], out: &mut dyn Write) -> std::io::Result<()> {
     for f in a {
         writeln!(
@@ -576,12 +901,93 @@ pub fn write(a: &[Annotated], out: &mut dyn Write) -> std::io::Result<()> {
                 String::new()
             }
         )?;
+        let short = short_names(&f.files);
+        let located = |file: usize, line: u32| format!("{}:{line}", esc(&short[file]));
+        let text = |file: usize, line: u32| -> Option<String> {
+            let t = f.files[file].text.as_ref()?.get(line as usize - 1)?;
+            Some(esc(&expand_tabs(t)).trim_end().to_string())
+        };
+        // file:line, then the line's text in a column.
+        let width = f
+            .source
+            .values()
+            .map(|&(file, line)| located(file, line).chars().count())
+            .max()
+            .unwrap_or(0);
+        let source_line = |file: usize, line: u32, trim: bool| match text(file, line) {
+            Some(t) if !t.is_empty() => format!(
+                "{:<width$}  {}",
+                located(file, line),
+                if trim { t.trim_start() } else { &t }
+            ),
+            _ => located(file, line),
+        };
+        if !f.files.is_empty() {
+            for s in &f.files {
+                writeln!(
+                    out,
+                    "# source: {}{}",
+                    esc(&s.path),
+                    if s.text.is_some() {
+                        ""
+                    } else {
+                        " (not readable: file:line only)"
+                    }
+                )?;
+            }
+            // Weight per source line, hottest first.
+            let mut per_line: HashMap<(usize, u32), u64> = HashMap::new();
+            for (addr, _, w) in &f.lines {
+                if let (Some(loc), true) = (f.source.get(addr), *w > 0) {
+                    *per_line.entry(*loc).or_default() += w;
+                }
+            }
+            let mut hot: Vec<((usize, u32), u64)> = per_line.into_iter().collect();
+            hot.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+            if !hot.is_empty() {
+                writeln!(out, "# hottest source lines:")?;
+                writeln!(out, "# {:>7} {:>8}  source line", "percent", f.unit)?;
+                for ((file, line), w) in hot.iter().take(SUMMARY_LINES) {
+                    writeln!(
+                        out,
+                        "  {:>7.2} {:>8}  {}",
+                        100.0 * *w as f64 / f.total.max(1) as f64,
+                        w,
+                        source_line(*file, *line, true)
+                    )?;
+                }
+                if hot.len() > SUMMARY_LINES {
+                    let rest: u64 = hot[SUMMARY_LINES..].iter().map(|h| h.1).sum();
+                    writeln!(
+                        out,
+                        "# ... {} more lines, {} {}",
+                        hot.len() - SUMMARY_LINES,
+                        rest,
+                        f.unit
+                    )?;
+                }
+                writeln!(out, "#")?;
+            }
+        }
         writeln!(
             out,
             "# {:>7} {:>8}  {:>16}  instruction",
             "percent", f.unit, "address"
         )?;
-        for (addr, text, w) in &f.lines {
+        let mut last = None;
+        for (addr, text_of, w) in &f.lines {
+            let loc = f.source.get(addr).copied();
+            if let Some((file, line)) = loc.filter(|_| loc != last) {
+                writeln!(
+                    out,
+                    "  {:>7} {:>8}  {:>16}  {}",
+                    "",
+                    "",
+                    "",
+                    source_line(file, line, false)
+                )?;
+            }
+            last = loc;
             if *w > 0 {
                 writeln!(
                     out,
@@ -589,15 +995,49 @@ pub fn write(a: &[Annotated], out: &mut dyn Write) -> std::io::Result<()> {
                     100.0 * *w as f64 / f.total.max(1) as f64,
                     w,
                     addr,
-                    text
+                    text_of
                 )?;
             } else {
-                writeln!(out, "  {:>7} {:>8}  {:>16x}  {}", "", "", addr, text)?;
+                writeln!(out, "  {:>7} {:>8}  {:>16x}  {}", "", "", addr, text_of)?;
             }
         }
         writeln!(out)?;
     }
     Ok(())
+}
+
+/// What the listing calls each source file: its file name, or its path
+/// where another file of the function has the same name.
+fn short_names(files: &[SourceFile]) -> Vec<String> {
+    let base = |p: &str| p.rsplit('/').next().unwrap_or(p).to_string();
+    files
+        .iter()
+        .map(|f| {
+            let b = base(&f.path);
+            if files.iter().filter(|g| base(&g.path) == b).count() > 1 {
+                f.path.clone()
+            } else {
+                b
+            }
+        })
+        .collect()
+}
+
+/// `line` with its tabs expanded to 8-column stops.
+fn expand_tabs(line: &str) -> String {
+    let mut s = String::with_capacity(line.len());
+    let mut col = 0;
+    for c in line.chars() {
+        if c == '\t' {
+            let n = 8 - col % 8;
+            s.extend(std::iter::repeat_n(' ', n));
+            col += n;
+        } else {
+            s.push(c);
+            col += 1;
+        }
+    }
+    s
 }
 
 #[cfg(test)]
@@ -609,7 +1049,8 @@ mod tests {
         // push rbp; mov rbp,rsp; nop; pop rbp; ret
         let code = [0x55, 0x48, 0x89, 0xe5, 0x90, 0x5d, 0xc3];
         let hits = BTreeMap::from([(0x1001, 3), (0x1004, 1), (0x1002, 5), (0x2000, 2)]);
-        let (lines, unplaced) = disassemble(&code, 0x1000, 64, &hits, &BTreeMap::new());
+        let (lines, unplaced) =
+            disassemble(&code, 0x1000, 64, &hits, &BTreeMap::new(), &Rc::default());
         let got: Vec<(u64, &str, u64)> =
             lines.iter().map(|(a, t, w)| (*a, t.as_str(), *w)).collect();
         assert_eq!(
@@ -631,7 +1072,62 @@ mod tests {
             64,
             &BTreeMap::new(),
             &BTreeMap::new(),
+            &Rc::default(),
         );
         assert!(lines.iter().any(|l| l.1 == "(bad)"), "{lines:?}");
+    }
+
+    #[test]
+    fn the_summary_lists_the_ten_hottest_lines_and_says_what_is_left() {
+        // 12 instructions on 12 lines of two files named alike: weights
+        // 1..=12, the one at line 5 of b/x.c beyond its end.
+        let files = vec![
+            SourceFile {
+                path: "/a/x.c".into(),
+                text: Some((1..=12).map(|i| format!("\tline {i}\x1b")).collect()),
+            },
+            SourceFile {
+                path: "/b/x.c".into(),
+                text: Some(vec!["only".into()]),
+            },
+        ];
+        let mut source = BTreeMap::new();
+        let mut lines = Vec::new();
+        for i in 1..=12u64 {
+            lines.push((0x100 + i, format!("nop{i}"), i));
+            source.insert(0x100 + i, (usize::from(i == 5), i as u32));
+        }
+        let a = Annotated {
+            path: "/bin/x".into(),
+            symbol: "f".into(),
+            start: 0x101,
+            lines,
+            total: 78,
+            unplaced: 0,
+            unit: "samples",
+            source,
+            files,
+        };
+        let mut out = Vec::new();
+        write(&[a], &mut out).unwrap();
+        let out = String::from_utf8(out).unwrap();
+        let rows: Vec<&str> = out
+            .lines()
+            .skip_while(|l| !l.starts_with("# hottest"))
+            .skip(2)
+            .take(11)
+            .collect();
+        // Hottest first, text trimmed and escaped; the file's path where
+        // another has the same name; the line beyond the file: no text.
+        assert_eq!(
+            rows[0], "    15.38       12  /a/x.c:12  line 12\\e",
+            "{out}"
+        );
+        assert_eq!(rows[7], "     6.41        5  /b/x.c:5", "{out}");
+        assert_eq!(rows[9], "     3.85        3  /a/x.c:3   line 3\\e", "{out}");
+        assert_eq!(rows[10], "# ... 2 more lines, 3 samples", "{out}");
+        // In the listing, the text in a column, its tabs expanded.
+        let row = format!("\n{:38}{:<9}  {:8}line 1\\e\n", "", "/a/x.c:1", "");
+        assert!(out.contains(&row), "{out}");
     }
 }

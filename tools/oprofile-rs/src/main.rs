@@ -59,7 +59,9 @@ enum Cmd {
     List(ListArgs),
     /// Samples per instruction over the disassembly of a function: of a
     /// program or library, of the kernel (--vmlinux) or of a module
-    /// (--modules); x86 and x86-64 code.
+    /// (--modules); x86 and x86-64 code. Where DWARF has them, the hottest
+    /// source lines come first and the source lines show between the
+    /// instructions; call, jump and RIP-relative targets are named.
     Annotate(AnnotateArgs),
     /// Control the module: show its settings, switch recording on or off,
     /// flush, take a snapshot, change settings (through the device's

@@ -12,7 +12,9 @@ use std::process::Command;
 use common::*;
 
 /// A stand-in for vmlinux: `_stext`, then `kfunc` (push rbp; mov rbp,rsp;
-/// nop; pop rbp; ret), then `knext`, linked at the kernel's usual address.
+/// nop; pop rbp; ret), then `knext`, then `kcaller` (calls knext, loads
+/// the address of `kdata`), linked at the kernel's usual address, with
+/// DWARF lines (of this source).
 const IMAGE_ASM: &str = r#"
     .text
     .globl _stext
@@ -32,6 +34,19 @@ kfunc:
 knext:
     ret
     .size knext, .-knext
+    .globl kcaller
+    .type kcaller,@function
+kcaller:
+    call knext /* KCALL */
+    lea kdata(%rip),%rax /* KDATA */
+    ret
+    .size kcaller, .-kcaller
+    .data
+    .globl kdata
+    .type kdata,@object
+kdata:
+    .quad 0
+    .size kdata, 8
 "#;
 
 const LINKED_AT: u64 = 0xffff_ffff_8100_0000;
@@ -43,7 +58,7 @@ fn image(dir: &Path) -> PathBuf {
     std::fs::write(&src, IMAGE_ASM).unwrap();
     let out = dir.join("vmlinux");
     sh(Command::new("cc")
-        .args(["-nostdlib", "-static", "-no-pie"])
+        .args(["-g", "-nostdlib", "-static", "-no-pie"])
         .arg(format!("-Wl,-Ttext={LINKED_AT:#x}"))
         .args(["-Wl,-e,_stext", "-Wl,--build-id=none", "-o"])
         .arg(&out)
@@ -173,4 +188,86 @@ fn without_the_image_or_with_another_kernels_it_says_why() {
     std::fs::remove_file(dir.path().join("oprofile.data.meta/kallsyms")).unwrap();
     let err = refused("kfunc", &file, Some(&vmlinux));
     assert!(err.contains("no sample in a function named kfunc"), "{err}");
+}
+
+/// The kernel function's source lines (DWARF of the image) come first and
+/// between its instructions, and its call and RIP-relative targets are
+/// named by the image's symbols at the addresses the kernel ran at.
+#[test]
+fn source_lines_and_targets_of_a_kernel_function() {
+    let dir = tempfile::tempdir().unwrap();
+    let vmlinux = image(dir.path());
+    let link = |name: &str| elf_sym(&vmlinux, name).0;
+    let slide = RAN_AT - LINKED_AT;
+    let kcaller = link("kcaller") + slide;
+    let ks = format!(
+        "{RAN_AT:016x} T _stext\n{:016x} T knext\n{kcaller:016x} T kcaller\n{:016x} T _etext\n",
+        link("knext") + slide,
+        kcaller + 13
+    );
+    // 3 on the call (5 bytes), 1 on the lea.
+    let file = recording(dir.path(), kcaller, &[0, 0, 0, 5], &ks);
+    let f = file.to_str().unwrap();
+    let (ok, out, err) = annotate(&["kcaller", "-i", f, "--vmlinux", vmlinux.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    let line_of = |marker: &str| IMAGE_ASM.lines().position(|l| l.contains(marker)).unwrap() + 1;
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines[1],
+        format!("# source: {}", dir.path().join("image.S").display()),
+        "{out}"
+    );
+    let summary = lines
+        .iter()
+        .position(|l| *l == "# hottest source lines:")
+        .unwrap_or_else(|| panic!("{out}"));
+    let call = format!("image.S:{}", line_of("KCALL"));
+    assert_eq!(
+        lines[summary + 2].split_whitespace().collect::<Vec<_>>(),
+        [
+            "75.00",
+            "3",
+            &call[..],
+            "call",
+            "knext",
+            "/*",
+            "KCALL",
+            "*/"
+        ],
+        "{out}"
+    );
+    let row = |addr: u64| -> Vec<&str> {
+        let a = format!("{addr:x}");
+        lines
+            .iter()
+            .map(|l| l.split_whitespace().collect::<Vec<_>>())
+            .find(|l| l.iter().take(3).any(|w| *w == a))
+            .unwrap_or_else(|| panic!("no line at {a}: {out}"))
+    };
+    let knext = format!("{:x}", link("knext") + slide);
+    assert_eq!(
+        row(kcaller),
+        [
+            "75.00",
+            "3",
+            &format!("{kcaller:x}")[..],
+            "call",
+            &knext[..],
+            "<knext>"
+        ],
+        "{out}"
+    );
+    let kdata = format!("{:x}", link("kdata") + slide);
+    assert_eq!(row(kcaller + 5)[5..], [";", &kdata[..], "<kdata>"], "{out}");
+    // The lea's source row is between the call and the lea.
+    let lea = lines
+        .iter()
+        .position(|l| l.contains(&format!("{:x}  lea", kcaller + 5)))
+        .unwrap();
+    assert!(
+        lines[lea - 1]
+            .trim()
+            .starts_with(&format!("image.S:{}", line_of("KDATA"))),
+        "{out}"
+    );
 }
