@@ -37,6 +37,8 @@ pub struct Annotated {
     pub source: BTreeMap<u64, (usize, u32)>,
     /// The source files of `source`.
     pub files: Vec<SourceFile>,
+    /// The separate debug file the symbols and lines came from, if any.
+    pub debug_file: Option<String>,
 }
 
 /// A source file of an annotated function.
@@ -188,6 +190,15 @@ impl Names {
         }
     }
 
+    /// Adds the symbols of `other`, a file of the same addresses (its
+    /// separate debug file, its mini-debuginfo).
+    pub fn add_symbols(&mut self, other: &object::File<'_>) {
+        let theirs = Names::of(other, None, self.bias);
+        self.syms.extend(theirs.syms);
+        self.syms.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+        self.syms.dedup_by_key(|s| s.0);
+    }
+
     /// `SYMBOL` or `SYMBOL+0xOFF` for address `addr` (as the code ran): the
     /// symbol holding it (within its size; a symbol without a size, up to
     /// the next one), else its section.
@@ -307,6 +318,7 @@ pub fn annotate(
     p: &Profile,
     name: &str,
     symfs: Option<&Path>,
+    debug_dirs: &[PathBuf],
     code: &KernelCode,
 ) -> Result<Vec<Annotated>> {
     let vmlinux = code.vmlinux.as_deref();
@@ -385,9 +397,27 @@ pub fn annotate(
             std::fs::read(&real).with_context(|| format!("cannot read {}", real.display()))?;
         let bitness = elf_bitness(&data)
             .with_context(|| format!("{}: cannot disassemble", real.display()))?;
-        let elf = ElfSymbols::parse(&data)
+        let own = object::File::parse(&*data)
+            .map_err(|e| anyhow::anyhow!("{}: not an ELF file: {e}", real.display()))?;
+        let mut elf = ElfSymbols::parse(&data)
             .map_err(|e| anyhow::anyhow!(e))
             .with_context(|| real.display().to_string())?;
+        let mut names = Names::of(&own, None, 0);
+        // The symbols (and lines) a stripped binary lacks: its separate
+        // debug file's, else its mini-debuginfo's.
+        let (debug, extra) = match debug_file(&real, &own, debug_dirs) {
+            Some((path, data)) => (Some(path), Some(data)),
+            None if object::Object::section_by_name(&own, ".symtab").is_none() => {
+                (None, crate::symbols::mini_debuginfo(&data).ok().flatten())
+            }
+            None => (None, None),
+        };
+        if let Some(extra) = &extra {
+            if let (Ok(syms), Ok(f)) = (ElfSymbols::parse(extra), object::File::parse(&**extra)) {
+                elf.merge(syms);
+                names.add_symbols(&f);
+            }
+        }
         let mut hits: BTreeMap<u64, u64> = BTreeMap::new();
         let mut unplaced = 0;
         for (off, w) in &offsets {
@@ -417,11 +447,9 @@ pub fn annotate(
                 format!("{}: the code of {name} is not in the file", real.display())
             })?;
         let total: u64 = offsets.values().sum();
-        let file = object::File::parse(&*data)
-            .map_err(|e| anyhow::anyhow!("{}: not an ELF file: {e}", real.display()))?;
-        let names = Rc::new(Names::of(&file, None, 0));
+        let names = Rc::new(names);
         let (lines, outside) = disassemble(code, start, bitness, &hits, &BTreeMap::new(), &names);
-        let (source, files) = source_lines(&real, &lines, 0);
+        let (source, files) = source_lines(debug.as_deref().unwrap_or(&real), &lines, 0);
         out.push(Annotated {
             path,
             symbol: name.to_string(),
@@ -432,9 +460,65 @@ pub fn annotate(
             unit: crate::report::shown_event(p).map_or("samples", |e| e.weight_unit()),
             source,
             files,
+            debug_file: debug.map(|d| d.display().to_string()),
         });
     }
     Ok(out)
+}
+
+/// The separate debug file of the ELF file `file` read at `real`, found as
+/// gdb and perf find it: by build-id (`DIR/.build-id/ab/cdef….debug`), then
+/// by `.gnu_debuglink` (next to the binary, in its `.debug/`, in `DIR/` and
+/// in `DIR/<binary's directory>/`), for each debug directory DIR; one whose
+/// build-id differs from the binary's is not its. None where the binary
+/// has DWARF itself. Its path and its bytes.
+fn debug_file(
+    real: &Path,
+    file: &object::File<'_>,
+    dirs: &[PathBuf],
+) -> Option<(PathBuf, Vec<u8>)> {
+    use object::Object;
+    if file.section_by_name(".debug_info").is_some() {
+        return None;
+    }
+    let id = file.build_id().ok().flatten();
+    let mut candidates = Vec::new();
+    if let Some((first, rest)) = id.and_then(|id| id.split_first()) {
+        let rest: String = rest.iter().map(|b| format!("{b:02x}")).collect();
+        for d in dirs {
+            candidates.push(
+                d.join(".build-id")
+                    .join(format!("{first:02x}"))
+                    .join(format!("{rest}.debug")),
+            );
+        }
+    }
+    if let Some((link, _crc)) = file.gnu_debuglink().ok().flatten() {
+        let link = PathBuf::from(crate::text::from_bytes(link).into_owned());
+        let dir = real.parent().unwrap_or(Path::new("/"));
+        candidates.push(dir.join(&link));
+        candidates.push(dir.join(".debug").join(&link));
+        for d in dirs {
+            candidates.push(d.join(&link));
+            candidates.push(d.join(dir.strip_prefix("/").unwrap_or(dir)).join(&link));
+        }
+    }
+    candidates.into_iter().find_map(|c| {
+        if c.as_path() == real || !c.is_file() {
+            return None;
+        }
+        let data = std::fs::read(&c).ok()?;
+        let theirs = object::File::parse(&*data)
+            .ok()?
+            .build_id()
+            .ok()
+            .flatten()
+            .map(<[u8]>::to_vec);
+        match (id, theirs) {
+            (Some(ours), Some(theirs)) if ours != theirs => None,
+            _ => Some((c, data)),
+        }
+    })
 }
 
 /// The addresses of the symbols named `name` in the ELF file `f` (any kind:
@@ -561,6 +645,7 @@ fn placed(
         unit: crate::report::shown_event(p).map_or("samples", |e| e.weight_unit()),
         source,
         files,
+        debug_file: None,
     }
 }
 
@@ -901,6 +986,9 @@ pub fn write(a: &[Annotated], out: &mut dyn Write) -> std::io::Result<()> {
                 String::new()
             }
         )?;
+        if let Some(d) = &f.debug_file {
+            writeln!(out, "# debug file: {}", esc(d))?;
+        }
         let short = short_names(&f.files);
         let located = |file: usize, line: u32| format!("{}:{line}", esc(&short[file]));
         let text = |file: usize, line: u32| -> Option<String> {
@@ -1107,6 +1195,7 @@ mod tests {
             unit: "samples",
             source,
             files,
+            debug_file: None,
         };
         let mut out = Vec::new();
         write(&[a], &mut out).unwrap();

@@ -875,12 +875,21 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 modules: a.modules,
                 release,
             };
-            let ann = oprofile_tool::annotate::annotate(
-                &p,
-                &symbol,
-                a.input.common.symfs.as_deref(),
-                &code,
-            )?;
+            // Where separate debug files are looked for, as when loading.
+            let symfs = a.input.common.symfs.as_deref();
+            let debug_dirs: Vec<PathBuf> = a
+                .input
+                .common
+                .debug_dir
+                .iter()
+                .map(PathBuf::as_path)
+                .chain([Path::new("/usr/lib/debug"), Path::new("/lib/debug")])
+                .map(|d| match symfs {
+                    Some(root) => root.join(d.strip_prefix("/").unwrap_or(d)),
+                    None => d.to_path_buf(),
+                })
+                .collect();
+            let ann = oprofile_tool::annotate::annotate(&p, &symbol, symfs, &debug_dirs, &code)?;
             let mut out = BufWriter::new(std::io::stdout().lock());
             oprofile_tool::annotate::write(&ann, &mut out)?;
             out.flush()?;

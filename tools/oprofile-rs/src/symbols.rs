@@ -648,8 +648,8 @@ impl ElfSymbols {
     }
 
     /// Adds the function symbols of `other` (same addresses: e.g. the
-    /// mini-debuginfo of this file).
-    fn merge(&mut self, other: ElfSymbols) {
+    /// mini-debuginfo of this file, or its separate debug file).
+    pub fn merge(&mut self, other: ElfSymbols) {
         self.syms.extend(other.syms);
         self.syms
             .sort_by(|a, b| a.addr.cmp(&b.addr).then(b.size.cmp(&a.size)));

@@ -256,3 +256,73 @@ fn without_dwarf_there_is_neither_summary_nor_source() {
         Some("percent")
     );
 }
+
+/// A stripped binary's symbols and lines are in its separate debug file:
+/// annotate finds it as the symbolisation does, by build-id in a debug
+/// directory (`--debug-dir`) or by its `.gnu_debuglink` next to it.
+#[test]
+fn a_stripped_binary_is_annotated_from_its_separate_debug_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("annotate_src");
+    sh(Command::new("cc")
+        .args(["-O0", "-g", "-fPIE", "-pie", "-Wl,--build-id", "-o"])
+        .arg(&out)
+        .arg(SRC));
+    let ins = objdump_hot(&out);
+    let (load, call) = (at(&ins, "<table>"), at(&ins, "<callee>"));
+    let (callee, _) = elf_sym(&out, "callee");
+    let debug = dir.path().join("annotate_src.debug");
+    sh(Command::new("objcopy")
+        .arg("--only-keep-debug")
+        .arg(&out)
+        .arg(&debug));
+    sh(Command::new("strip").arg("--strip-all").arg(&out));
+    let check = |extra: &[&str], debug_file: &Path| {
+        let rec = tempfile::tempdir().unwrap();
+        let file = recording(rec.path(), &out, &[load, load, load, call]);
+        let out = run_tool(&[&["annotate", "hot", "-i", file.to_str().unwrap()], extra].concat());
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(
+            lines[1],
+            format!("# debug file: {}", debug_file.display()),
+            "{out}"
+        );
+        assert_eq!(lines[2], format!("# source: {SRC}"), "{out}");
+        let hot = format!("annotate_src.c:{}", line_of("/* HOT */"));
+        assert_eq!(
+            lines[5].split_whitespace().take(3).collect::<Vec<_>>(),
+            ["75.00", "3", &hot[..]],
+            "{out}"
+        );
+        // callee is named from the debug file's .symtab.
+        assert_eq!(
+            row(&out, call)[3..],
+            ["call", &format!("{callee:x}")[..], "<callee>"],
+            "{out}"
+        );
+    };
+    // By build-id, in --debug-dir.
+    let id = Command::new("readelf")
+        .args(["-n"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let id = String::from_utf8_lossy(&id.stdout)
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Build ID: ").map(str::to_string))
+        .expect("a build-id");
+    let dbg = dir.path().join("dbg");
+    let by_id = dbg
+        .join(".build-id")
+        .join(&id[..2])
+        .join(format!("{}.debug", &id[2..]));
+    std::fs::create_dir_all(by_id.parent().unwrap()).unwrap();
+    std::fs::rename(&debug, &by_id).unwrap();
+    check(&["--debug-dir", dbg.to_str().unwrap()], &by_id);
+    // By its debug link, next to it.
+    std::fs::rename(&by_id, &debug).unwrap();
+    sh(Command::new("objcopy")
+        .arg(format!("--add-gnu-debuglink={}", debug.display()))
+        .arg(&out));
+    check(&[], &debug);
+}

@@ -271,3 +271,40 @@ fn corrupt_mini_debuginfo_names_nothing_and_does_not_panic() {
         }
     }
 }
+
+/// `annotate` of a function of a binary with mini-debuginfo: its calls to
+/// the local functions only `.gnu_debugdata` names are named.
+#[test]
+fn annotate_names_calls_from_the_mini_debuginfo() {
+    use oprofile_stream::{Comm, Encoder, Header, Record, Sample};
+    let dir = tempfile::tempdir().unwrap();
+    let b = build(dir.path());
+    let (main, _) = sym(&b.full, "main");
+    let (alpha, _) = sym(&b.full, "mdi_alpha");
+    let mut e = Encoder::new(&Header::default());
+    e.record(&Record::Comm(Comm::new(0, 1, PID, PID, "mdi")));
+    e.record(&Record::Sample(Sample {
+        time: 10,
+        pc: BASE + main,
+        pid: PID,
+        tgid: PID,
+        ..Default::default()
+    }));
+    let file = common::write_recording(
+        dir.path(),
+        &e.finish(),
+        &maps_for(&b.mdi, b.mdi.to_str().unwrap()),
+    );
+    let out = common::run_tool(&["annotate", "main", "-i", file.to_str().unwrap()]);
+    assert!(
+        out.lines().any(|l| l
+            .trim_end()
+            .ends_with(&format!("call {alpha:x} <mdi_alpha>"))),
+        "{out}"
+    );
+    // No debug file, no DWARF: no source lines.
+    assert!(
+        !out.contains("# debug file") && !out.contains("# source"),
+        "{out}"
+    );
+}
