@@ -48,6 +48,10 @@ pub struct SourceFile {
     pub path: String,
     /// Its lines, if it could be read where DWARF says it is.
     pub text: Option<Vec<String>>,
+    /// Whether it was modified after the file its lines come from (the
+    /// binary, its debug file, the kernel's image): its lines may have
+    /// moved since.
+    pub newer: bool,
 }
 
 /// Where the kernel's code comes from, for kernel and module functions.
@@ -166,8 +170,9 @@ impl Names {
             syms.push((s.address(), s.size(), crate::symbols::demangle(name)));
         }
         let mut sections = Vec::new();
+        let mut relative = Vec::new();
         if only.is_none() {
-            syms.extend(plt_names(file));
+            syms.extend(plt_names(file, &mut relative));
             for sec in file.sections() {
                 let alloc = match sec.flags() {
                     object::SectionFlags::Elf { sh_flags } => {
@@ -183,11 +188,29 @@ impl Names {
         }
         syms.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
         syms.dedup_by_key(|s| s.0);
-        Names {
+        let mut names = Names {
             syms,
             sections,
             bias,
+        };
+        // A .got slot holding a function's address: NAME@got.
+        let slots: Vec<(u64, u64, String)> = relative
+            .into_iter()
+            .filter_map(|(slot, to)| {
+                let i = names.syms.binary_search_by_key(&to, |s| s.0).ok()?;
+                Some((
+                    slot,
+                    u64::from(names_width(file)),
+                    format!("{}@got", names.syms[i].2),
+                ))
+            })
+            .collect();
+        if !slots.is_empty() {
+            names.syms.extend(slots);
+            names.syms.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+            names.syms.dedup_by_key(|s| s.0);
         }
+        names
     }
 
     /// Adds the symbols of `other`, a file of the same addresses (its
@@ -220,26 +243,50 @@ impl Names {
     }
 }
 
+/// The size of an address of `file`'s code: 8 or 4 bytes.
+fn names_width(file: &object::File<'_>) -> u8 {
+    use object::Object;
+    if file.is_64() {
+        8
+    } else {
+        4
+    }
+}
+
 /// `NAME@plt` for each PLT entry of a dynamically linked x86 `file` (where
 /// its `jmp [rip+SLOT]` starts, or the `endbr64` before it) and `NAME@got`
 /// for each GOT slot, of the dynamic relocations' symbols, as objdump
-/// names them.
-fn plt_names(file: &object::File<'_>) -> Vec<(u64, u64, String)> {
+/// names them; the `.got` slots that hold an address of the file itself
+/// are added to `relative` (slot, address).
+fn plt_names(file: &object::File<'_>, relative: &mut Vec<(u64, u64)>) -> Vec<(u64, u64, String)> {
     use iced_x86::{Decoder, DecoderOptions, Mnemonic};
     use object::{Object, ObjectSection, ObjectSymbol, ObjectSymbolTable};
-    let (Some(relocs), Some(dynsyms)) = (file.dynamic_relocations(), file.dynamic_symbol_table())
-    else {
+    let Some(relocs) = file.dynamic_relocations() else {
         return Vec::new();
     };
+    let dynsyms = file.dynamic_symbol_table();
     let mut slots: HashMap<u64, String> = HashMap::new();
+    let got = file
+        .section_by_name(".got")
+        .map_or(0..0, |s| s.address()..s.address() + s.size());
     for (at, r) in relocs {
+        // R_X86_64_RELATIVE (R_386_RELATIVE): a slot of .got holding the
+        // address of a function of the file itself (a call through the GOT
+        // of Rust or -fno-plt code).
+        if matches!(r.flags(), object::RelocationFlags::Elf { r_type: 8 }) {
+            if got.contains(&at) && !r.has_implicit_addend() {
+                relative.push((at, r.addend() as u64));
+            }
+            continue;
+        }
         // R_X86_64_GLOB_DAT and R_X86_64_JUMP_SLOT (R_386_GLOB_DAT and
         // R_386_JMP_SLOT have the same numbers): GOT slots.
         if !matches!(r.flags(), object::RelocationFlags::Elf { r_type: 6 | 7 }) {
             continue;
         }
         if let object::RelocationTarget::Symbol(i) = r.target() {
-            if let Some(n) = dynsyms.symbol_by_index(i).ok().and_then(|s| s.name().ok()) {
+            let sym = dynsyms.as_ref().and_then(|d| d.symbol_by_index(i).ok());
+            if let Some(n) = sym.and_then(|s| s.name().ok()) {
                 if !n.is_empty() {
                     slots.insert(at, crate::symbols::demangle(n));
                 }
@@ -251,7 +298,7 @@ fn plt_names(file: &object::File<'_>) -> Vec<(u64, u64, String)> {
     };
     let mut out: Vec<(u64, u64, String)> = slots
         .iter()
-        .map(|(at, n)| (*at, u64::from(bitness / 8), format!("{n}@got")))
+        .map(|(at, n)| (*at, u64::from(names_width(file)), format!("{n}@got")))
         .collect();
     for sec in file.sections() {
         if !sec.name().is_ok_and(|n| n.starts_with(".plt")) {
@@ -675,6 +722,7 @@ fn source_lines(
         return (source, files);
     };
     let mut index: HashMap<String, usize> = HashMap::new();
+    let built = std::fs::metadata(elf).and_then(|m| m.modified()).ok();
     for (l, sym) in lines.iter().zip(&syms) {
         let Symbolized::Sym(sym) = sym else { continue };
         // The innermost inlined function's line, else the function's.
@@ -691,8 +739,13 @@ fn source_lines(
             continue;
         };
         let i = *index.entry(path.clone()).or_insert_with(|| {
+            let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
             files.push(SourceFile {
                 text: read_source(Path::new(&path)),
+                newer: matches!(
+                    (modified(Path::new(&path)), &built),
+                    (Some(s), Some(b)) if s > *b
+                ),
                 path,
             });
             files.len() - 1
@@ -1016,10 +1069,12 @@ pub fn write(a: &[Annotated], out: &mut dyn Write) -> std::io::Result<()> {
                     out,
                     "# source: {}{}",
                     esc(&s.path),
-                    if s.text.is_some() {
-                        ""
-                    } else {
-                        " (not readable: file:line only)"
+                    match (&s.text, s.newer) {
+                        (None, _) => " (not readable: file:line only)",
+                        (Some(_), true) => {
+                            " (modified after the binary was built: its lines may not match)"
+                        }
+                        (Some(_), false) => "",
                     }
                 )?;
             }
@@ -1064,7 +1119,9 @@ pub fn write(a: &[Annotated], out: &mut dyn Write) -> std::io::Result<()> {
         )?;
         let mut last = None;
         for (addr, text_of, w) in &f.lines {
-            let loc = f.source.get(addr).copied();
+            // An instruction of no line (line 0: code the compiler made)
+            // continues the previous line, as objdump -S shows it.
+            let loc = f.source.get(addr).copied().or(last);
             if let Some((file, line)) = loc.filter(|_| loc != last) {
                 writeln!(
                     out,
@@ -1173,10 +1230,12 @@ mod tests {
             SourceFile {
                 path: "/a/x.c".into(),
                 text: Some((1..=12).map(|i| format!("\tline {i}\x1b")).collect()),
+                newer: false,
             },
             SourceFile {
                 path: "/b/x.c".into(),
                 text: Some(vec!["only".into()]),
+                newer: true,
             },
         ];
         let mut source = BTreeMap::new();
@@ -1200,6 +1259,13 @@ mod tests {
         let mut out = Vec::new();
         write(&[a], &mut out).unwrap();
         let out = String::from_utf8(out).unwrap();
+        assert!(
+            out.contains(
+                "\n# source: /a/x.c\n# source: /b/x.c (modified after the binary was built: \
+                 its lines may not match)\n"
+            ),
+            "{out}"
+        );
         let rows: Vec<&str> = out
             .lines()
             .skip_while(|l| !l.starts_with("# hottest"))
@@ -1218,5 +1284,42 @@ mod tests {
         // In the listing, the text in a column, its tabs expanded.
         let row = format!("\n{:38}{:<9}  {:8}line 1\\e\n", "", "/a/x.c:1", "");
         assert!(out.contains(&row), "{out}");
+    }
+
+    #[test]
+    fn an_instruction_of_no_line_continues_the_previous_one() {
+        // Lines 3, none (line 0), 3, 4: one row for line 3, one for 4.
+        let source = BTreeMap::from([(0x10, (0, 3)), (0x12, (0, 3)), (0x13, (0, 4))]);
+        let a = Annotated {
+            path: "/bin/x".into(),
+            symbol: "f".into(),
+            start: 0x10,
+            lines: [0x10, 0x11, 0x12, 0x13]
+                .map(|a| (a, "nop".to_string(), 0))
+                .to_vec(),
+            total: 0,
+            unplaced: 0,
+            unit: "samples",
+            source,
+            files: vec![SourceFile {
+                path: "x.c".into(),
+                text: None,
+                newer: false,
+            }],
+            debug_file: None,
+        };
+        let mut out = Vec::new();
+        write(&[a], &mut out).unwrap();
+        let out = String::from_utf8(out).unwrap();
+        let rows: Vec<&str> = out
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.is_empty())
+            .map(str::trim)
+            .collect();
+        assert_eq!(
+            rows,
+            ["x.c:3", "10  nop", "11  nop", "12  nop", "x.c:4", "13  nop"],
+            "{out}"
+        );
     }
 }

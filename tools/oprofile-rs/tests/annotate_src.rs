@@ -238,6 +238,28 @@ fn without_the_source_file_the_lines_are_file_and_line_only() {
     );
     // Source rows are file:line alone.
     assert!(out.lines().any(|l| l.trim() == hot), "{out}");
+
+    // A source file changed after the build: its lines may have moved.
+    std::fs::copy(SRC, &src).unwrap();
+    let later = std::time::SystemTime::now() + std::time::Duration::from_secs(60);
+    std::fs::File::options()
+        .write(true)
+        .open(&src)
+        .unwrap()
+        .set_modified(later)
+        .unwrap();
+    let out = run_tool(&["annotate", "hot", "-i", file.to_str().unwrap()]);
+    assert!(
+        out.contains(&format!(
+            "# source: {} (modified after the binary was built: its lines may not match)\n",
+            src.display()
+        )),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!("{hot}  {}\n", text_of("/* HOT */"))),
+        "{out}"
+    );
 }
 
 #[test]
@@ -325,4 +347,44 @@ fn a_stripped_binary_is_annotated_from_its_separate_debug_file() {
         .arg(format!("--add-gnu-debuglink={}", debug.display()))
         .arg(&out));
     check(&[], &debug);
+}
+
+/// A call through a `.got` slot that holds the address of a function of
+/// the binary itself (`R_X86_64_RELATIVE`: Rust's and `-fno-plt` code's
+/// calls): the slot is named after the function, `<g@got>` (objdump says
+/// `<_DYNAMIC+0x1b0>`).
+#[test]
+fn a_got_slot_holding_a_local_function_is_named_after_it() {
+    const ASM: &str = r#"
+    .text
+    .globl main
+    .type main,@function
+main:
+    mov g@GOTPCREL(%rip),%rax
+    call *%rax
+    ret
+    .size main, .-main
+    .type g,@function
+g:
+    ret
+    .size g, .-g
+    .section .note.GNU-stack,"",@progbits
+"#;
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("got.s");
+    std::fs::write(&src, ASM).unwrap();
+    let elf = dir.path().join("got");
+    // No relaxation: the load from the GOT stays (else a lea of g).
+    sh(Command::new("cc")
+        .args(["-fPIE", "-pie", "-Wl,--no-relax", "-o"])
+        .arg(&elf)
+        .arg(&src));
+    let (main, _) = elf_sym(&elf, "main");
+    let file = recording(dir.path(), &elf, &[main]);
+    let out = run_tool(&["annotate", "main", "-i", file.to_str().unwrap()]);
+    let load = row(&out, main);
+    assert_eq!(load[3], "mov", "{out}");
+    assert!(load[4].starts_with("rax,[rip+0x"), "{out}");
+    assert_eq!(load[load.len() - 3], ";", "{out}");
+    assert_eq!(load.last().unwrap(), "<g@got>", "{out}");
 }
