@@ -565,6 +565,10 @@ struct AnnotateArgs {
     /// As perf annotate --stdio: text on stdout, the only interface.
     #[arg(long)]
     stdio: bool,
+    /// As perf annotate -l: the hottest source lines are always listed
+    /// first (where DWARF has lines).
+    #[arg(short = 'l', long)]
+    print_line: bool,
     /// The image of the kernel recorded, with symbols (for a kernel
     /// function): a distribution's debug package's vmlinux, or the build
     /// tree's.

@@ -260,6 +260,19 @@ fn without_the_source_file_the_lines_are_file_and_line_only() {
         out.contains(&format!("{hot}  {}\n", text_of("/* HOT */"))),
         "{out}"
     );
+
+    // Garbage where the source was, shorter than the lines: no panic,
+    // its bytes escaped, the lines beyond its end file:line only.
+    let garbage = b"\xff\xfe\x1b[31m{\0\x07\r\n".repeat(17);
+    std::fs::write(&src, &garbage).unwrap();
+    assert!(line_of("/* HOT */") > 17);
+    let out = run_tool(&["annotate", "hot", "-i", file.to_str().unwrap()]);
+    assert!(!out.contains('\u{1b}') && !out.contains('\0'), "{out:?}");
+    assert!(
+        out.contains("gone.c:16  \\xff\\xfe\\e[31m{\\x00\\x07\n"),
+        "{out}"
+    );
+    assert!(out.lines().any(|l| l.trim() == hot), "{out}");
 }
 
 #[test]

@@ -679,7 +679,8 @@ fn old_top_n_spelling_warns_once_and_works() {
 }
 
 /// script's -c and -C are perf script's (comms, CPUs); annotate takes the
-/// function as perf annotate -s does, and --stdio.
+/// function as perf annotate -s does, and --stdio and -l (which change
+/// nothing).
 #[test]
 fn script_and_annotate_take_perf_spellings() {
     let (_d, file) = recording();
@@ -692,6 +693,8 @@ fn script_and_annotate_take_perf_spellings() {
     for args in [
         &["annotate", "-s", "alpha", "-i", f][..],
         &["annotate", "--symbol", "alpha", "-i", f, "--stdio"],
+        &["annotate", "alpha", "-i", f, "-l"],
+        &["annotate", "alpha", "-i", f, "--print-line"],
     ] {
         let (ok, out, err) = run(args);
         assert!(ok, "{args:?}: {err}");
