@@ -142,6 +142,9 @@ pub struct Names {
     syms: Vec<(u64, u64, String)>,
     /// (address, size, name) of the file's allocated sections.
     sections: Vec<(u64, u64, String)>,
+    /// `.got` slots holding the address of a function of the file itself
+    /// (slot → function): `FUNCTION@got`.
+    got: HashMap<u64, u64>,
     bias: u64,
 }
 
@@ -188,29 +191,12 @@ impl Names {
         }
         syms.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
         syms.dedup_by_key(|s| s.0);
-        let mut names = Names {
+        Names {
             syms,
             sections,
+            got: relative.into_iter().collect(),
             bias,
-        };
-        // A .got slot holding a function's address: NAME@got.
-        let slots: Vec<(u64, u64, String)> = relative
-            .into_iter()
-            .filter_map(|(slot, to)| {
-                let i = names.syms.binary_search_by_key(&to, |s| s.0).ok()?;
-                Some((
-                    slot,
-                    u64::from(names_width(file)),
-                    format!("{}@got", names.syms[i].2),
-                ))
-            })
-            .collect();
-        if !slots.is_empty() {
-            names.syms.extend(slots);
-            names.syms.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
-            names.syms.dedup_by_key(|s| s.0);
         }
-        names
     }
 
     /// Adds the symbols of `other`, a file of the same addresses (its
@@ -231,6 +217,13 @@ impl Names {
             0 => name.to_string(),
             d => format!("{name}+{d:#x}"),
         };
+        let exact = |to: u64| {
+            let i = self.syms.binary_search_by_key(&to, |s| s.0).ok()?;
+            Some(self.syms[i].2.as_str())
+        };
+        if let Some(f) = self.got.get(&a).and_then(|&to| exact(to)) {
+            return Some(format!("{f}@got"));
+        }
         let i = self.syms.partition_point(|s| s.0 <= a);
         if let Some((at, size, name)) = i.checked_sub(1).map(|i| &self.syms[i]) {
             if a - at < *size || (*size == 0 && self.syms.get(i).is_some_and(|n| a < n.0)) {
@@ -240,16 +233,6 @@ impl Names {
         let i = self.sections.partition_point(|s| s.0 <= a);
         let (at, size, name) = &self.sections[i.checked_sub(1)?];
         (a - at < *size).then(|| with_offset(*at, name))
-    }
-}
-
-/// The size of an address of `file`'s code: 8 or 4 bytes.
-fn names_width(file: &object::File<'_>) -> u8 {
-    use object::Object;
-    if file.is_64() {
-        8
-    } else {
-        4
     }
 }
 
@@ -298,7 +281,7 @@ fn plt_names(file: &object::File<'_>, relative: &mut Vec<(u64, u64)>) -> Vec<(u6
     };
     let mut out: Vec<(u64, u64, String)> = slots
         .iter()
-        .map(|(at, n)| (*at, u64::from(names_width(file)), format!("{n}@got")))
+        .map(|(at, n)| (*at, u64::from(bitness / 8), format!("{n}@got")))
         .collect();
     for sec in file.sections() {
         if !sec.name().is_ok_and(|n| n.starts_with(".plt")) {

@@ -389,15 +389,29 @@ g:
     let elf = dir.path().join("got");
     // No relaxation: the load from the GOT stays (else a lea of g).
     sh(Command::new("cc")
-        .args(["-fPIE", "-pie", "-Wl,--no-relax", "-o"])
+        .args(["-fPIE", "-pie", "-Wl,--no-relax", "-Wl,--build-id", "-o"])
         .arg(&elf)
         .arg(&src));
     let (main, _) = elf_sym(&elf, "main");
     let file = recording(dir.path(), &elf, &[main]);
-    let out = run_tool(&["annotate", "main", "-i", file.to_str().unwrap()]);
-    let load = row(&out, main);
-    assert_eq!(load[3], "mov", "{out}");
-    assert!(load[4].starts_with("rax,[rip+0x"), "{out}");
-    assert_eq!(load[load.len() - 3], ";", "{out}");
-    assert_eq!(load.last().unwrap(), "<g@got>", "{out}");
+    let check = |extra: &[&str]| {
+        let out = run_tool(&[&["annotate", "main", "-i", file.to_str().unwrap()], extra].concat());
+        let load = row(&out, main);
+        assert_eq!(load[3], "mov", "{out}");
+        assert!(load[4].starts_with("rax,[rip+0x"), "{out}");
+        assert_eq!(load[load.len() - 3], ";", "{out}");
+        assert_eq!(load.last().unwrap(), "<g@got>", "{out}");
+    };
+    check(&[]);
+    // Stripped, g named by its debug file (found by its debug link).
+    let debug = dir.path().join("got.debug");
+    sh(Command::new("objcopy")
+        .arg("--only-keep-debug")
+        .arg(&elf)
+        .arg(&debug));
+    sh(Command::new("strip").arg("--strip-all").arg(&elf));
+    sh(Command::new("objcopy")
+        .arg(format!("--add-gnu-debuglink={}", debug.display()))
+        .arg(&elf));
+    check(&[]);
 }
