@@ -125,16 +125,24 @@ check_snapshots() {
 # check_annotation ANN RC SYM IMAGE N ADDR: the output ANN (exit status RC)
 # of `oprofile-rs annotate SYM`, from IMAGE, holds the report's N samples
 # of SYM, all on instruction starts, and its code starts at ADDR (hex,
-# without leading zeros: where kallsyms puts SYM).
+# without leading zeros: where kallsyms puts SYM). The instructions are the
+# rows after the listing's column header (`# percent ... instruction`) that
+# start with a percentage or an address: where the image has DWARF, a
+# summary of the hottest source lines comes before it, and source rows
+# (FILE:LINE) between them.
 check_annotation() {
     head -40 "$1"
     expect_eq "annotate $3 succeeds" "$2" 0
     expect_eq "its header: the report's samples, all on instruction starts" "$(head -1 "$1")" \
         "# $3 ($4), $5 samples"
     expect_eq "the per-instruction samples add up" \
-        "$(awk 'NR > 2 && NF >= 4 && $1 ~ /^[0-9]+\.[0-9]+$/ { n += $2 } END { print n + 0 }' "$1")" "$5"
+        "$(awk '/^# +percent .*instruction$/ { on = 1; next }
+            on && $1 ~ /^[0-9]+\.[0-9]+$/ && $3 ~ /^[0-9a-f]+$/ { n += $2 }
+            END { print n + 0 }' "$1")" "$5"
     expect_eq "the code starts where kallsyms puts $3" \
-        "$(awk 'NR > 2 && NF { print ($1 ~ /\./) ? $3 : $1; exit }' "$1")" "$6"
+        "$(awk '/^# +percent .*instruction$/ { on = 1; next }
+            on && $1 ~ /^[0-9]+\.[0-9]+$/ { print $3; exit }
+            on && $1 ~ /^[0-9a-f]+$/ { print $1; exit }' "$1")" "$6"
 }
 # samples_while_off SCRIPT: SAMPLE lines (not LOST or CONFIG) of `oprofile-rs script --events`
 # output that stand between a TRACING off and the next TRACING on.
