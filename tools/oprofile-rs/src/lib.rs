@@ -3,6 +3,7 @@
 //! The binary is a thin clap front-end over these modules.
 
 pub mod annotate;
+pub mod calltree;
 pub mod control;
 pub mod ctl;
 pub mod firefox;

@@ -9,6 +9,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
 
+use oprofile_tool::calltree::CallGraphSpec;
 use oprofile_tool::control;
 use oprofile_tool::profile::{Filter, LoadOptions, Profile, TimeSpan};
 use oprofile_tool::record::{self, MapsSource, RecordOptions, StopReason};
@@ -436,6 +437,10 @@ fn one_event(p: Profile, view: &str, quiet: bool) -> Profile {
     }
 }
 
+fn parse_call_graph(s: &str) -> Result<CallGraphSpec, String> {
+    CallGraphSpec::parse(s)
+}
+
 #[derive(Args)]
 #[command(
     mut_arg("comm", |a| a.short('c')),
@@ -469,7 +474,8 @@ struct ReportArgs {
     #[arg(short = 'n', long)]
     show_nr_samples: bool,
     /// Leave out the rows under PCT percent (of Self, or of Children with
-    /// --children), as perf report --percent-limit.
+    /// --children), and the branches of -g's trees under it, as perf
+    /// report --percent-limit.
     #[arg(long, value_name = "PCT", value_parser = spelling::parse_percent)]
     percent_limit: Option<f64>,
     /// As perf report --stdio: text on stdout, the only interface.
@@ -484,9 +490,29 @@ struct ReportArgs {
     /// --no-children.
     #[arg(long, overrides_with = "children")]
     no_children: bool,
-    /// Print each row's callers and callees, across kernel and user frames
-    /// (call graph, as `perf report -g` and `opreport -c`).
-    #[arg(short = 'g', long)]
+    /// Draw each row's call tree, as perf report -g: ORDER `callee` (the
+    /// default) or `caller` (the default with --children); branches under
+    /// PCT% hidden (default 0.5).
+    ///
+    /// The trees go across kernel and user frames. `callee`: from each
+    /// function up to its callers (its own samples; with --children, every
+    /// sample it is in). `caller`: with --children, from each function
+    /// down to what it calls; without, its own samples from the outermost
+    /// caller down to it. Percentages are of all samples kept; PCT
+    /// defaults to --percent-limit if given, else 0.5. E.g. `-g`,
+    /// `--children -g`, `-g caller,1`, `-g callee,0` (every branch).
+    #[arg(
+        short = 'g',
+        long = "call-graph",
+        value_name = "ORDER,PCT",
+        num_args = 0..=1,
+        default_missing_value = "",
+        value_parser = parse_call_graph
+    )]
+    call_graph: Option<CallGraphSpec>,
+    /// Print each row's direct callers and callees with their shares, as
+    /// `opreport -c`.
+    #[arg(long)]
     callers: bool,
     /// Only rows of these functions (comma-separated exact names; -S,
     /// --symbols as perf spells it).
@@ -815,6 +841,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 percent_limit: a.percent_limit.unwrap_or(0.0),
                 children: a.children,
                 callers: a.callers,
+                graph: a.call_graph.map(|g| g.resolve(a.children, a.percent_limit)),
                 symbols: a.symbol,
             };
             let mut out = BufWriter::new(std::io::stdout().lock());

@@ -1,6 +1,7 @@
 //! `report`: a flat profile, with `--children` (inclusive weight, as
-//! `perf report --children`) and `--callers` (each function's callers and
-//! callees, as `opreport -c`), in text or JSON. Every figure is a sum of
+//! `perf report --children`), `-g` (call trees under the rows, as `perf
+//! report -g`: [`crate::calltree`]) and `--callers` (each function's direct
+//! callers and callees, as `opreport -c`), in text or JSON. Every figure is a sum of
 //! sample weights ([`crate::profile::ResolvedSample::weight`]).
 
 use std::collections::{HashMap, HashSet};
@@ -10,6 +11,7 @@ use oprofile_stream::HeaderExt;
 
 use serde::Serialize;
 
+use crate::calltree::{self, CallGraph, Tree};
 use crate::profile::{lost_share, EventInfo, Profile, ResolvedSample};
 use crate::symbols::Frame;
 use crate::text::esc;
@@ -49,8 +51,10 @@ pub struct ReportOptions {
     /// Add the inclusive weight (the function anywhere in the stack) and
     /// sort by it.
     pub children: bool,
-    /// Print each row's callers and callees.
+    /// Print each row's direct callers and callees.
     pub callers: bool,
+    /// Draw each row's call tree (`-g`).
+    pub graph: Option<CallGraph>,
     /// Only rows of these functions (exact names).
     pub symbols: Vec<String>,
 }
@@ -130,6 +134,9 @@ pub struct Row {
     pub callers: Vec<Edge>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub callees: Vec<Edge>,
+    /// With `-g`: the row's call tree ([`crate::calltree`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub call_tree: Option<Tree>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -289,6 +296,7 @@ pub fn rows(p: &Profile, o: &ReportOptions) -> Vec<Row> {
                 top_process,
                 callers: edges(a.callers, inclusive),
                 callees: edges(a.callees, inclusive),
+                call_tree: None,
             }
         })
         .filter(|r| r.weight > 0 || r.children_weight.is_some_and(|c| c > 0))
@@ -307,7 +315,62 @@ pub fn rows(p: &Profile, o: &ReportOptions) -> Vec<Row> {
     if o.top > 0 {
         rows.truncate(o.top);
     }
+    if let Some(g) = o.graph {
+        add_trees(p, o, &keys, g, &mut rows);
+    }
     rows
+}
+
+/// Draws the call trees of `rows` ([`crate::calltree`]): each sample's path
+/// is added to the tree of every row it stands for (its leaf's row, and
+/// with `--children` the row of every function in its stack, once).
+fn add_trees(p: &Profile, o: &ReportOptions, keys: &[SortKey], g: CallGraph, rows: &mut [Row]) {
+    let index: HashMap<&RowKey, usize> =
+        rows.iter().enumerate().map(|(i, r)| (&r.key, i)).collect();
+    let stack_keys = keys
+        .iter()
+        .any(|k| matches!(k, SortKey::Symbol | SortKey::Dso));
+    let mut names = calltree::Interner::default();
+    let mut trees: Vec<calltree::Builder> = (0..rows.len()).map(|_| Default::default()).collect();
+    // Per row of this sample: its innermost and outermost frame.
+    let mut spans: HashMap<usize, (usize, usize)> = HashMap::new();
+    let mut path: Vec<u32> = Vec::new();
+    for s in &p.samples {
+        let frames: Vec<&Frame> = std::iter::once(&*s.pc)
+            .chain(s.callchain.iter().map(|f| &**f))
+            .collect();
+        let n = frames.len();
+        spans.clear();
+        if o.children && stack_keys {
+            for (i, f) in frames.iter().enumerate() {
+                if let Some(&r) = index.get(&key_of(keys, s, f)) {
+                    spans.entry(r).or_insert((i, i)).1 = i;
+                }
+            }
+        } else if let Some(&r) = index.get(&key_of(keys, s, &s.pc)) {
+            spans.insert(r, (0, n - 1));
+        }
+        if spans.is_empty() {
+            continue;
+        }
+        let ids: Vec<u32> = frames.iter().map(|f| names.id(f)).collect();
+        for (&r, &(inner, outer)) in &spans {
+            path.clear();
+            match (g.order, o.children) {
+                // From the row's outermost frame (or the stack's) down to
+                // the sampled one.
+                (calltree::Order::Caller, true) => path.extend(ids[..=outer].iter().rev()),
+                (calltree::Order::Caller, false) => path.extend(ids.iter().rev()),
+                // From the row's innermost frame up to the outermost.
+                (calltree::Order::Callee, _) => path.extend(&ids[inner..]),
+            }
+            trees[r].add(&path, s.weight);
+        }
+    }
+    let total = p.total_weight();
+    for (r, t) in rows.iter_mut().zip(trees) {
+        r.call_tree = Some(t.finish(&names, total, g.threshold));
+    }
 }
 
 /// The event a profile shows: the one `--event` (or a report section)
@@ -321,7 +384,7 @@ pub fn shown_event(p: &Profile) -> Option<&EventInfo> {
 }
 
 /// The header lines (event, samples, filter, recording, per-CPU totals).
-fn write_header(p: &Profile, out: &mut dyn Write) -> std::io::Result<()> {
+fn write_header(p: &Profile, o: &ReportOptions, out: &mut dyn Write) -> std::io::Result<()> {
     let h = &p.header;
     match shown_event(p) {
         // The header's event: as the header says it.
@@ -385,6 +448,17 @@ fn write_header(p: &Profile, out: &mut dyn Write) -> std::io::Result<()> {
     writeln!(out)?;
     if let Some(u) = p.unwind.describe() {
         writeln!(out, "# call graph: {u}")?;
+    }
+    let stacks = samples_with_stacks(p);
+    match o.graph {
+        Some(g) => writeln!(out, "# {}", tree_note(o, g))?,
+        None if stacks > 0 && !o.callers => writeln!(
+            out,
+            "# call stacks recorded ({stacks} of {} samples): -g shows who calls each function, \
+             --children -g what each one calls",
+            p.samples.len()
+        )?,
+        None => {}
     }
     let cgroups = p.cgroup_filters();
     if !cgroups.is_empty() {
@@ -453,6 +527,42 @@ fn write_header(p: &Profile, out: &mut dyn Write) -> std::io::Result<()> {
     writeln!(out, "#")
 }
 
+/// Kept samples with at least one caller recorded.
+pub fn samples_with_stacks(p: &Profile) -> u64 {
+    p.samples.iter().filter(|s| !s.callchain.is_empty()).count() as u64
+}
+
+/// The header's line on the call trees of `-g`: what they show and what
+/// they leave out.
+fn tree_note(o: &ReportOptions, g: CallGraph) -> String {
+    let what = match (g.order, o.children) {
+        (calltree::Order::Caller, true) => {
+            "from each function down to the frames sampled under it (total%, self%)"
+        }
+        (calltree::Order::Caller, false) => {
+            "each function's own samples, from the outermost caller down to it (total%, self%)"
+        }
+        (calltree::Order::Callee, true) => {
+            "from each function up to its outermost callers, for every sample it is in"
+        }
+        (calltree::Order::Callee, false) => {
+            "from each function up to its outermost callers, for its own samples"
+        }
+    };
+    let mut note = format!(
+        "call trees (-g {}): {what}, in % of all samples kept",
+        g.order.name()
+    );
+    if g.threshold > 0.0 {
+        note += &format!(
+            "; branches under {:.2}% hidden (-g {},0 shows them)",
+            g.threshold,
+            g.order.name()
+        );
+    }
+    note
+}
+
 /// The sections of a report: one per event of a recording of several
 /// (unless `--event` chose one), else the profile itself.
 fn sections(p: &Profile) -> Option<Vec<Profile>> {
@@ -487,7 +597,7 @@ pub fn write(p: &Profile, o: &ReportOptions, out: &mut dyn Write) -> std::io::Re
 }
 
 fn write_one(p: &Profile, o: &ReportOptions, out: &mut dyn Write) -> std::io::Result<()> {
-    write_header(p, out)?;
+    write_header(p, o, out)?;
     let keys = o.keys();
     let rows = rows(p, o);
     // Names come from the profiled programs: escaped for the terminal.
@@ -572,6 +682,10 @@ fn write_one(p: &Profile, o: &ReportOptions, out: &mut dyn Write) -> std::io::Re
     writeln!(out, "{}", table.header())?;
     for (r, c) in rows.iter().zip(&cells) {
         writeln!(out, "{}", table.line(c))?;
+        if let (Some(t), Some(g)) = (&r.call_tree, o.graph) {
+            calltree::write(t, g.order, g.threshold, "  ", out)?;
+            writeln!(out)?;
+        }
         if o.callers {
             for (title, list) in [("callers", &r.callers), ("callees", &r.callees)] {
                 writeln!(out, "            {title}:")?;
@@ -719,6 +833,11 @@ struct JsonReport<'a> {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     profiled_pids: Vec<u32>,
     recording_seconds: f64,
+    /// Kept samples with at least one caller recorded.
+    samples_with_stacks: u64,
+    /// With `-g`: the trees' order and threshold (each row's `call_tree`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    call_graph: Option<CallGraph>,
     sort: Vec<SortKey>,
     rows: Vec<Row>,
 }
@@ -825,6 +944,8 @@ fn json_report<'a>(p: &'a Profile, o: &ReportOptions) -> JsonReport<'a> {
         profiled: p.profiled_words(),
         profiled_pids: p.profiled.clone(),
         recording_seconds: p.recording_ns() as f64 / 1e9,
+        samples_with_stacks: samples_with_stacks(p),
+        call_graph: o.graph,
         sort: o.keys(),
         rows: rows(p, o),
     }

@@ -67,6 +67,14 @@ proptest! {
         let mut out = Vec::new();
         use report::SortKey::*;
         for sort in [vec![Symbol], vec![Pid], vec![Cpu], vec![Dso, Comm], vec![Symbol, Cpu, Pid]] {
+            use oprofile_tool::calltree::{CallGraph, Order};
+            let order = if sort.len() % 2 == 0 { Order::Caller } else { Order::Callee };
+            for children in [false, true] {
+                let graph = Some(CallGraph { order, threshold: 0.0 });
+                let o = report::ReportOptions { sort: sort.clone(), per_cpu: true, per_process: true, children, graph, ..Default::default() };
+                report::write(&p, &o, &mut out).unwrap();
+                report::write_json(&p, &o, &mut out).unwrap();
+            }
             let o = report::ReportOptions { sort, per_cpu: true, per_process: true, children: true, callers: true, ..Default::default() };
             report::write(&p, &o, &mut out).unwrap();
             report::write_json(&p, &o, &mut out).unwrap();

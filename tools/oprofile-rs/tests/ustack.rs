@@ -218,7 +218,15 @@ fn report_children_and_callers_cross_into_user_space() {
     assert_eq!(v["rows"][0]["symbol"], "main");
 
     // The text call graph of one symbol.
-    let out = run_tool(&["report", "-i", &f, "--children", "-g", "--symbol", "main"]);
+    let out = run_tool(&[
+        "report",
+        "-i",
+        &f,
+        "--children",
+        "--callers",
+        "--symbol",
+        "main",
+    ]);
     let lines: Vec<String> = out
         .lines()
         .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
