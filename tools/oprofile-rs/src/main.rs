@@ -451,7 +451,8 @@ struct ReportArgs {
     #[command(flatten)]
     input: Input,
     /// Group rows by these keys, combined (comma-separated, in column order):
-    /// symbol (or sym), dso, pid (the process; or tgid), comm, cpu.
+    /// symbol (or sym), dso, pid (the process; or tgid), comm, cpu, srcline
+    /// (FILE:LINE of the address, DWARF).
     #[arg(
         short,
         long,

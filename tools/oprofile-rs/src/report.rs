@@ -33,6 +33,17 @@ pub enum SortKey {
     Comm,
     /// The CPU.
     Cpu,
+    /// The source line of the address (DWARF; the innermost inlined
+    /// function's), `FILE:LINE`; `BINARY+0xOFFSET` where there is none.
+    Srcline,
+}
+
+impl SortKey {
+    /// Whether the key is of a frame (the stack's frames have their own
+    /// value) rather than of the sample.
+    fn of_frame(self) -> bool {
+        matches!(self, SortKey::Symbol | SortKey::Dso | SortKey::Srcline)
+    }
 }
 
 #[derive(Debug, Clone, Default)]
@@ -94,6 +105,8 @@ pub struct RowKey {
     pub comm: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cpu: Option<u16>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub srcline: Option<String>,
 }
 
 /// A caller or callee of a row's function, with the weight of the samples
@@ -170,9 +183,21 @@ fn key_of(keys: &[SortKey], s: &ResolvedSample, f: &Frame) -> RowKey {
             }
             SortKey::Comm => k.comm = Some(s.comm.to_string()),
             SortKey::Cpu => k.cpu = Some(s.cpu),
+            SortKey::Srcline => k.srcline = Some(srcline(f)),
         }
     }
     k
+}
+
+/// The `srcline` key of `f`: its source line (of the innermost function
+/// inlined there), else its binary and the address (the file offset in a
+/// file mapping), as perf's `srcline` falls back to `BINARY[+OFFSET]`.
+fn srcline(f: &Frame) -> String {
+    match (f.leaf_srcline(), f.file_offset) {
+        (Some(l), _) => l.to_string(),
+        (None, Some(off)) => format!("{}+{off:#x}", f.dso),
+        (None, None) => format!("{}+{:#x}", f.dso, f.addr),
+    }
 }
 
 #[derive(Default)]
@@ -208,9 +233,7 @@ fn edges(m: HashMap<(String, String), u64>, total: u64) -> Vec<Edge> {
 pub fn rows(p: &Profile, o: &ReportOptions) -> Vec<Row> {
     let keys = o.keys();
     let total = p.total_weight();
-    let stack_keys = keys
-        .iter()
-        .any(|k| matches!(k, SortKey::Symbol | SortKey::Dso));
+    let stack_keys = keys.iter().any(|k| k.of_frame());
     let mut acc: HashMap<RowKey, Acc> = HashMap::new();
     let mut seen: HashSet<RowKey> = HashSet::new();
     let mut seen_edges: HashSet<(RowKey, bool, (String, String))> = HashSet::new();
@@ -311,6 +334,7 @@ pub fn rows(p: &Profile, o: &ReportOptions) -> Vec<Row> {
             .then_with(|| a.key.cpu.cmp(&b.key.cpu))
             .then_with(|| a.key.pid.cmp(&b.key.pid))
             .then_with(|| a.key.comm.cmp(&b.key.comm))
+            .then_with(|| a.key.srcline.cmp(&b.key.srcline))
     });
     if o.top > 0 {
         rows.truncate(o.top);
@@ -327,9 +351,7 @@ pub fn rows(p: &Profile, o: &ReportOptions) -> Vec<Row> {
 fn add_trees(p: &Profile, o: &ReportOptions, keys: &[SortKey], g: CallGraph, rows: &mut [Row]) {
     let index: HashMap<&RowKey, usize> =
         rows.iter().enumerate().map(|(i, r)| (&r.key, i)).collect();
-    let stack_keys = keys
-        .iter()
-        .any(|k| matches!(k, SortKey::Symbol | SortKey::Dso));
+    let stack_keys = keys.iter().any(|k| k.of_frame());
     let mut names = calltree::Interner::default();
     let mut trees: Vec<calltree::Builder> = (0..rows.len()).map(|_| Default::default()).collect();
     // Per row of this sample: its innermost and outermost frame.
@@ -527,6 +549,18 @@ fn write_header(p: &Profile, o: &ReportOptions, out: &mut dyn Write) -> std::io:
     writeln!(out, "#")
 }
 
+/// A `srcline` key as the text report shows it: the file's name without
+/// its directories, as perf's (the JSON has the whole path).
+fn short_srcline(l: &str) -> String {
+    match l.rsplit_once(':') {
+        Some((file, line)) if line.parse::<u32>().is_ok() => {
+            let name = file.rsplit('/').next().unwrap_or(file);
+            format!("{name}:{line}")
+        }
+        _ => l.to_string(),
+    }
+}
+
 /// Kept samples with at least one caller recorded.
 pub fn samples_with_stacks(p: &Profile) -> u64 {
     p.samples.iter().filter(|s| !s.callchain.is_empty()).count() as u64
@@ -626,6 +660,7 @@ fn write_one(p: &Profile, o: &ReportOptions, out: &mut dyn Write) -> std::io::Re
             SortKey::Pid => Column::left("Pid/Comm", 2),
             SortKey::Comm if keys.contains(&SortKey::Pid) => continue,
             SortKey::Comm => Column::left("Comm", 2),
+            SortKey::Srcline => Column::left("Source:Line", 2),
         });
         shown.push(*k);
         if *k == SortKey::Symbol && !keys.contains(&SortKey::Dso) {
@@ -633,9 +668,7 @@ fn write_one(p: &Profile, o: &ReportOptions, out: &mut dyn Write) -> std::io::Re
             shown.push(SortKey::Dso);
         }
     }
-    let show_top = keys
-        .iter()
-        .any(|k| matches!(k, SortKey::Symbol | SortKey::Dso))
+    let show_top = keys.iter().any(|k| k.of_frame())
         && !keys
             .iter()
             .any(|k| matches!(k, SortKey::Pid | SortKey::Comm));
@@ -664,6 +697,7 @@ fn write_one(p: &Profile, o: &ReportOptions, out: &mut dyn Write) -> std::io::Re
                     SortKey::Dso => text(&r.key.dso),
                     SortKey::Pid => pid_comm(r),
                     SortKey::Comm => text(&r.key.comm),
+                    SortKey::Srcline => text(&r.key.srcline.as_deref().map(short_srcline)),
                 });
             }
             if show_top {

@@ -350,3 +350,89 @@ fn script_gives_each_function_its_own_line() {
     let call_at_end = call.trim_end();
     assert!(caller.is_some_and(|l| l.ends_with(call_at_end)), "{out}");
 }
+
+/// `report --sort srcline`: a row per source line of the sampled
+/// addresses (the innermost inlined function's line, as perf's srcline),
+/// the file's name in the text and its path in the JSON; without lines
+/// (`--symbolizer symtab`), a row per binary and offset.
+#[test]
+fn report_sorts_by_source_line() {
+    use oprofile_stream::{Comm, Encoder, Header, Record, Sample};
+    let dir = tempfile::tempdir().unwrap();
+    let elf = build(dir.path());
+    let maps = maps_for(&elf, elf.to_str().unwrap());
+    let r = resolver(&maps, ResolverOptions::default());
+    let (outer, size) = sym(&elf, "_ZN2ns5outerEi");
+    // A sample at every address of outer: the lines they resolve to.
+    let mut e = Encoder::new(&Header::default());
+    e.record(&Record::Comm(Comm::new(0, 1, PID, PID, "inline")));
+    let mut want: HashMap<String, u64> = HashMap::new();
+    for d in 0..size {
+        let pc = BASE + outer + d;
+        e.record(&Record::Sample(Sample {
+            time: 10 + d,
+            pc,
+            pid: PID,
+            tgid: PID,
+            ..Default::default()
+        }));
+        let f = r.resolve(false, PID, pc);
+        let l = f
+            .leaf_srcline()
+            .unwrap_or_else(|| panic!("no line at outer+{d}"));
+        *want.entry(l.to_string()).or_default() += 1;
+    }
+    let inner = format!("inline.cc:{}", line_of("INNER-LINE"));
+    assert!(want.keys().any(|k| k.ends_with(&inner)), "{want:?}");
+    let file = write_recording(dir.path(), &e.finish(), &maps);
+    let f = file.to_str().unwrap();
+    let report = |args: &[&str]| {
+        let out = Command::new(assert_cmd::cargo::cargo_bin("oprofile-rs"))
+            .args(["report", "-q", "-i", f])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let v: serde_json::Value =
+        serde_json::from_str(&report(&["--sort", "srcline", "--json"])).unwrap();
+    let got: HashMap<String, u64> = v["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["srcline"].as_str().unwrap().to_string(),
+                r["weight"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(got, want);
+    assert!(got.keys().all(|k| k.starts_with('/')), "{got:?}");
+    // The text: a Source:Line column with the file's name.
+    let out = report(&["--sort", "symbol,srcline"]);
+    assert!(out.contains("Source:Line"), "{out}");
+    let row = out
+        .lines()
+        .find(|l| l.contains(&format!("  {inner}  ")))
+        .unwrap_or_else(|| panic!("no row of {inner}: {out}"));
+    assert!(row.contains("ns::outer(int)"), "{row}");
+    assert!(!out.contains(&format!("/{inner}")), "{out}");
+    // No lines: binary and file offset.
+    let v: serde_json::Value = serde_json::from_str(&report(&[
+        "--sort",
+        "srcline",
+        "--json",
+        "--symbolizer",
+        "symtab",
+    ]))
+    .unwrap();
+    let rows = v["rows"].as_array().unwrap();
+    assert_eq!(rows.len() as u64, size, "{v}");
+    assert!(
+        rows.iter()
+            .all(|r| r["srcline"].as_str().unwrap().starts_with("inline+0x")),
+        "{v}"
+    );
+}

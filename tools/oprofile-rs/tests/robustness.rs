@@ -66,7 +66,7 @@ proptest! {
         let p = Profile::from_bytes(&e.finish(), &sc, &LoadOptions::default()).unwrap();
         let mut out = Vec::new();
         use report::SortKey::*;
-        for sort in [vec![Symbol], vec![Pid], vec![Cpu], vec![Dso, Comm], vec![Symbol, Cpu, Pid]] {
+        for sort in [vec![Symbol], vec![Pid], vec![Cpu], vec![Dso, Comm], vec![Symbol, Cpu, Pid], vec![Srcline, Symbol]] {
             use oprofile_tool::calltree::{CallGraph, Order};
             let order = if sort.len() % 2 == 0 { Order::Caller } else { Order::Callee };
             for children in [false, true] {
