@@ -718,7 +718,10 @@ fn write_one(p: &Profile, o: &ReportOptions, out: &mut dyn Write) -> std::io::Re
         writeln!(out, "{}", table.line(c))?;
         if let (Some(t), Some(g)) = (&r.call_tree, o.graph) {
             calltree::write(t, g.order, g.threshold, "  ", out)?;
-            writeln!(out)?;
+            // The listing of --callers, if any, ends with the blank line.
+            if !o.callers {
+                writeln!(out)?;
+            }
         }
         if o.callers {
             for (title, list) in [("callers", &r.callers), ("callees", &r.callees)] {

@@ -456,4 +456,11 @@ fn bad_call_graph_settings_are_errors() {
     let beta = report_row(&v, "beta");
     assert_eq!(beta["callers"][0]["symbol"], "alpha", "{beta}");
     assert!(beta.get("call_tree").is_none(), "{beta}");
+    // Both under a row: the tree, then the listing, then one blank line.
+    let out = run_tool(&["report", "-i", &f, "-g", "--callers"]);
+    let lines: Vec<&str> = out.lines().skip_while(|l| l.starts_with('#')).collect();
+    let callers = lines.iter().position(|l| l.trim() == "callers:").unwrap();
+    assert_eq!(lines[callers - 1], "    40.00%     main", "{out}");
+    assert_eq!(lines.last(), Some(&""), "{out}");
+    assert!(!lines[lines.len() - 2].is_empty(), "{out}");
 }
