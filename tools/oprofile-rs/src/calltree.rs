@@ -193,7 +193,11 @@ impl Interner {
     /// The id of `f`'s function (its name, as the report's rows have it,
     /// and binary).
     pub fn id(&mut self, f: &Frame) -> u32 {
-        let k = (f.name(), f.dso.clone());
+        self.intern(f.name(), f.dso.clone())
+    }
+
+    fn intern(&mut self, name: String, dso: String) -> u32 {
+        let k = (name, dso);
         if let Some(&i) = self.ids.get(&k) {
             return i;
         }
@@ -249,6 +253,117 @@ impl Builder {
     pub fn finish(self, names: &Interner, total: u64, threshold: f64) -> Tree {
         let (nodes, hidden) = finish_level(self.roots, names, total, threshold);
         Tree { nodes, hidden }
+    }
+}
+
+/// The stacks of many samples merged where they agree, each frame with
+/// the row it stands for: with `--children` every sample is in the tree of
+/// many rows, and adding its path to each costs the square of its depth
+/// (deep stacks times many samples: minutes). The trie holds each stack
+/// once, and [`Trie::split`] gives each row the subtrees under its frames.
+pub struct Trie {
+    nodes: Vec<TNode>,
+    index: HashMap<(u32, u32, u32), u32>,
+}
+
+struct TNode {
+    /// The function ([`Interner`]).
+    fid: u32,
+    /// The row the frame stands for, `NO_ROW` for none.
+    row: u32,
+    weight: u64,
+    self_weight: u64,
+    kids: Vec<u32>,
+}
+
+const NO_ROW: u32 = u32::MAX;
+
+impl Default for Trie {
+    fn default() -> Trie {
+        Trie {
+            nodes: vec![TNode {
+                fid: u32::MAX,
+                row: NO_ROW,
+                weight: 0,
+                self_weight: 0,
+                kids: Vec::new(),
+            }],
+            index: HashMap::new(),
+        }
+    }
+}
+
+impl Trie {
+    /// Adds a sample of weight `w` whose path is `path`: each frame's
+    /// function and the index of the row it stands for, if any.
+    pub fn add(&mut self, path: impl IntoIterator<Item = (u32, Option<usize>)>, w: u64) {
+        let mut at = 0u32;
+        for (fid, row) in path {
+            let row = row.map_or(NO_ROW, |r| r as u32);
+            let next = self.nodes.len() as u32;
+            let k = *self.index.entry((at, fid, row)).or_insert(next);
+            if k == next {
+                self.nodes.push(TNode {
+                    fid,
+                    row,
+                    weight: 0,
+                    self_weight: 0,
+                    kids: Vec::new(),
+                });
+                self.nodes[at as usize].kids.push(k);
+            }
+            self.nodes[k as usize].weight += w;
+            at = k;
+        }
+        if at != 0 {
+            self.nodes[at as usize].self_weight += w;
+        }
+    }
+
+    /// Adds to the tree of each row the subtrees of its frames, from the
+    /// first one of each path (not again below it: a path is in a row's
+    /// tree once, whatever its recursion).
+    pub fn split(&self, rows: &mut [Builder]) {
+        let mut active = vec![false; rows.len()];
+        self.walk(0, &mut active, rows);
+    }
+
+    fn walk(&self, n: u32, active: &mut [bool], rows: &mut [Builder]) {
+        for &k in &self.nodes[n as usize].kids {
+            let row = self.nodes[k as usize].row as usize;
+            if row != NO_ROW as usize && row < rows.len() && !active[row] {
+                self.merge(k, &mut rows[row].roots);
+                active[row] = true;
+                self.walk(k, active, rows);
+                active[row] = false;
+            } else {
+                self.walk(k, active, rows);
+            }
+        }
+    }
+
+    /// Adds the subtree of `n` to `level`, nodes of the same function
+    /// merged.
+    fn merge(&self, n: u32, level: &mut Vec<BNode>) {
+        let t = &self.nodes[n as usize];
+        let pos = match level.iter().position(|b| b.id == t.fid) {
+            Some(p) => p,
+            None => {
+                level.push(BNode {
+                    id: t.fid,
+                    weight: 0,
+                    self_weight: 0,
+                    kids: Vec::new(),
+                });
+                level.len() - 1
+            }
+        };
+        let b = &mut level[pos];
+        b.weight += t.weight;
+        b.self_weight += t.self_weight;
+        for &k in &t.kids {
+            self.merge(k, &mut b.kids);
+        }
     }
 }
 
@@ -385,5 +500,58 @@ impl Writer<'_> {
             )?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The trie gives each row the tree that adding each path to it from
+    /// the row's first frame on gives, for random paths with recursion.
+    #[test]
+    fn trie_split_is_the_paths_from_each_rows_first_frame() {
+        let mut names = Interner::default();
+        for f in 0..7 {
+            names.intern(format!("f{f}"), "bin".into());
+        }
+        // Functions 0..4 have rows (function 3 and 4 share one: two
+        // functions of a binary, say); 5 and 6 have none.
+        let row_of = |f: u32| match f {
+            0..=2 => Some(f as usize),
+            3 | 4 => Some(3),
+            _ => None,
+        };
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        let mut trie = Trie::default();
+        let mut naive: Vec<Builder> = (0..4).map(|_| Builder::default()).collect();
+        for _ in 0..500 {
+            let len = 1 + next(12) as usize;
+            let path: Vec<u32> = (0..len).map(|_| next(7) as u32).collect();
+            let w = 1 + next(5);
+            trie.add(path.iter().map(|&f| (f, row_of(f))), w);
+            let mut seen = [false; 4];
+            for (i, &f) in path.iter().enumerate() {
+                if let Some(r) = row_of(f) {
+                    if !seen[r] {
+                        seen[r] = true;
+                        naive[r].add(&path[i..], w);
+                    }
+                }
+            }
+        }
+        let mut split: Vec<Builder> = (0..4).map(|_| Builder::default()).collect();
+        trie.split(&mut split);
+        for (r, (a, b)) in split.into_iter().zip(naive).enumerate() {
+            let (a, b) = (a.finish(&names, 1000, 0.0), b.finish(&names, 1000, 0.0));
+            assert!(!b.nodes.is_empty(), "row {r}");
+            assert_eq!(a, b, "row {r}");
+        }
     }
 }

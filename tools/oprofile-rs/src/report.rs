@@ -354,41 +354,61 @@ fn add_trees(p: &Profile, o: &ReportOptions, keys: &[SortKey], g: CallGraph, row
     let stack_keys = keys.iter().any(|k| k.of_frame());
     let mut names = calltree::Interner::default();
     let mut trees: Vec<calltree::Builder> = (0..rows.len()).map(|_| Default::default()).collect();
-    // Per row of this sample: its innermost and outermost frame.
-    let mut spans: HashMap<usize, (usize, usize)> = HashMap::new();
+    // With --children, a sample is in the trees of the rows of all its
+    // frames: its stack goes into a trie that splits into them.
+    let mut trie = calltree::Trie::default();
     let mut path: Vec<u32> = Vec::new();
+    let mut framed: Vec<(u32, Option<usize>)> = Vec::new();
+    // Frames are shared (`Rc`) among the samples: their function ids, and
+    // their rows where the rows are keyed by frames only, once a frame.
+    let frame_keys_only = keys.iter().all(|k| k.of_frame());
+    let mut ids: HashMap<*const Frame, u32> = HashMap::new();
+    let mut rows_of_frames: HashMap<*const Frame, Option<usize>> = HashMap::new();
     for s in &p.samples {
         let frames: Vec<&Frame> = std::iter::once(&*s.pc)
             .chain(s.callchain.iter().map(|f| &**f))
             .collect();
-        let n = frames.len();
-        spans.clear();
-        if o.children && stack_keys {
-            for (i, f) in frames.iter().enumerate() {
-                if let Some(&r) = index.get(&key_of(keys, s, f)) {
-                    spans.entry(r).or_insert((i, i)).1 = i;
-                }
+        let leaf_row = index.get(&key_of(keys, s, &s.pc)).copied();
+        if o.children {
+            framed.clear();
+            for f in &frames {
+                let row = if !stack_keys {
+                    leaf_row
+                } else if frame_keys_only {
+                    *rows_of_frames
+                        .entry(*f as *const Frame)
+                        .or_insert_with(|| index.get(&key_of(keys, s, f)).copied())
+                } else {
+                    index.get(&key_of(keys, s, f)).copied()
+                };
+                let id = *ids.entry(*f as *const Frame).or_insert_with(|| names.id(f));
+                framed.push((id, row));
             }
-        } else if let Some(&r) = index.get(&key_of(keys, s, &s.pc)) {
-            spans.insert(r, (0, n - 1));
-        }
-        if spans.is_empty() {
+            match g.order {
+                // From the row's outermost frame down to the sampled one.
+                calltree::Order::Caller => trie.add(framed.iter().rev().copied(), s.weight),
+                // From the row's innermost frame up to the outermost.
+                calltree::Order::Callee => trie.add(framed.iter().copied(), s.weight),
+            }
             continue;
         }
-        let ids: Vec<u32> = frames.iter().map(|f| names.id(f)).collect();
-        for (&r, &(inner, outer)) in &spans {
-            path.clear();
-            match (g.order, o.children) {
-                // From the row's outermost frame (or the stack's) down to
-                // the sampled one.
-                (calltree::Order::Caller, true) => path.extend(ids[..=outer].iter().rev()),
-                (calltree::Order::Caller, false) => path.extend(ids.iter().rev()),
-                // From the row's innermost frame up to the outermost.
-                (calltree::Order::Callee, _) => path.extend(&ids[inner..]),
-            }
-            trees[r].add(&path, s.weight);
+        let Some(r) = leaf_row else {
+            continue;
+        };
+        path.clear();
+        path.extend(
+            frames
+                .iter()
+                .map(|f| *ids.entry(*f as *const Frame).or_insert_with(|| names.id(f))),
+        );
+        // The row's own samples: from the sampled frame up (callee), or
+        // from the outermost frame down to it (caller).
+        if g.order == calltree::Order::Caller {
+            path.reverse();
         }
+        trees[r].add(&path, s.weight);
     }
+    trie.split(&mut trees);
     let total = p.total_weight();
     for (r, t) in rows.iter_mut().zip(trees) {
         r.call_tree = Some(t.finish(&names, total, g.threshold));
