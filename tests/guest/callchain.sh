@@ -42,7 +42,8 @@ check "insmod event=context-switches" insmod /oprofile_rs.ko event=context-switc
 MINIPERF_EVENT=context-switches MINIPERF_CALLCHAIN=16 /tmp/miniperf record /tmp/cs.perf 1 2>/tmp/mp.err & mp=$!
 mp_ready() { grep -q "recording on" /tmp/mp.err; }
 wait_for mp_ready
-check "record context-switches" oprofile-rs record -q -o /tmp/cs.bin -- sh -c 'for i in $(seq 100); do usleep 2000; done'
+# -a: every task's switches, as miniperf records them.
+check "record context-switches" oprofile-rs record -q -a -o /tmp/cs.bin -- sh -c 'for i in $(seq 100); do usleep 2000; done'
 kill -INT $mp; wait $mp
 cat /tmp/mp.err
 oprofile-rs script --all -i /tmp/cs.bin --callchain >/tmp/cs.txt 2>&1

@@ -142,7 +142,7 @@ oprofile-rs record -q -o /tmp/c.data --debugfs $NODBG -c 50000 -- /tmp/workload 
 rc=$?; cat /tmp/c.err
 expect_eq "record -- /tmp/workload 2 exits 0" $rc 0
 expect_eq "pid is put back" "$(cat $DBG/pid)" 0
-check "it says so" grep -q "put the module's settings back: .*pid=0" /tmp/c.err
+check "the side-car says so" grep -q "^settings-restored: .*pid=0" /tmp/c.data.meta/info
 cmd=$(sed -n 's/^command: .* (pid \([0-9]*\))$/\1/p' /tmp/c.data.meta/info)
 grep -E '^(settings|profiled|command)' /tmp/c.data.meta/info
 check "side-car: pid set to the command's ($cmd)" grep -q "^settings: sample_period=50000 sample_freq=0 pid=$cmd " /tmp/c.data.meta/info

@@ -820,7 +820,15 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 );
             }
             if let Some(r) = &sum.settings_restored {
-                eprintln!("oprofile-rs: put the module's settings back: {}", esc(r));
+                // `pid` is record's own binding of the command (not a
+                // setting the user asked for): not worth a line of its own.
+                let user: Vec<&str> = r.split(' ').filter(|w| !w.starts_with("pid=")).collect();
+                if !user.is_empty() {
+                    eprintln!(
+                        "oprofile-rs: put the module's settings back: {}",
+                        esc(&user.join(" "))
+                    );
+                }
             }
             eprintln!("oprofile-rs: {}", esc(&sum.line(&a.output)));
             if sum.stop == StopReason::CommandExited {
