@@ -4,8 +4,9 @@
 # `oprofile-rs record`): every user-mode sample is matched with the mapping in
 # force when it was taken. Processes that live 20 ms; code mapped and unmapped
 # (dlopen/dlclose) between samples, two files in turn at one address; an exec
-# to another binary at the same addresses; the vDSO. Then `record -p` and the
-# default limit of analyses to the recorded command's processes.
+# to another binary at the same addresses; the vDSO. Then what the analyses
+# show of a recording with -a (every process) and without (the command
+# alone), and `record -p`.
 . /tmp/lib.sh
 check "insmod" insmod /oprofile_rs.ko
 cat >/tmp/run.sh <<'RUN'
@@ -69,19 +70,19 @@ user | awk '$7 == "([vdso])" { print $6 }' | sort | uniq -c
 check "samples in the vDSO ($v)" [ "$v" -ge 1 ]
 expect_eq "every vDSO sample symbolised from the captured vDSO" "$vsym" "$v"
 
-# The analysis is about the command and its descendants unless --all: the
-# recorder's own samples, for one, are left out.
+# Recorded with -a: the analyses show every process by default (the
+# recorder's own samples too), and --all adds none.
 tgids() { awk '{ sub("/.*", "", $3); print $3 }' "$1" | sort -u; }
 oprofile-rs script -q --all -i /tmp/m.bin >/tmp/all.txt
 tgids /tmp/m.txt >/tmp/t1; tgids /tmp/all.txt >/tmp/t2
-# (The command's pid is the recorder's fork: named oprofile-rs until its exec.)
+# (The command's pid is the recorder's trampoline: named oprofile-rs until
+# its exec.)
 cmdpid=$(sed -n 's/^command: .*(pid \([0-9]*\))$/\1/p' /tmp/m.bin.meta/info)
 rec=$(awk -v c="$cmdpid/" '$4 == "oprofile-rs" && index($3, c) != 1' /tmp/m.txt | wc -l)
-recall=$(awk -v c="$cmdpid/" '$4 == "oprofile-rs" && index($3, c) != 1' /tmp/all.txt | wc -l)
 extra=$(grep -vxF -f /tmp/t1 /tmp/t2 | wc -l)
-echo "processes: $(wc -l </tmp/t1) of the command, $(wc -l </tmp/t2) with --all"
-expect_eq "default script leaves out the recorder's samples" "$rec" 0
-check "--all shows $extra more processes (the recorder: $recall samples)" [ "$extra" -gt 0 ]
+echo "processes: $(wc -l </tmp/t1) by default, $(wc -l </tmp/t2) with --all"
+check "-a: the default script shows every process, the recorder's samples too ($rec)" [ "$rec" -gt 0 ]
+expect_eq "-a: --all shows no more processes" "$extra" 0
 
 # Polling /proc (the fallback) on the same runs: it records and decodes, says
 # so in the side-car, and gets what polling can (Documentation/user-guide.md,
@@ -104,6 +105,10 @@ plost=$(sed -n 's/^lost: \([0-9]*\)$/\1/p' /tmp/p.bin.meta/info)
 check "the idle minute's losses are not the recording's: ${plost:-?} lost, ${psamples:-?} samples" \
     [ $((${plost:-999999999} * 4)) -lt "${psamples:-0}" ]
 check "the polled stream decodes" sh -c 'oprofile-rs script -q --all -i /tmp/p.bin >/tmp/m.txt'
+# Recorded without -a: the command alone, the recorder not sampled at all.
+pcmd=$(sed -n 's/^command: .*(pid \([0-9]*\))$/\1/p' /tmp/p.bin.meta/info)
+prec=$(awk -v c="$pcmd/" '$2 ~ /^\[[0-9]+\]$/ && $4 == "oprofile-rs" && index($3, c) != 1' /tmp/m.txt | wc -l)
+expect_eq "record -- CMD: no sample of the recorder (the command alone)" "$prec" 0
 pafter=$(count '$4 == "workload" && $6 ~ /^hot_/ && $7 == "(workload)"')
 check "with --maps poll: samples after the exec in hot_* of workload ($pafter)" [ "$pafter" -ge 20 ]
 echo "with --maps poll: short_lived_spin $(count '$6 == "short_lived_spin"'), plugin-a $(count '$6 == "plugin_a_work" && $7 == "(plugin-a)"'), before_exec_spin $(count '$6 == "before_exec_spin" && $7 == "(maps)"'), [unknown] $(count '$7 == "([unknown])"')"
