@@ -822,8 +822,15 @@ impl Profile {
                 }
             };
             nr_records += 1;
-            first_time = first_time.min(r.time());
-            last_time = last_time.max(r.time());
+            // The span of the recording: its samples, losses and switches.
+            // A COMM record names a task the module saw, maybe long before
+            // the stream (the backlog `record` leaves out keeps its COMM
+            // records), and a CONFIG record says when a setting changed:
+            // neither is time recorded.
+            if !matches!(r, Record::Comm(_) | Record::Config(_)) {
+                first_time = first_time.min(r.time());
+                last_time = last_time.max(r.time());
+            }
             match r {
                 Record::Comm(c) => {
                     let end = c.comm.iter().position(|&b| b == 0).unwrap_or(c.comm.len());

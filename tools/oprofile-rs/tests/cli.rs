@@ -830,3 +830,52 @@ fn docs_and_guest_scripts_use_the_new_spellings() {
     }
     assert!(old.is_empty(), "old spellings:\n{}", old.join("\n"));
 }
+
+/// The stream of a recording whose module buffered COMM records before the
+/// stream started (`record` drops the backlog's samples, keeps its COMM
+/// records) and whose first TRACING record is an off (record turns
+/// recording off to apply its settings): the recording counted from the
+/// oldest COMM, "recording: 17.09 s" for a 4 s recording, and samples/s per
+/// CPU a fourth of the truth. COMM records name tasks; they are no time of
+/// recording.
+#[test]
+fn recording_time_does_not_count_comm_records_from_before_the_stream() {
+    use oprofile_stream::{Comm, Encoder, Header, Record, Sample, Tracing};
+    let v = victim();
+    let dir = tempfile::tempdir().unwrap();
+    let ms = 1_000_000u64;
+    let start = 1_000_000_000u64;
+    let mut e = Encoder::new(&Header {
+        nr_cpus: 1,
+        start_time: start,
+        ..Header::default()
+    });
+    // Seen by the module a second before the stream.
+    e.record(&Record::Comm(Comm::new(0, 1, PID, PID, "victim")));
+    e.record(&Record::Tracing(Tracing {
+        cpu: 0,
+        on: false,
+        time: start + ms,
+    }));
+    e.record(&Record::Tracing(Tracing {
+        cpu: 0,
+        on: true,
+        time: start + 2 * ms,
+    }));
+    for i in 0..10 {
+        e.record(&Record::Sample(Sample {
+            cpu: 0,
+            time: start + (3 + i) * ms,
+            pc: sym_addr(v, "alpha", 4),
+            pid: PID,
+            tgid: PID,
+            ..Default::default()
+        }));
+    }
+    let file = write_recording(dir.path(), &e.finish(), &fake_maps(v, &v.path));
+    let (ok, out, err) = run(&["report", "-i", file.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    // On from the stream's start to the off (1 ms), then from the on to the
+    // last sample (10 ms).
+    assert!(out.contains("# recording: 0.01 s,"), "{out}");
+}
