@@ -1276,13 +1276,19 @@ fn info_of(dir: &Path) -> String {
     std::fs::read_to_string(dir.join("rec.meta/info")).unwrap()
 }
 
+/// In `dir`: a fake debugfs with `pid` (see [`pid_debugfs`]), a device
+/// holding an empty stream, and the output path: `(debugfs, device, out)`.
+fn pid_rig(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf, std::path::PathBuf) {
+    let dbg = pid_debugfs(dir);
+    let dev = dir.join("dev");
+    std::fs::write(&dev, stream_for(&[])).unwrap();
+    (dbg, dev, dir.join("rec"))
+}
+
 #[test]
 fn record_command_binds_the_module_to_it_before_it_runs() {
     let dir = tempfile::tempdir().unwrap();
-    let dbg = pid_debugfs(dir.path());
-    let dev = dir.path().join("dev");
-    std::fs::write(&dev, stream_for(&[])).unwrap();
-    let out = dir.path().join("rec");
+    let (dbg, dev, out) = pid_rig(dir.path());
     let seen = dir.path().join("seen");
     let w = witness(&seen, &dbg);
     let (ok, err) = record_with(&out, &dev, &dbg, &["-g", "--", &w[0], &w[1], &w[2]]);
@@ -1319,10 +1325,7 @@ fn record_command_binds_the_module_to_it_before_it_runs() {
 #[test]
 fn record_a_and_several_pids_leave_the_module_on_every_task() {
     let dir = tempfile::tempdir().unwrap();
-    let dbg = pid_debugfs(dir.path());
-    let dev = dir.path().join("dev");
-    std::fs::write(&dev, stream_for(&[])).unwrap();
-    let out = dir.path().join("rec");
+    let (dbg, dev, out) = pid_rig(dir.path());
     let seen = dir.path().join("seen");
     let w = witness(&seen, &dbg);
     // -a with a command: the command says when to stop, nothing more.
@@ -1367,10 +1370,7 @@ fn record_a_and_several_pids_leave_the_module_on_every_task() {
 #[test]
 fn record_p_binds_the_module_to_one_process_while_it_runs() {
     let dir = tempfile::tempdir().unwrap();
-    let dbg = pid_debugfs(dir.path());
-    let dev = dir.path().join("dev");
-    std::fs::write(&dev, stream_for(&[])).unwrap();
-    let out = dir.path().join("rec");
+    let (dbg, dev, out) = pid_rig(dir.path());
     let mut target = StdCommand::new("sleep").arg("30").spawn().unwrap();
     let p = target.id().to_string();
     let child = StdCommand::new(assert_cmd::cargo::cargo_bin("oprofile-rs"))
@@ -1406,10 +1406,7 @@ fn record_p_binds_the_module_to_one_process_while_it_runs() {
 fn record_puts_pid_back_on_sigint_and_sigterm() {
     for sig in [libc::SIGINT, libc::SIGTERM] {
         let dir = tempfile::tempdir().unwrap();
-        let dbg = pid_debugfs(dir.path());
-        let dev = dir.path().join("dev");
-        std::fs::write(&dev, stream_for(&[])).unwrap();
-        let out = dir.path().join("rec");
+        let (dbg, dev, out) = pid_rig(dir.path());
         let started = dir.path().join("started");
         let child = StdCommand::new(assert_cmd::cargo::cargo_bin("oprofile-rs"))
             .args(["record", "-o", out.to_str().unwrap()])
@@ -1569,10 +1566,7 @@ fn record_stopped_while_the_command_is_held_never_runs_it() {
     use std::sync::Arc;
 
     let dir = tempfile::tempdir().unwrap();
-    let dbg = pid_debugfs(dir.path());
-    let dev = dir.path().join("dev");
-    std::fs::write(&dev, stream_for(&[])).unwrap();
-    let out = dir.path().join("rec");
+    let (dbg, dev, out) = pid_rig(dir.path());
     let c = std::ffi::CString::new(out.to_str().unwrap()).unwrap();
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
     let seen = dir.path().join("seen");
