@@ -7,6 +7,7 @@
 //!
 //! | file | suite / helper |
 //! |---|---|
+//! | `atomics.rs` | `oprofile_rs_ringbuf_atomics`: the ring core's atomics (x86-64 inline assembly) against the kernel's; store buffering with full barriers |
 //! | `ringbuf_stress.rs` | `oprofile_rs_ringbuf_stress`: the ring buffer under task, hard-IRQ and NMI writers |
 //! | `quiesce.rs` | `oprofile_rs_quiesce`: `tracing_on=0` waits for a hard-IRQ or NMI writer's open record |
 //! | `sampler_nmi.rs` | `oprofile_rs_sampler_nmi`: the sample path in NMI context, read back with the format's readers; a handler across a snapshot's pause |
@@ -17,6 +18,7 @@
 //! Unit suites of one file stay in that file (`params.rs`, `control.rs`,
 //! `event_buffer.rs`, `sync_stage.rs`, `counter_table.rs`).
 
+mod atomics;
 mod kthread;
 mod nmi;
 mod quiesce;

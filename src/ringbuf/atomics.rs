@@ -38,6 +38,25 @@
 //! more than `Relaxed` on failure, the adapter adds an `smp_mb()`.
 //! The orderings not used (an `Acquire` store, a `Release` load, which
 //! `core` rejects at run time) map to the next stronger one.
+//!
+//! # The instructions on x86-64
+//!
+//! On x86_64 the adapter does each of those kernel operations itself, by
+//! inline assembly on the `Atomic<T>`'s location (`lkmm::x86`), with the
+//! instruction the C kernel uses for it: without `CONFIG_RUST_INLINE_HELPERS`
+//! (GCC-built kernels: Debian's, the test kernels) every `kernel::sync::atomic`
+//! operation and barrier is a call into a C helper, about 20 per record on
+//! the writer's path. `READ_ONCE` and `smp_load_acquire` are a `mov` load,
+//! `WRITE_ONCE` and `smp_store_release` a `mov` store, `xchg` an `xchg`,
+//! `cmpxchg` a `lock cmpxchg` (fully ordered on failure too, so no added
+//! `smp_mb()`), `fetch_add` a `lock xadd`, `smp_mb()` a
+//! `lock add dword ptr [rsp - 4], 0`, `smp_rmb()` and `smp_wmb()` compiler
+//! barriers. Why each gives the LKMM's guarantee is argued in
+//! `Documentation/ring-buffer.md`, "The kernel's atomics on x86-64"; the
+//! KUnit suite `oprofile_rs_ringbuf_atomics` checks them against the kernel's
+//! atomics. `--cfg ringbuf_kernel_atomics` (`make OPROFILE_RS_KERNEL_ATOMICS=1`)
+//! builds the kernel's atomics instead, as on other architectures
+//! (`scripts/bench-ring --compare` measures both).
 
 #[cfg(all(ringbuf_host, not(loom), not(ringbuf_nesting)))]
 #[allow(unused_imports)]
@@ -64,7 +83,7 @@ pub(crate) fn read_fence() {
     #[cfg(ringbuf_host)]
     fence(Ordering::Acquire);
     #[cfg(not(ringbuf_host))]
-    kernel::sync::barrier::smp_mb(kernel::sync::barrier::Read);
+    lkmm::smp_rmb();
 }
 
 /// Orders the stores before it before the stores after it: `smp_wmb()` in
@@ -74,7 +93,7 @@ pub(crate) fn write_fence() {
     #[cfg(ringbuf_host)]
     fence(Ordering::Release);
     #[cfg(not(ringbuf_host))]
-    kernel::sync::barrier::smp_mb(kernel::sync::barrier::Write);
+    lkmm::smp_wmb();
 }
 
 /// Adds `n` to a counter that only one context can update at a time.
@@ -407,10 +426,17 @@ macro_rules! adapter {
     };
 }
 
-/// The kernel side: `kernel::sync::atomic` behind `core`'s method names.
+/// The kernel side: `core`'s method names over `kernel::sync::atomic`'s
+/// `Atomic<T>` (the storage, whatever the architecture), with each access
+/// done by x86-64 inline assembly ([`x86`], the default on x86_64) or by the
+/// kernel's atomics (other architectures, and x86_64 built with
+/// `--cfg ringbuf_kernel_atomics`: `make OPROFILE_RS_KERNEL_ATOMICS=1`).
 #[cfg(not(ringbuf_host))]
 mod lkmm {
-    use kernel::sync::atomic::{Acquire, Atomic, Full, Relaxed, Release};
+    use kernel::sync::atomic::Atomic;
+    #[cfg(not(all(target_arch = "x86_64", not(ringbuf_kernel_atomics))))]
+    use kernel::sync::atomic::{Acquire, Full, Relaxed, Release};
+    #[cfg(not(all(target_arch = "x86_64", not(ringbuf_kernel_atomics))))]
     use kernel::sync::barrier::smp_mb;
 
     /// The orderings the core asks for, with `core::sync::atomic`'s names;
@@ -432,6 +458,7 @@ mod lkmm {
 
     /// Runs `$body` with `$ord` bound to the kernel ordering of the
     /// read-modify-write ordering `$o`.
+    #[cfg(not(all(target_arch = "x86_64", not(ringbuf_kernel_atomics))))]
     macro_rules! rmw {
         ($o:expr, |$ord:ident| $body:expr) => {
             match $o {
@@ -455,7 +482,8 @@ mod lkmm {
         };
     }
 
-    /// What each method does on a kernel `Atomic` (see [`adapter`]).
+    /// What each method does with the kernel's atomics (see [`adapter`]).
+    #[cfg(not(all(target_arch = "x86_64", not(ringbuf_kernel_atomics))))]
     macro_rules! lkmm {
         (load, $a:expr, $o:expr) => {
             match $o {
@@ -488,6 +516,44 @@ mod lkmm {
         };
     }
 
+    /// What each method does with x86-64 instructions (see [`adapter`] and,
+    /// for the instructions, [`x86`]): the same mapping as `lkmm!`, each
+    /// kernel operation replaced by the instruction sequence the C kernel
+    /// uses for it on x86-64 (`Documentation/ring-buffer.md`, "The kernel's
+    /// atomics on x86-64").
+    #[cfg(all(target_arch = "x86_64", not(ringbuf_kernel_atomics)))]
+    macro_rules! lkmm {
+        (load, $a:expr, $o:expr) => {
+            match $o {
+                Ordering::Relaxed => x86::load_once(&$a),
+                _ => x86::load_acquire(&$a),
+            }
+        };
+        (store, $a:expr, $v:expr, $o:expr) => {
+            match $o {
+                Ordering::Relaxed => x86::store_once(&$a, $v),
+                Ordering::Release => x86::store_release(&$a, $v),
+                _ => {
+                    x86::xchg(&$a, $v);
+                }
+            }
+        };
+        // Every x86 read-modify-write is fully ordered, whatever `$o`.
+        (swap, $a:expr, $v:expr, $o:expr) => {{
+            let _ = $o;
+            x86::xchg(&$a, $v)
+        }};
+        // `lock cmpxchg` is fully ordered on failure too: no `smp_mb()`.
+        (compare_exchange, $a:expr, $current:expr, $new:expr, $success:expr, $failure:expr) => {{
+            let _ = ($success, $failure);
+            x86::cmpxchg(&$a, $current, $new)
+        }};
+        (fetch_add, $a:expr, $v:expr, $o:expr) => {{
+            let _ = $o;
+            x86::fetch_add(&$a, $v)
+        }};
+    }
+
     adapter!(lkmm,
         /// An atomic `u64` (storage words, positions, counters).
         AtomicU64(Atomic<u64>): u64 { store, compare_exchange, fetch_add }
@@ -497,17 +563,339 @@ mod lkmm {
         /// exchanged by the control operations, `control.rs`).
         AtomicU32(Atomic<u32>): u32 { store, compare_exchange }
     );
+    adapter!(lkmm,
+        /// An atomic `bool` (switches, the reader lock).
+        AtomicBool(Atomic<bool>): bool { store, swap, compare_exchange }
+    );
 
     /// A fence: `smp_mb()` whatever the ordering asked for (the control
     /// operations ask for `SeqCst` only).
     #[inline(always)]
     pub fn fence(_o: Ordering) {
+        #[cfg(all(target_arch = "x86_64", not(ringbuf_kernel_atomics)))]
+        x86::smp_mb();
+        #[cfg(not(all(target_arch = "x86_64", not(ringbuf_kernel_atomics))))]
         smp_mb(Full);
     }
-    adapter!(lkmm,
-        /// An atomic `bool` (switches, the reader lock).
-        AtomicBool(Atomic<bool>): bool { store, swap, compare_exchange }
-    );
+
+    /// `smp_rmb()`.
+    #[inline(always)]
+    pub(crate) fn smp_rmb() {
+        #[cfg(all(target_arch = "x86_64", not(ringbuf_kernel_atomics)))]
+        x86::barrier();
+        #[cfg(not(all(target_arch = "x86_64", not(ringbuf_kernel_atomics))))]
+        smp_mb(kernel::sync::barrier::Read);
+    }
+
+    /// `smp_wmb()`.
+    #[inline(always)]
+    pub(crate) fn smp_wmb() {
+        #[cfg(all(target_arch = "x86_64", not(ringbuf_kernel_atomics)))]
+        x86::barrier();
+        #[cfg(not(all(target_arch = "x86_64", not(ringbuf_kernel_atomics))))]
+        smp_mb(kernel::sync::barrier::Write);
+    }
+
+    /// The kernel's atomics and barriers as the C kernel implements them on
+    /// x86-64 (`arch/x86/include/asm/{atomic64_64,cmpxchg,barrier}.h`), by
+    /// inline assembly on an `Atomic<T>`'s location, so that none of them is
+    /// a call: without `CONFIG_RUST_INLINE_HELPERS` (kernels built with
+    /// GCC, Debian's among them) each `kernel::sync::atomic` operation is a
+    /// call into a C helper (`rust_helper_atomic64_read`, ...).
+    ///
+    /// Every function is one instruction on one naturally aligned location
+    /// of 1, 4 or 8 bytes (single-copy atomic on x86-64). Why each gives the
+    /// LKMM ordering of the operation it stands for (x86-TSO): see
+    /// `Documentation/ring-buffer.md`, "The kernel's atomics on x86-64".
+    /// Compiler ordering: an `asm!` without `nomem`/`readonly` may read and
+    /// write any memory, so the compiler neither moves memory accesses
+    /// across it nor keeps values in registers across it (the C kernel's
+    /// `"memory"` clobber); `load_once` is `readonly` (like a volatile load:
+    /// it is never merged or dropped, being not `pure`, but plain accesses
+    /// may move around it, as around `READ_ONCE()`). Without
+    /// `preserves_flags` the flags are clobbered (the C `"cc"` clobber).
+    #[cfg(all(target_arch = "x86_64", not(ringbuf_kernel_atomics)))]
+    pub(crate) mod x86 {
+        use core::arch::asm;
+        use kernel::sync::atomic::Atomic;
+
+        /// The value types of the core's atomics, with their
+        /// single-instruction accesses (`u64`, `u32`; `bool` as a byte).
+        ///
+        /// # Safety
+        ///
+        /// Implementors' functions must be called with a pointer valid for
+        /// reads and writes of `Self` (as the implementor's access width),
+        /// aligned to that width, that only atomic accesses use
+        /// concurrently.
+        pub(crate) unsafe trait Word: Copy + Sized {
+            /// `mov` load (`READ_ONCE()`), `readonly`.
+            ///
+            /// # Safety
+            ///
+            /// See the trait.
+            unsafe fn mov_load_ro(p: *mut Self) -> Self;
+            /// `mov` load, compiler barrier (`smp_load_acquire()`).
+            ///
+            /// # Safety
+            ///
+            /// See the trait.
+            unsafe fn mov_load(p: *mut Self) -> Self;
+            /// `mov` store, compiler barrier.
+            ///
+            /// # Safety
+            ///
+            /// See the trait.
+            unsafe fn mov_store(p: *mut Self, v: Self);
+            /// `xchg` (implicitly locked), returns the previous value.
+            ///
+            /// # Safety
+            ///
+            /// See the trait.
+            unsafe fn xchg(p: *mut Self, v: Self) -> Self;
+            /// `lock cmpxchg`: returns the previous value (stored `new` iff
+            /// it equals `current`).
+            ///
+            /// # Safety
+            ///
+            /// See the trait.
+            unsafe fn lock_cmpxchg(p: *mut Self, current: Self, new: Self) -> Self;
+        }
+
+        /// Implements [`Word`] for an integer type: its register class, the
+        /// operand modifier naming a register at its width, its memory
+        /// operand size and its accumulator (`cmpxchg`'s implicit operand).
+        macro_rules! word {
+            ($t:ty, $class:ident, $load:literal, $store:literal, $xchg:literal, $cmpxchg:literal, $acc:tt) => {
+                // SAFETY: each function is one instruction accessing `*p`
+                // at `$t`'s width, as the trait's contract allows, and no
+                // other memory; none touches the stack (`nostack`).
+                unsafe impl Word for $t {
+                    #[inline(always)]
+                    unsafe fn mov_load_ro(p: *mut Self) -> Self {
+                        let v: $t;
+                        // SAFETY: the caller's (trait contract).
+                        unsafe {
+                            asm!($load, p = in(reg) p, v = lateout($class) v,
+                                options(nostack, preserves_flags, readonly));
+                        }
+                        v
+                    }
+
+                    #[inline(always)]
+                    unsafe fn mov_load(p: *mut Self) -> Self {
+                        let v: $t;
+                        // SAFETY: the caller's (trait contract).
+                        unsafe {
+                            asm!($load, p = in(reg) p, v = lateout($class) v,
+                                options(nostack, preserves_flags));
+                        }
+                        v
+                    }
+
+                    #[inline(always)]
+                    unsafe fn mov_store(p: *mut Self, v: Self) {
+                        // SAFETY: the caller's (trait contract).
+                        unsafe {
+                            asm!($store, p = in(reg) p, v = in($class) v,
+                                options(nostack, preserves_flags));
+                        }
+                    }
+
+                    #[inline(always)]
+                    unsafe fn xchg(p: *mut Self, v: Self) -> Self {
+                        let mut v = v;
+                        // SAFETY: the caller's (trait contract). `xchg`
+                        // changes no flag.
+                        unsafe {
+                            asm!($xchg, p = in(reg) p, v = inout($class) v,
+                                options(nostack, preserves_flags));
+                        }
+                        v
+                    }
+
+                    #[inline(always)]
+                    unsafe fn lock_cmpxchg(p: *mut Self, current: Self, new: Self) -> Self {
+                        let prev: $t;
+                        // SAFETY: the caller's (trait contract). Flags
+                        // clobbered (ZF).
+                        unsafe {
+                            asm!($cmpxchg, p = in(reg) p, n = in($class) new,
+                                inout($acc) current => prev, options(nostack));
+                        }
+                        prev
+                    }
+                }
+            };
+        }
+
+        word!(
+            u64,
+            reg,
+            "mov {v}, qword ptr [{p}]",
+            "mov qword ptr [{p}], {v}",
+            "xchg qword ptr [{p}], {v}",
+            "lock cmpxchg qword ptr [{p}], {n}",
+            "rax"
+        );
+        word!(
+            u32,
+            reg,
+            "mov {v:e}, dword ptr [{p}]",
+            "mov dword ptr [{p}], {v:e}",
+            "xchg dword ptr [{p}], {v:e}",
+            "lock cmpxchg dword ptr [{p}], {n:e}",
+            "eax"
+        );
+        word!(
+            u8,
+            reg_byte,
+            "mov {v}, byte ptr [{p}]",
+            "mov byte ptr [{p}], {v}",
+            "xchg byte ptr [{p}], {v}",
+            "lock cmpxchg byte ptr [{p}], {n}",
+            "al"
+        );
+
+        /// A type the core keeps in an `Atomic<T>`, and the [`Word`] that
+        /// holds it (`bool`: a byte, 0 or 1, as `Atomic<bool>` stores it).
+        pub(crate) trait Value: Copy + PartialEq + kernel::sync::atomic::AtomicType {
+            /// The word.
+            type W: Word;
+            /// The value as its word.
+            fn word(self) -> Self::W;
+            /// The word as a value (a word this type stored).
+            fn value(w: Self::W) -> Self;
+        }
+
+        impl Value for u64 {
+            type W = u64;
+            #[inline(always)]
+            fn word(self) -> u64 {
+                self
+            }
+            #[inline(always)]
+            fn value(w: u64) -> u64 {
+                w
+            }
+        }
+
+        impl Value for u32 {
+            type W = u32;
+            #[inline(always)]
+            fn word(self) -> u32 {
+                self
+            }
+            #[inline(always)]
+            fn value(w: u32) -> u32 {
+                w
+            }
+        }
+
+        impl Value for bool {
+            type W = u8;
+            #[inline(always)]
+            fn word(self) -> u8 {
+                u8::from(self)
+            }
+            #[inline(always)]
+            fn value(w: u8) -> bool {
+                w != 0
+            }
+        }
+
+        /// The location of `a` as its word.
+        #[inline(always)]
+        fn ptr<T: Value>(a: &Atomic<T>) -> *mut T::W {
+            // `Atomic<T>::as_ptr` is valid and aligned for `T` for as long
+            // as `a` lives; `T::W` has `T`'s size and alignment (u64, u32;
+            // bool and u8: 1 byte).
+            a.as_ptr().cast::<T::W>()
+        }
+
+        /// `READ_ONCE()` (`Relaxed` load): `mov`.
+        #[inline(always)]
+        pub(crate) fn load_once<T: Value>(a: &Atomic<T>) -> T {
+            // SAFETY: `ptr(a)` is valid and aligned (see `ptr`) and every
+            // access to an `Atomic<T>` is atomic.
+            T::value(unsafe { T::W::mov_load_ro(ptr(a)) })
+        }
+
+        /// `smp_load_acquire()` (`Acquire` load): `mov`, compiler barrier.
+        #[inline(always)]
+        pub(crate) fn load_acquire<T: Value>(a: &Atomic<T>) -> T {
+            // SAFETY: as in `load_once`.
+            T::value(unsafe { T::W::mov_load(ptr(a)) })
+        }
+
+        /// `WRITE_ONCE()` (`Relaxed` store): `mov`.
+        #[inline(always)]
+        pub(crate) fn store_once<T: Value>(a: &Atomic<T>, v: T) {
+            // SAFETY: as in `load_once`; `v.word()` is a valid `T` (a bool
+            // stores 0 or 1).
+            unsafe { T::W::mov_store(ptr(a), v.word()) }
+        }
+
+        /// `smp_store_release()` (`Release` store): compiler barrier, `mov`.
+        #[inline(always)]
+        pub(crate) fn store_release<T: Value>(a: &Atomic<T>, v: T) {
+            // SAFETY: as in `store_once`.
+            unsafe { T::W::mov_store(ptr(a), v.word()) }
+        }
+
+        /// `xchg()` (fully ordered): `xchg`.
+        #[inline(always)]
+        pub(crate) fn xchg<T: Value>(a: &Atomic<T>, v: T) -> T {
+            // SAFETY: as in `store_once`.
+            T::value(unsafe { T::W::xchg(ptr(a), v.word()) })
+        }
+
+        /// `cmpxchg()` (fully ordered, on failure too): `lock cmpxchg`.
+        /// `Ok(current)` if it stored `new`, else `Err(value)`.
+        #[inline(always)]
+        pub(crate) fn cmpxchg<T: Value>(a: &Atomic<T>, current: T, new: T) -> Result<T, T> {
+            // SAFETY: as in `store_once`.
+            let prev = T::value(unsafe { T::W::lock_cmpxchg(ptr(a), current.word(), new.word()) });
+            if prev == current {
+                Ok(prev)
+            } else {
+                Err(prev)
+            }
+        }
+
+        /// `atomic64_fetch_add()` (fully ordered): `lock xadd`.
+        #[inline(always)]
+        pub(crate) fn fetch_add(a: &Atomic<u64>, v: u64) -> u64 {
+            let mut r = v;
+            // SAFETY: as in `load_once`. Flags clobbered.
+            unsafe {
+                asm!("lock xadd qword ptr [{p}], {r}", p = in(reg) a.as_ptr(),
+                    r = inout(reg) r, options(nostack));
+            }
+            r
+        }
+
+        /// `smp_mb()`: `lock add dword ptr [rsp - 4], 0`, as the kernel's
+        /// `__smp_mb()` on x86-64 (a locked RMW of a stack word no one
+        /// else uses, cheaper than `mfence`; it changes nothing).
+        #[inline(always)]
+        pub(crate) fn smp_mb() {
+            // SAFETY: the word below the stack pointer is ours to use: the
+            // asm is not `nostack`, so the compiler keeps nothing there
+            // (and the kernel has no red zone); adding 0 leaves it as it
+            // was, and a single instruction cannot be interrupted halfway.
+            // Flags clobbered; memory clobber (no `nomem`).
+            unsafe { asm!("lock add dword ptr [rsp - 4], 0") };
+        }
+
+        /// `barrier()`: `smp_rmb()` and `smp_wmb()` on x86-64, where loads
+        /// are not reordered with loads nor stores with stores.
+        #[inline(always)]
+        pub(crate) fn barrier() {
+            // SAFETY: an empty asm: a compiler barrier only.
+            unsafe { asm!("", options(nostack, preserves_flags)) };
+        }
+    }
 }
 
 /// Host model of interrupt nesting (`--cfg ringbuf_nesting`, host only): the
