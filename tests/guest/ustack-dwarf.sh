@@ -14,7 +14,10 @@
 # - the point of it: ustack_nofp (main → outer → hot_a / hot_b, 3:1, built
 #   without frame pointers) has short frame-pointer stacks, and whole ones,
 #   in the 3:1 split, unwound from the copies; garbage frame pointers
-#   (badfp) neither crash nor hang the copy or the unwinder.
+#   (badfp) neither crash nor hang the copy or the unwinder; a frame
+#   pointer at a false frame record (fakefp) never makes a stack name the
+#   record's return address: the stack names the true caller or ends in
+#   [truncated].
 . /tmp/lib.sh
 try() { /tmp/cfgctl write "$DBG/user_stack_size" "$1"; }
 cfg() { sed -n "s/^$1=//p" $DBG/config; }
@@ -115,6 +118,23 @@ expect_eq "dwarf,512: copies of at most 512 bytes" "$(grep -c FAIL /tmp/ev.out)"
 set -- $(sed -n 's/^ustack //p' /tmp/ev.out)
 check "dwarf,512: with copies ($1)" [ "${1:-0}" -gt 0 ]
 in_range "dwarf,512: copies of up to 512 bytes (the largest)" "${5:-none}" 1 512
+
+# --- rbp at a false record (fakefp): the chain names decoy() as run()'s
+# caller; a copy that ends in run()'s frame (dwarf,64) gives stacks that
+# name main() or are cut, never decoy().
+oprofile-rs record -q -g -o /tmp/y.bin -- /tmp/fakefp 1
+oprofile-rs folded -i /tmp/y.bin >/tmp/y.folded 2>/dev/null
+check "fakefp: the chain names decoy as run's caller (the trap is set)" grep -q ';decoy;run ' /tmp/y.folded
+for cg in dwarf,64; do
+    oprofile-rs record -q --call-graph $cg -o /tmp/y.bin -- /tmp/fakefp 1
+    oprofile-rs folded -i /tmp/y.bin >/tmp/y.folded 2>/dev/null
+    sort -k2 -n -r -t' ' /tmp/y.folded | head -3
+    runs=$(folded_count ';run( |;)' /tmp/y.folded)
+    good=$(folded_count '(;main|^fakefp;.truncated.);run( |;)' /tmp/y.folded)
+    check "fakefp, $cg: samples in run ($runs)" [ "$runs" -gt 20 ]
+    expect_eq "fakefp, $cg: no stack names decoy" "$(grep -c decoy /tmp/y.folded)" 0
+    expect_eq "fakefp, $cg: run's caller is main or the stack is cut" "$good" "$runs"
+done
 
 # --- hostile stacks: garbage frame pointers and stack pointers
 for mode in loop2 kernel unmapped notpresent misaligned deep \

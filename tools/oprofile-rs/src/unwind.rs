@@ -243,11 +243,11 @@ impl DwarfUnwinder {
         }
         chain.extend(callers);
         let mut cut = false;
-        if let End::CopyEnd { sp, bp } = end {
+        if let End::CopyEnd { sp, bp, at } = end {
             // The frame-pointer chain's return addresses (without the entry
             // address of a kernel-mode sample).
             let fp_rets = fp_chain.get(usize::from(kernel)..).unwrap_or(&[]);
-            match splice(stack, fp_rets, sp, bp) {
+            match splice(stack, fp_rets, sp, bp, at) {
                 Some(rest) if !rest.is_empty() => {
                     self.stats.spliced += 1;
                     chain.extend_from_slice(rest);
@@ -291,14 +291,18 @@ impl DwarfUnwinder {
         // outermost frame (a shorter copy reached the top of the stack).
         let full = data.len() >= usize::from(stack.size) && !data.is_empty();
         let copy_end = sp.saturating_add(data.len() as u64);
-        // Set by a read just past a full copy (within 1 MiB, the largest
+        // The first read just past a full copy (within 1 MiB, the largest
         // frame taken for a frame: farther is garbage, not the stack going
-        // on).
-        let beyond = std::cell::Cell::new(false);
+        // on): its address.
+        let beyond = std::cell::Cell::new(None);
         // Only the copied bytes: anything else ends the unwind.
         let mut read_stack = |addr: u64| -> Result<u64, ()> {
-            if full && addr >= copy_end && addr < copy_end.saturating_add(1 << 20) {
-                beyond.set(true);
+            if full
+                && addr >= copy_end
+                && addr < copy_end.saturating_add(1 << 20)
+                && beyond.get().is_none()
+            {
+                beyond.set(Some(addr));
             }
             let off = usize::try_from(addr.checked_sub(sp).ok_or(())?).map_err(|_| ())?;
             let word = data.get(off..off.checked_add(8).ok_or(())?).ok_or(())?;
@@ -313,7 +317,7 @@ impl DwarfUnwinder {
                 break;
             };
             let before = regs;
-            beyond.set(false);
+            beyond.set(None);
             let ra =
                 match p
                     .unwinder
@@ -322,11 +326,14 @@ impl DwarfUnwinder {
                     Ok(Some(ra)) => ra,
                     // A read past the end of a full copy: the stack goes
                     // on beyond what was copied, from this frame.
-                    Err(_) if beyond.get() => {
-                        end = End::CopyEnd {
-                            sp: before.sp(),
-                            bp: before.bp(),
-                        };
+                    Err(_) if beyond.get().is_some() => {
+                        if let Some(at) = beyond.get() {
+                            end = End::CopyEnd {
+                                sp: before.sp(),
+                                bp: before.bp(),
+                                at,
+                            };
+                        }
                         break;
                     }
                     // The root (`_start`, a thread's start), or a read outside
@@ -425,22 +432,34 @@ pub struct Unwound {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum End {
     /// It needed the stack past the end of a full copy, to unwind the
-    /// frame whose registers were `sp` and `bp`.
-    CopyEnd { sp: u64, bp: u64 },
+    /// frame whose registers were `sp` and `bp`: first at address `at`.
+    CopyEnd { sp: u64, bp: u64, at: u64 },
     /// The root, garbage, no unwind information, or the frame limit.
     Other,
 }
 
 /// The frame-pointer chain's return addresses `fp_rets` from the frame the
 /// unwind of `stack` reached at the end of its copy (its registers `sp`,
-/// `bp`) on: the chain's walk is replayed on the copy (its frame records
-/// at `stack.bp`, then at each saved `rbp`); the frame whose record lies
-/// at `bp` (a frame that keeps a frame pointer: its record, its return
-/// address, at `bp`) continues with the chain's entry for that record.
-/// `None` when no record of the chain lies at `bp` above `sp`, or the
-/// chain disagrees with the copy (then it is not the same walk).
-pub fn splice<'a>(stack: &UserStack, fp_rets: &'a [u64], sp: u64, bp: u64) -> Option<&'a [u64]> {
-    if bp < sp || !bp.is_multiple_of(8) {
+/// `bp`; the unwind's first read past the copy at `at`) on: the chain's
+/// walk is replayed on the copy (its frame records at `stack.bp`, then at
+/// each saved `rbp`); the frame whose record lies at `bp` continues with
+/// the chain's entry for that record. Only a frame that keeps a frame
+/// pointer has its record there: its unwind reads its return address at
+/// `bp + 8` and the caller's frame pointer at `bp`, so `at` must be one of
+/// them. A frame whose `rbp` only holds a stack address (code built without
+/// frame pointers), or one the chain skips (its return address below the
+/// record at `bp`), reads elsewhere: its callers are not the chain's.
+/// `None` when no record of the chain lies at `bp` above `sp`, the frame
+/// does not read its record there, or the chain disagrees with the copy
+/// (then it is not the same walk).
+pub fn splice<'a>(
+    stack: &UserStack,
+    fp_rets: &'a [u64],
+    sp: u64,
+    bp: u64,
+    at: u64,
+) -> Option<&'a [u64]> {
+    if bp < sp || !bp.is_multiple_of(8) || (at != bp && Some(at) != bp.checked_add(8)) {
         return None;
     }
     let read = |addr: u64| -> Option<u64> {
@@ -511,6 +530,45 @@ mod tests {
             s.describe().unwrap(),
             "5 samples with a user stack copy: 4 unwound with .eh_frame (DWARF), 1 fell back to the frame-pointer chain"
         );
+    }
+
+    #[test]
+    fn splice_only_from_a_frame_that_reads_its_record() {
+        // A copy of 0x30 bytes: at sp + 0x20 a frame record (saved rbp
+        // beyond the copy, return address 0x40_2222), as the chain read it.
+        let sp = 0x7ffc_0000_1000u64;
+        let bp = sp + 0x20;
+        let next = sp + 0x80;
+        let mut data = vec![0u8; 0x30];
+        data[0x20..0x28].copy_from_slice(&next.to_le_bytes());
+        data[0x28..0x30].copy_from_slice(&0x40_2222u64.to_le_bytes());
+        let st = UserStack {
+            ip: 0x40_1000,
+            sp,
+            bp,
+            size: 0x30,
+            data,
+        };
+        let chain = [0x40_2222u64, 0x40_3333, 0x40_4444];
+        // The next frame keeps a frame pointer: its record at `next`, its
+        // return address read at `next + 8` (or its saved rbp at `next`).
+        assert_eq!(
+            splice(&st, &chain, sp + 0x30, next, next + 8),
+            Some(&chain[1..])
+        );
+        assert_eq!(
+            splice(&st, &chain, sp + 0x30, next, next),
+            Some(&chain[1..])
+        );
+        // A frame without one whose rbp holds the record's address (code
+        // built without frame pointers): it reads its return address
+        // elsewhere, and the chain's entries are not its callers.
+        assert_eq!(splice(&st, &chain, sp + 0x30, next, next + 0x40), None);
+        assert_eq!(splice(&st, &chain, sp + 0x30, next, next - 8), None);
+        // The first record itself, from a frame below it that reads its
+        // own return address below it (a chain that would skip a frame).
+        assert_eq!(splice(&st, &chain, sp, bp, bp + 8), Some(&chain[..]));
+        assert_eq!(splice(&st, &chain, sp, bp, sp + 0x18), None);
     }
 
     #[test]
