@@ -204,6 +204,9 @@ pub(crate) fn changed(cur: &Config, ch: &Changes<'_>) -> Result<Config> {
         c.user_stack_size = params::check_user_stack_size(number("user_stack_size", v)?)?;
     }
     params::check_user_stack_room(c.cpu_buffer_size, c.user_stack_size)?;
+    if let Some(v) = ch.get("user_stack_fit") {
+        c.user_stack_fit = params::parse_bool("user_stack_fit", v)?;
+    }
     if let Some(v) = ch.get("buffer_size") {
         c.buffer_size = params::check_buffer_size(number("buffer_size", v)?)?;
     }
@@ -489,7 +492,8 @@ impl Profiler {
             next.config.backtrace_depth,
             next.config.user_backtrace_depth,
         );
-        self.buffers.set_user_stack(next.config.user_stack_size);
+        self.buffers
+            .set_user_stack(next.config.user_stack_size, next.config.user_stack_fit);
         if events_changed {
             self.buffers.reset_event_counts();
         }
@@ -607,6 +611,7 @@ mod tests {
             backtrace_depth: 0,
             user_backtrace_depth: 32,
             user_stack_size: 0,
+            user_stack_fit: false,
             mode: b"consume",
         })
     }

@@ -13,7 +13,7 @@
 //! - `event`, `sample_period`, `sample_freq`, `backtrace_depth`,
 //!   `user_backtrace_depth`, `cpu_buffer_size`, `buffer_size`,
 //!   `buffer_watershed`, `exclude_user`, `exclude_kernel`, `mode`, `cgroup`,
-//!   `user_stack_size`, `pid` (0600):
+//!   `user_stack_size`, `user_stack_fit`, `pid` (0600):
 //!   the setting in the parameter's syntax; a
 //!   write (one value, a trailing newline allowed) changes it while
 //!   recording is off (`config.rs`: `EBUSY` while on, `EINVAL` for garbage,
@@ -341,9 +341,14 @@ impl ControlFiles {
                 store: Some(store_key::<12>),
             },
             FileSpec {
-                name: c"pid",
+                name: c"user_stack_fit",
                 show: Some(show_key::<13>),
                 store: Some(store_key::<13>),
+            },
+            FileSpec {
+                name: c"pid",
+                show: Some(show_key::<14>),
+                store: Some(store_key::<14>),
             },
             FileSpec {
                 name: c"event_info",

@@ -1005,7 +1005,7 @@ impl Tracing {
 /// every event; `mode` is the record's byte 7; `cgroup` and `pid`, added
 /// after `mode`, are the record's extension, [`Config::cgroup`] and
 /// [`Config::pid`].)
-pub const CONFIG_KEYS: [&str; 14] = [
+pub const CONFIG_KEYS: [&str; 15] = [
     "event",
     "sample_period",
     "sample_freq",
@@ -1019,6 +1019,7 @@ pub const CONFIG_KEYS: [&str; 14] = [
     "mode",
     "cgroup",
     "user_stack_size",
+    "user_stack_fit",
     "pid",
 ];
 

@@ -95,6 +95,10 @@ module! {
             default: 0,
             description: "Bytes of user stack copied per sample for DWARF unwinding (0: none; a multiple of 8 up to 8192)",
         },
+        user_stack_fit: bool {
+            default: false,
+            description: "Stop each user stack copy after the first frame record when the frame pointer looks like one (the hybrid)",
+        },
     },
 }
 
@@ -166,6 +170,7 @@ impl kernel::InPlaceModule for OprofileModule {
                 backtrace_depth: module_parameters::backtrace_depth.value(),
                 user_backtrace_depth: module_parameters::user_backtrace_depth.value(),
                 user_stack_size: module_parameters::user_stack_size.value(),
+                user_stack_fit: module_parameters::user_stack_fit.value(),
                 mode: mode_param(),
             };
             let mut config = params::Config::validate(raw)?;

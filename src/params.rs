@@ -457,6 +457,11 @@ pub(crate) struct Config {
     /// Bytes of user stack copied per sample (0: none; see
     /// `user_stack.rs`).
     pub(crate) user_stack_size: u32,
+    /// Each copy stops after the first frame record when the frame
+    /// pointer's record looks like one (`user_stack.rs`, [`fit_len`]).
+    ///
+    /// [`fit_len`]: crate::user_stack::fit_len
+    pub(crate) user_stack_fit: bool,
     /// The profiled process (0: every task, on every CPU; see
     /// `task_counters.rs`): runtime only, 0 at load.
     pub(crate) pid: u32,
@@ -479,6 +484,7 @@ pub(crate) struct Raw<'a> {
     pub(crate) backtrace_depth: u64,
     pub(crate) user_backtrace_depth: u64,
     pub(crate) user_stack_size: u64,
+    pub(crate) user_stack_fit: bool,
     /// `mode=`, as given (without the NUL).
     pub(crate) mode: &'a [u8],
 }
@@ -628,6 +634,7 @@ impl Config {
             // Looked up by the caller (`cgroup=`, `cgroup.rs`).
             cgroup: 0,
             user_stack_size,
+            user_stack_fit: raw.user_stack_fit,
             pid: 0,
         })
     }
@@ -666,6 +673,7 @@ mod tests {
             // The parameter's default (oprofile.rs): user stacks are on.
             user_backtrace_depth: 32,
             user_stack_size: 0,
+            user_stack_fit: false,
             mode: b"consume",
         }
     }

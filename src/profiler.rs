@@ -176,7 +176,7 @@ impl Profiler {
                 &crate::cgroup::IN_FORCE,
                 config.mode == RecordMode::Overwrite,
             )?;
-            sampler.set_user_stack(config.user_stack_size);
+            sampler.set_user_stack(config.user_stack_size, config.user_stack_fit);
             cpus.push(sampler, GFP_KERNEL)?;
         }
         // Each counter's overflow context: the sampler of its CPU and the

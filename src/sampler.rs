@@ -260,6 +260,10 @@ pub(crate) struct CpuSampler {
     /// Bytes of user stack copied per sample (0: none, else a multiple of
     /// 8 up to [`format::MAX_USER_STACK`]); as `depth`.
     user_stack: Atomic<u32>,
+    /// Each copy stops after the first frame record when the frame
+    /// pointer's record looks like one ([`user_stack::fit_len`]); as
+    /// `depth`.
+    user_stack_fit: Atomic<bool>,
     scratch: Scratch,
     /// Overwrite mode: the running task is named again (a new COMM record)
     /// after an eighth of the buffer's bytes of SAMPLE records, so that a
@@ -304,6 +308,7 @@ impl CpuSampler {
             depth: Atomic::new(depth.min(MAX_DEPTH as u32)),
             user_depth: Atomic::new(user_depth.min(MAX_USER_DEPTH as u32)),
             user_stack: Atomic::new(0),
+            user_stack_fit: Atomic::new(false),
             scratch: Scratch::new()?,
             renames: Atomic::new(overwrite),
             since_comm: Atomic::new(0),
@@ -322,10 +327,13 @@ impl CpuSampler {
 
     /// Sets the bytes of user stack copied per sample (0: none), while
     /// recording is off (`config.rs`); rounded down to whole words and
-    /// capped at the format's [`format::MAX_USER_STACK`].
-    pub(crate) fn set_user_stack(&self, bytes: u32) {
+    /// capped at the format's [`format::MAX_USER_STACK`]; with `fit`, each
+    /// copy stops after the first frame record where the frame pointer
+    /// holds a plausible one ([`user_stack::fit_len`]).
+    pub(crate) fn set_user_stack(&self, bytes: u32, fit: bool) {
         self.user_stack
             .store(bytes.min(format::MAX_USER_STACK as u32) / 8 * 8, Relaxed);
+        self.user_stack_fit.store(fit, Relaxed);
     }
 
     /// Bytes of SAMPLE records after which the task is named again: an
@@ -427,6 +435,7 @@ impl CpuSampler {
         let depth = (self.depth.load(Relaxed) as usize).min(MAX_DEPTH);
         let user_depth = (self.user_depth.load(Relaxed) as usize).min(MAX_USER_DEPTH);
         let stack_bytes = (self.user_stack.load(Relaxed) as usize).min(format::MAX_USER_STACK);
+        let fit = stack_bytes > 0 && self.user_stack_fit.load(Relaxed);
         let pc = regs.ip();
         let kernel_mode = !regs.user_mode();
         let ts = now();
@@ -525,9 +534,18 @@ impl CpuSampler {
                         k = n;
                     }
                     let mut u = 0;
+                    // The frame record at the frame pointer, as the walk
+                    // read it (`fit`: it bounds the stack copy).
+                    let mut first = None;
                     if let Some(start) = user.as_ref().filter(|_| user_depth > 0) {
                         let out = chain.get_mut(k..k + user_depth).unwrap_or(&mut []);
-                        let (n, stop) = user_stack::walk(start, out, user_stack::read_frame);
+                        let (n, stop) = user_stack::walk(start, out, |fp| {
+                            let r = user_stack::read_frame(fp);
+                            if fp == start.bp && first.is_none() {
+                                first = r;
+                            }
+                            r
+                        });
                         if stop.aborted() {
                             cut |= CUT_USER_ABORTED;
                         } else if stop == user_stack::Stop::Depth {
@@ -538,7 +556,17 @@ impl CpuSampler {
                     let chain = chain.get(..k + u).unwrap_or(&[]);
                     match user.as_ref().filter(|_| stack_bytes > 0) {
                         Some(start) => {
-                            let area = stack.get_mut(..stack_bytes / 8).unwrap_or(&mut []);
+                            let bytes = if fit {
+                                // Without a walk (user_depth 0) the record
+                                // is read here.
+                                if user_depth == 0 {
+                                    first = user_stack::first_frame(start);
+                                }
+                                user_stack::fit_len(start, first, stack_bytes)
+                            } else {
+                                stack_bytes
+                            };
+                            let area = stack.get_mut(..bytes / 8).unwrap_or(&mut []);
                             let copied = user_stack::copy_stack(start, area);
                             if copied < area.len() * 8 {
                                 c.user_stack_short.add(1, Relaxed);

@@ -134,6 +134,7 @@ impl Settings {
             b"cgroup" => crate::cgroup::write_value(c.cgroup, f),
             b"user_stack_size" => write!(f, "{}", c.user_stack_size),
             b"pid" => write!(f, "{}", c.pid),
+            b"user_stack_fit" => write!(f, "{}", u8::from(c.user_stack_fit)),
             _ => Err(core::fmt::Error),
         }
     }

@@ -628,10 +628,12 @@ impl Buffers {
         }
     }
 
-    /// Sets the bytes of user stack every sampler copies per sample.
-    pub(crate) fn set_user_stack(&self, bytes: u32) {
+    /// Sets the bytes of user stack every sampler copies per sample, and
+    /// whether each copy stops after the first frame record
+    /// (`user_stack_fit`).
+    pub(crate) fn set_user_stack(&self, bytes: u32, fit: bool) {
         for s in self.cpus.iter() {
-            s.set_user_stack(bytes);
+            s.set_user_stack(bytes, fit);
         }
     }
 

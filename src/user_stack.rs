@@ -164,6 +164,65 @@ pub(crate) fn read_frame(fp: u64) -> Option<[u64; 2]> {
     (left == 0).then_some(frame)
 }
 
+/// The frame record at the user frame pointer (`start.bp`) of the current
+/// task, if the walk would read it (8-aligned, at or above the stack
+/// pointer, inside the user address space) and it can be read; for
+/// [`fit_len`] when no walk read it.
+pub(crate) fn first_frame(start: &UserRegs) -> Option<[u64; 2]> {
+    let bp = start.bp;
+    let plausible =
+        bp != 0 && bp % 8 == 0 && bp >= start.sp && bp <= start.limit.saturating_sub(FRAME_LEN);
+    if plausible {
+        read_frame(bp)
+    } else {
+        None
+    }
+}
+
+/// Bytes of user stack to copy for a sample from `start` with `user_stack_size`
+/// `max`, when copies fit the frame-pointer chain (`user_stack_fit`): where
+/// the frame pointer holds a plausible frame record (`first`, read at
+/// `start.bp`: 8-aligned, at or above the stack pointer and within `max`
+/// bytes of it, its saved frame pointer 0 or above it, its return address
+/// in user space and not 0), the stack from the stack pointer to the end of
+/// that record, in whole words: the frames below the record (a leaf's, or
+/// those of code without frame pointers called from a frame that keeps
+/// one) for the unwind with `.eh_frame`, the record itself, and the chain
+/// beyond, which the sample carries. Otherwise (no record, or garbage in
+/// the frame pointer, as code built without frame pointers leaves there)
+/// `max`: a copy as without `user_stack_fit`.
+///
+/// A frame pointer that only looks like one (code without frame pointers
+/// keeping a stack address in `rbp`) makes the copy short: the tool then
+/// cuts the stack where the copy ends (it continues along the chain only
+/// from a frame whose own record is there, `tools/oprofile-rs/src/unwind.rs`),
+/// it never follows the false record.
+pub(crate) fn fit_len(start: &UserRegs, first: Option<[u64; 2]>, max: usize) -> usize {
+    let Some([next, ret]) = first else {
+        return max;
+    };
+    let bp = start.bp;
+    let end = match bp.checked_add(FRAME_LEN) {
+        Some(end) if end <= start.limit => end,
+        _ => return max,
+    };
+    let plausible = bp % 8 == 0
+        && bp >= start.sp
+        && (next == 0 || next >= end)
+        && ret != 0
+        && ret < start.limit;
+    if !plausible {
+        return max;
+    }
+    // From the stack pointer (which need not be 8-aligned) to the record's
+    // end, rounded up to whole words; at most `max`.
+    match usize::try_from(end - start.sp) {
+        Ok(n) if n <= max => n.div_ceil(8) * 8,
+        _ => max,
+    }
+    .min(max)
+}
+
 /// Copies the current task's user stack from `start.sp` up into `out`, in
 /// any context (NMI included), without faulting pages in (as perf's
 /// `PERF_SAMPLE_STACK_USER`): at most `out.len()` words, and never past the
@@ -387,6 +446,50 @@ mod tests {
             }
         }
         assert_eq!([0, 1, 8, 9, 8192].map(recorded_words), [1, 1, 1, 2, 1024]);
+    }
+
+    #[test]
+    fn fitted_copies_end_after_a_plausible_first_record() {
+        let bp = STACK + 0x30;
+        let s = start(bp);
+        // A record: the leaf's 0x30 bytes and the record's 16.
+        assert_eq!(fit_len(&s, Some([bp + 0x40, 0x40_1111]), 1024), 0x40);
+        assert_eq!(fit_len(&s, Some([0, 0x40_1111]), 1024), 0x40);
+        // A stack pointer off the word grid: whole words from it.
+        let odd = UserRegs { sp: STACK + 4, ..s };
+        assert_eq!(fit_len(&odd, Some([0, 0x40_1111]), 1024), 0x40);
+        // The record at the stack pointer itself.
+        assert_eq!(fit_len(&start(STACK), Some([0, 0x40_1111]), 1024), 16);
+        // Farther than the copy would reach: the whole copy.
+        assert_eq!(fit_len(&s, Some([0, 0x40_1111]), 0x38), 0x38);
+        assert_eq!(fit_len(&s, Some([0, 0x40_1111]), 0x40), 0x40);
+    }
+
+    #[test]
+    fn anything_but_a_plausible_record_copies_it_all() {
+        let bp = STACK + 0x30;
+        for (regs, first) in [
+            // No record read (bad frame pointer, fault, no walk).
+            (start(bp), None),
+            // What code without frame pointers leaves at a stack address:
+            // a small number (a `struct timespec`), a saved frame pointer
+            // below or inside the record, a return address of 0 or in the
+            // kernel.
+            (start(bp), Some([123, 456_789])),
+            (start(bp), Some([bp, 0x40_1111])),
+            (start(bp), Some([bp + 8, 0x40_1111])),
+            (start(bp), Some([bp - 0x10, 0x40_1111])),
+            (start(bp), Some([0, 0])),
+            (start(bp), Some([0, LIMIT])),
+            (start(bp), Some([0, 0xffff_ffff_8100_0000])),
+            // Frame pointers the walk does not follow.
+            (start(bp + 3), Some([0, 0x40_1111])),
+            (start(STACK - 0x10), Some([0, 0x40_1111])),
+            (start(LIMIT - 8), Some([0, 0x40_1111])),
+            (start(u64::MAX - 7), Some([0, 0x40_1111])),
+        ] {
+            assert_eq!(fit_len(&regs, first, 1024), 1024);
+        }
     }
 
     #[test]

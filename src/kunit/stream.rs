@@ -39,6 +39,7 @@ fn settings(event: Event, extra: Option<Event>) -> Result<Settings> {
         backtrace_depth: format::MAX_DEPTH as u64,
         user_backtrace_depth: 0,
         user_stack_size: 0,
+        user_stack_fit: false,
         mode: b"consume",
     })?;
     Ok(Settings::new(config, Event::CpuClock, 1))

@@ -7,9 +7,10 @@
  * decoy(), then a second record (0, decoy() again). Code without frame
  * pointers may keep any stack address in rbp (workload.c's main() keeps
  * &now there); this one looks like a record. The frame-pointer chain names
- * decoy() as run()'s caller; a stack unwound from a copy that ends in
- * run()'s frame (record --call-graph dwarf,64) must name main() or end in
- * [truncated], never decoy() (tests/guest/ustack-dwarf.sh).
+ * decoy() as run()'s caller; a stack unwound from a copy (record
+ * --call-graph hybrid, whose copy stops after such a record, or dwarf)
+ * must name main() or end in [truncated], never decoy()
+ * (tests/guest/ustack-dwarf.sh).
  */
 #include <stdlib.h>
 #include <time.h>

@@ -14,10 +14,12 @@
 # - the point of it: ustack_nofp (main → outer → hot_a / hot_b, 3:1, built
 #   without frame pointers) has short frame-pointer stacks, and whole ones,
 #   in the 3:1 split, unwound from the copies; garbage frame pointers
-#   (badfp) neither crash nor hang the copy or the unwinder; a frame
-#   pointer at a false frame record (fakefp) never makes a stack name the
-#   record's return address: the stack names the true caller or ends in
-#   [truncated].
+#   (badfp) neither crash nor hang the copy or the unwinder;
+# - user_stack_fit (record --call-graph hybrid): copies of tens of bytes and
+#   whole stacks with frame pointers (ustack), whole copies and stacks
+#   without (ustack_nofp), and a frame pointer at a false frame record
+#   (fakefp) never makes a stack name the record's return address: the
+#   stack names the true caller or ends in [truncated].
 . /tmp/lib.sh
 try() { /tmp/cfgctl write "$DBG/user_stack_size" "$1"; }
 cfg() { sed -n "s/^$1=//p" $DBG/config; }
@@ -119,13 +121,51 @@ set -- $(sed -n 's/^ustack //p' /tmp/ev.out)
 check "dwarf,512: with copies ($1)" [ "${1:-0}" -gt 0 ]
 in_range "dwarf,512: copies of up to 512 bytes (the largest)" "${5:-none}" 1 512
 
-# --- rbp at a false record (fakefp): the chain names decoy() as run()'s
-# caller; a copy that ends in run()'s frame (dwarf,64) gives stacks that
-# name main() or are cut, never decoy().
+# --- copies that fit the frame-pointer chain (user_stack_fit, record
+# --call-graph hybrid): where rbp holds a plausible frame record the copy
+# stops after it, the chain goes on from there; otherwise the whole copy
+expect_eq "user_stack_fit: off by default" "$(cat $DBG/user_stack_fit)" 0
+expect_eq "config lists user_stack_fit" "$(cfg user_stack_fit)" 0
+echo 0 >$DBG/tracing_on
+for bad in 2 -1 yes ""; do
+    expect_eq "user_stack_fit='$bad': EINVAL" "$(/tmp/cfgctl write $DBG/user_stack_fit "$bad")" "err EINVAL"
+done
+expect_eq "user_stack_fit=1" "$(/tmp/cfgctl write $DBG/user_stack_fit 1)" ok
+expect_eq "reads back" "$(cfg user_stack_fit)" 1
+expect_eq "user_stack_fit=0" "$(/tmp/cfgctl write $DBG/user_stack_fit 0)" ok
+echo 1 >$DBG/tracing_on
+# With frame pointers (ustack): copies of the leaf's frame and its record,
+# the stacks whole and in the 3:1 split.
+oprofile-rs record -q --call-graph hybrid -o /tmp/y.bin -- /tmp/ustack 2
+expect_eq "record put user_stack_fit back" "$(cat $DBG/user_stack_fit)" 0
+/tmp/evcheck stream /tmp/y.bin 0 1024 >/tmp/ev.out
+expect_eq "hybrid: the records are well formed" "$(grep -c FAIL /tmp/ev.out)" 0
+set -- $(sed -n 's/^ustack //p' /tmp/ev.out)
+avg=$(( ${4:-0} / (${1:-0} + 1) ))
+echo "hybrid, ustack: $1 samples with a copy, $4 bytes copied (average $avg), largest area $5"
+check "hybrid, ustack: samples with a copy ($1)" [ "${1:-0}" -gt 50 ]
+in_range "hybrid, with frame pointers: copies of tens of bytes (average)" "$avg" 16 128
+oprofile-rs folded -i /tmp/y.bin >/tmp/y.folded 2>/dev/null
+a=$(folded_count ';main;outer;hot_a( |;)' /tmp/y.folded)
+b=$(folded_count ';main;outer;hot_b( |;)' /tmp/y.folded)
+all=$(folded_count '^ustack;' /tmp/y.folded)
+echo "hybrid, ustack: main;outer;hot_a $a, main;outer;hot_b $b, of $all samples"
+check "hybrid, with frame pointers: whole stacks ($((a + b)) of $all)" [ "$(pct $((a + b)) "$all")" -ge 80 ]
+in_range "hybrid, with frame pointers: hot_a:hot_b about 3:1 (hot_a's share in %)" "$(pct "$a" $((a + b)))" 65 85
+# Without them (ustack_nofp: rbp holds no stack address): whole copies.
+oprofile-rs record -q --call-graph hybrid -o /tmp/y.bin -- /tmp/ustack_nofp 2
+oprofile-rs folded -i /tmp/y.bin >/tmp/y.folded 2>/dev/null
+a=$(folded_count ';main;outer;hot_a( |;)' /tmp/y.folded)
+b=$(folded_count ';main;outer;hot_b( |;)' /tmp/y.folded)
+all=$(folded_count '^ustack_nofp;' /tmp/y.folded)
+check "hybrid, without frame pointers: whole stacks ($((a + b)) of $all)" [ "$(pct $((a + b)) "$all")" -ge 80 ]
+# rbp at a false record (fakefp): the chain names decoy() as run()'s
+# caller; the copies stop after the false record (hybrid) or end in run()'s
+# frame (dwarf,64), and the stacks name main() or are cut, never decoy().
 oprofile-rs record -q -g -o /tmp/y.bin -- /tmp/fakefp 1
 oprofile-rs folded -i /tmp/y.bin >/tmp/y.folded 2>/dev/null
 check "fakefp: the chain names decoy as run's caller (the trap is set)" grep -q ';decoy;run ' /tmp/y.folded
-for cg in dwarf,64; do
+for cg in hybrid dwarf,64; do
     oprofile-rs record -q --call-graph $cg -o /tmp/y.bin -- /tmp/fakefp 1
     oprofile-rs folded -i /tmp/y.bin >/tmp/y.folded 2>/dev/null
     sort -k2 -n -r -t' ' /tmp/y.folded | head -3

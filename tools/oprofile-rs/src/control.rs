@@ -29,6 +29,10 @@ pub const DEFAULT_CALL_GRAPH: (u32, u32) = (32, 32);
 /// size (perf's default).
 pub const DEFAULT_USER_STACK: u32 = oprofile_stream::oprofile_format::MAX_USER_STACK as u32;
 
+/// The most user stack bytes per sample `--call-graph hybrid` asks for
+/// without a size.
+pub const DEFAULT_HYBRID_STACK: u32 = 1024;
+
 /// With `--call-graph dwarf`, the CPU ring buffers are raised (unless
 /// `--cpu-buffer-size` is given) to hold at least this many of the largest
 /// records: a sample is kilobytes then, and the default 64 KiB buffer would
@@ -97,6 +101,11 @@ pub struct ModuleSettings {
     /// the CPU ring buffers and the event buffer are raised to hold such
     /// samples where `cpu_buffer_size` and `buffer_size` are not given.
     pub user_stack: Option<u32>,
+    /// `--call-graph hybrid[,SIZE]` (true) or the other forms (false): the
+    /// module's `user_stack_fit`, each copy stopped after the first frame
+    /// record where the frame pointer holds a plausible one (left alone on
+    /// a module without the setting unless asked for).
+    pub user_stack_fit: Option<bool>,
     pub cpu_buffer_size: Option<u64>,
     pub buffer_size: Option<u64>,
     pub watershed: Option<u64>,
@@ -219,6 +228,9 @@ pub struct CallGraph {
     /// `dwarf`: the user stack bytes copied into each sample (the module's
     /// `user_stack_size`); `None` leaves the module's setting as it is.
     pub user_stack: Option<u32>,
+    /// `hybrid`: the copies fit the frame-pointer chain (the module's
+    /// `user_stack_fit`).
+    pub fit: bool,
 }
 
 /// `--call-graph`: `KDEPTH[,UDEPTH]`, `fp`, `no` (see [`parse_call_graph`])
@@ -227,25 +239,37 @@ pub struct CallGraph {
 /// `SIZE` bytes of user stack per sample (default 8192; a multiple of 8,
 /// at most 8192; K suffix allowed) for the analyses to unwind with the
 /// binaries' `.eh_frame`.
+///
+/// `hybrid[,SIZE]` is `dwarf` with copies that fit the frame-pointer chain
+/// (the module's `user_stack_fit`): where the frame pointer holds a
+/// plausible frame record, the copy stops after it (the frames below it and
+/// the record; the chain goes on from there), otherwise it is SIZE bytes
+/// (default [`DEFAULT_HYBRID_STACK`]).
 pub fn parse_call_graph_arg(s: &str) -> Result<CallGraph, String> {
     let t = s.trim();
     let (mode, size) = match t.split_once(',') {
         Some((m, size)) => (m.trim(), Some(size)),
         None => (t, None),
     };
-    if mode != "dwarf" {
-        return parse_call_graph(s).map(|depths| CallGraph {
-            depths,
-            user_stack: None,
-        });
-    }
+    let (default, fit) = match mode {
+        "dwarf" => (DEFAULT_USER_STACK, false),
+        "hybrid" => (DEFAULT_HYBRID_STACK, true),
+        _ => {
+            return parse_call_graph(s).map(|depths| CallGraph {
+                depths,
+                user_stack: None,
+                fit: false,
+            })
+        }
+    };
     let size = match size {
-        None => DEFAULT_USER_STACK,
+        None => default,
         Some(v) => user_stack_size(v).map_err(|e| format!("--call-graph {s:?}: {e}"))?,
     };
     Ok(CallGraph {
         depths: DEFAULT_CALL_GRAPH,
         user_stack: Some(size),
+        fit,
     })
 }
 
@@ -460,6 +484,18 @@ impl ModuleSettings {
                         buffer_size = Some(want);
                     }
                 }
+            }
+        }
+        // Only `hybrid` needs the setting; the other forms turn it off
+        // where the module has it.
+        if let Some(fit) = self.user_stack_fit {
+            if current.contains_key("user_stack_fit") {
+                out.push(("user_stack_fit", u8::from(fit).to_string()));
+            } else if fit {
+                bail!(
+                    "--call-graph hybrid: the module has no user_stack_fit setting (it predates \
+                     copies fitted to the frame-pointer chain): load a newer oprofile-rs module"
+                );
             }
         }
         if let Some(v) = cpu_buffer_size {
@@ -1619,6 +1655,7 @@ mod tests {
         let dwarf = |n| CallGraph {
             depths: DEFAULT_CALL_GRAPH,
             user_stack: Some(n),
+            fit: false,
         };
         assert_eq!(parse_call_graph_arg("dwarf"), Ok(dwarf(8192)));
         assert_eq!(parse_call_graph_arg("dwarf,4096"), Ok(dwarf(4096)));
@@ -1636,7 +1673,8 @@ mod tests {
                 parse_call_graph_arg(arg),
                 Ok(CallGraph {
                     depths,
-                    user_stack: None
+                    user_stack: None,
+                    fit: false,
                 }),
                 "{arg}"
             );
@@ -1659,6 +1697,52 @@ mod tests {
         assert!(parse_call_graph_arg("dwarf,12")
             .unwrap_err()
             .contains("a multiple of 8 from 8 to 8192"));
+    }
+
+    #[test]
+    fn call_graph_hybrid_fits_the_copies() {
+        let hybrid = |n| CallGraph {
+            depths: DEFAULT_CALL_GRAPH,
+            user_stack: Some(n),
+            fit: true,
+        };
+        assert_eq!(parse_call_graph_arg("hybrid"), Ok(hybrid(1024)));
+        assert_eq!(parse_call_graph_arg("hybrid,512"), Ok(hybrid(512)));
+        assert_eq!(parse_call_graph_arg(" hybrid , 8K"), Ok(hybrid(8192)));
+        for bad in ["hybrid,0", "hybrid,12", "hybrid,16K", "hybrid,", "hybrids"] {
+            let e = parse_call_graph_arg(bad).unwrap_err();
+            assert!(e.contains(bad.trim()), "{bad}: {e}");
+        }
+        let mut cur = stack_fake().config();
+        let ch = |cur: &BTreeMap<String, String>, s: &ModuleSettings| {
+            s.changes(cur).map(|c| {
+                c.into_iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect::<Vec<_>>()
+            })
+        };
+        let want = |fit| ModuleSettings {
+            call_graph: Some(DEFAULT_CALL_GRAPH),
+            user_stack: Some(512),
+            user_stack_fit: Some(fit),
+            cpu_buffer_size: Some(1 << 20),
+            buffer_size: Some(1 << 22),
+            ..ModuleSettings::default()
+        };
+        // A module without the setting: hybrid is refused, the others
+        // need nothing of it.
+        let e = ch(&cur, &want(true)).unwrap_err().to_string();
+        assert!(e.contains("no user_stack_fit setting"), "{e}");
+        assert!(!ch(&cur, &want(false))
+            .unwrap()
+            .iter()
+            .any(|c| c.starts_with("user_stack_fit")));
+        cur.insert("user_stack_fit".into(), "0".into());
+        let c = ch(&cur, &want(true)).unwrap();
+        assert!(c.contains(&"user_stack_fit=1".to_string()), "{c:?}");
+        assert!(c.contains(&"user_stack_size=512".to_string()), "{c:?}");
+        let c = ch(&cur, &want(false)).unwrap();
+        assert!(c.contains(&"user_stack_fit=0".to_string()), "{c:?}");
     }
 
     /// The fake module with the user_stack_size key.

@@ -158,7 +158,11 @@ struct RecordArgs {
     /// for the frames nearest the sample (a leaf without a frame record,
     /// libraries without frame pointers), the chain beyond. Without -g and
     /// --call-graph the module's settings are used as they are.
-    #[arg(long, value_name = "KDEPTH[,UDEPTH]|fp|dwarf[,SIZE]|no", value_parser = control::parse_call_graph_arg)]
+    /// `hybrid[,SIZE]` is `dwarf,SIZE` (default 1K) with copies that fit
+    /// the chain: where the frame pointer holds a plausible frame record,
+    /// the copy stops after it (tens of bytes for code built with frame
+    /// pointers), otherwise it is SIZE bytes.
+    #[arg(long, value_name = "KDEPTH[,UDEPTH]|fp|dwarf[,SIZE]|hybrid[,SIZE]|no", value_parser = control::parse_call_graph_arg)]
     call_graph: Option<control::CallGraph>,
     /// Bytes of each CPU's ring buffer (K, M, G suffixes).
     #[arg(long, value_name = "BYTES", value_parser = control::parse_size)]
@@ -775,6 +779,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 user_stack: match a.call_graph {
                     _ if a.callchains => Some(0),
                     c => c.map(|c| c.user_stack.unwrap_or(0)),
+                },
+                user_stack_fit: match a.call_graph {
+                    _ if a.callchains => Some(false),
+                    c => c.map(|c| c.fit),
                 },
                 cpu_buffer_size: a.cpu_buffer_size,
                 buffer_size: a.buffer_size,
