@@ -171,14 +171,15 @@ check_kmemleak() {
     grep -A12 'unreferenced object' $k | head -40
     expect_eq "kmemleak finds no leak${1:+ $1}" "$leaks" 0
 }
-# workload_every_cpu SECS: the workload (workload.c, with its rate line)
-# pinned to each CPU for SECS s; returns when all have ended. Their pids are
-# in $pids, their output in /tmp/w.CPU.
+# workload_every_cpu SECS [PROGRAM]: the workload (workload.c, with its rate
+# line; PROGRAM: another build of it, default /tmp/workload) pinned to each
+# CPU for SECS s; returns when all have ended. Their pids are in $pids, their
+# output in /tmp/w.CPU.
 workload_every_cpu() {
-    local c=0
+    local c=0 prog=${2:-/tmp/workload}
     pids=
     while [ $c -lt "$NCPU" ]; do
-        taskset "$(printf %x $((1 << c)))" /tmp/workload "$1" rate >/tmp/w.$c & pids="$pids $!"
+        taskset "$(printf %x $((1 << c)))" "$prog" "$1" rate >/tmp/w.$c & pids="$pids $!"
         c=$((c + 1))
     done
     # shellcheck disable=SC2086 # the pids are words
