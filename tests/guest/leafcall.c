@@ -9,6 +9,10 @@
  * and loses the caller (main;leaf): which caller is hot is the question a
  * call stack answers. `oprofile-rs record`'s default (a stack copy beside
  * the chain) finds it.
+ *
+ * The count varies from one round to the next (3:1 in every round), so
+ * that the rounds' length does not keep the samples at a few fixed places
+ * of it: see tests/guest/ustack.c.
  */
 #include <stdlib.h>
 #include <time.h>
@@ -33,6 +37,17 @@ __attribute__((noinline)) void outer_y(unsigned long n)
 	sink += leaf(n);
 }
 
+/* xorshift64: a fixed seed, so that every run does the same work */
+static unsigned long next_count(void)
+{
+	static unsigned long x = 0x9e3779b97f4a7c15ul;
+
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	return 10000 + x % 20000;
+}
+
 int main(int argc, char **argv)
 {
 	double secs = argc > 1 ? atof(argv[1]) : 1;
@@ -40,8 +55,10 @@ int main(int argc, char **argv)
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	do {
-		outer_x(20000);
-		outer_y(20000);
+		unsigned long n = next_count();
+
+		outer_x(n);
+		outer_y(n);
 		clock_gettime(CLOCK_MONOTONIC, &t);
 	} while (t.tv_sec - t0.tv_sec + (t.tv_nsec - t0.tv_nsec) / 1e9 < secs);
 	return 0;

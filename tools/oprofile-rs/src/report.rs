@@ -494,12 +494,27 @@ fn write_header(p: &Profile, o: &ReportOptions, out: &mut dyn Write) -> std::io:
     let stacks = samples_with_stacks(p);
     match o.graph {
         Some(g) => writeln!(out, "# {}", tree_note(o, g))?,
-        None if stacks > 0 && !o.callers => writeln!(
-            out,
-            "# call stacks recorded ({stacks} of {} samples): -g shows who calls each function, \
-             --children -g what each one calls",
-            p.samples.len()
-        )?,
+        None if stacks > 0 && !o.callers => {
+            let cut = truncated_samples(p);
+            if cut * 2 > stacks {
+                // Most stacks are cut: -g would show wrong or missing
+                // callers, so the note points at the cause first.
+                writeln!(
+                    out,
+                    "# call stacks recorded ({stacks} of {} samples), but {cut} of them are cut \
+                     short (\"call stacks cut\" below says why and what fixes it): -g would \
+                     show callers for few samples",
+                    p.samples.len()
+                )?
+            } else {
+                writeln!(
+                    out,
+                    "# call stacks recorded ({stacks} of {} samples): -g shows who calls each \
+                     function, --children -g what each one calls",
+                    p.samples.len()
+                )?
+            }
+        }
         None => {}
     }
     let cgroups = p.cgroup_filters();

@@ -193,6 +193,23 @@ fn report_counts_the_cut_samples_and_says_what_fixes_it() {
 }
 
 #[test]
+fn the_stacks_hint_does_not_offer_g_when_most_stacks_are_cut() {
+    let (_d, f) = recording();
+    let out = run_tool(&["report", "-i", &f]);
+    let hint = out
+        .lines()
+        .find(|l| l.starts_with("# call stacks recorded"))
+        .unwrap_or_else(|| panic!("no hint: {out}"));
+    assert!(hint.contains("but 7 of them are cut short"), "{hint}");
+    assert!(!hint.contains("-g shows who calls"), "{hint}");
+    assert!(out.contains("# call stacks cut: 7 of 12 samples"), "{out}");
+    // Samples with whole stacks only: the hint offers -g.
+    let out = run_tool(&["report", "-i", &f, "--time", "@2.4,"]);
+    assert!(out.contains("-g shows who calls each function"), "{out}");
+    assert!(!out.contains("cut short"), "{out}");
+}
+
+#[test]
 fn pprof_script_and_firefox_show_the_cut() {
     let (d, f) = recording();
     let out = d.path().join("p.pb.gz");
