@@ -827,16 +827,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     esc(why)
                 );
             }
-            if let Some(r) = &sum.settings_restored {
-                // `pid` is record's own binding of the command (not a
-                // setting the user asked for): not worth a line of its own.
-                let user: Vec<&str> = r.split(' ').filter(|w| !w.starts_with("pid=")).collect();
-                if !user.is_empty() {
-                    eprintln!(
-                        "oprofile-rs: put the module's settings back: {}",
-                        esc(&user.join(" "))
-                    );
-                }
+            if let Some(r) = sum.user_settings_restored() {
+                eprintln!("oprofile-rs: put the module's settings back: {}", esc(&r));
             }
             eprintln!("oprofile-rs: {}", esc(&sum.line(&a.output)));
             if sum.stop == StopReason::CommandExited {

@@ -174,7 +174,22 @@ pub struct RecordSummary {
     pub settings_restored: Option<String>,
 }
 
+/// The words of `restored` (`KEY=VALUE ...`) but `pid=`; `None` if none.
+fn user_settings(restored: &str) -> Option<String> {
+    let user: Vec<&str> = restored
+        .split(' ')
+        .filter(|w| !w.is_empty() && !w.starts_with("pid="))
+        .collect();
+    (!user.is_empty()).then(|| user.join(" "))
+}
+
 impl RecordSummary {
+    /// The settings put back that the user asked for, in words: `pid`, the
+    /// command's own binding by `record`, is left out. `None` if none.
+    pub fn user_settings_restored(&self) -> Option<String> {
+        user_settings(self.settings_restored.as_deref()?)
+    }
+
     pub fn line(&self, output: &Path) -> String {
         let mut s = format!(
             "recorded {} bytes in {:.1}s to {}: {} samples, {} lost, {} processes ({} maps captured",
@@ -1790,4 +1805,24 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
         snapshots,
         settings_restored,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::user_settings;
+
+    #[test]
+    fn the_restored_settings_leave_the_commands_pid_out() {
+        assert_eq!(user_settings("pid=0"), None);
+        assert_eq!(user_settings(""), None);
+        assert_eq!(
+            user_settings("sample_period=1000000 pid=0 user_stack_size=0").as_deref(),
+            Some("sample_period=1000000 user_stack_size=0")
+        );
+        // A value that merely contains "pid=" is the user's.
+        assert_eq!(
+            user_settings("cgroup=/pid=3").as_deref(),
+            Some("cgroup=/pid=3")
+        );
+    }
 }
