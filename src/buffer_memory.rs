@@ -81,6 +81,7 @@ pub(crate) fn check(
     }
 }
 
+#[cfg(oprofile_rs_kunit)]
 #[kunit_tests(oprofile_rs_buffer_memory)]
 mod tests {
     use super::*;
