@@ -8,6 +8,7 @@ pub mod control;
 pub mod ctl;
 pub mod firefox;
 pub mod folded;
+pub mod html;
 pub mod list;
 pub mod mapevents;
 pub mod mapped;

@@ -52,6 +52,13 @@ enum Cmd {
     /// Firefox Profiler JSON (every sample with its time, thread and CPU;
     /// native frames in their library, at addresses relative to it).
     Firefox(FirefoxArgs),
+    /// One self-contained interactive HTML page: flame graph (or icicle)
+    /// with search and zoom, call tree, table of functions, a selector of
+    /// threads and processes, and a timeline whose dragged time range
+    /// filters every view; warnings on lost samples and cut call stacks at
+    /// the top. It needs no network access (data, style and script are in
+    /// the file) and stays quick with 100k samples.
+    Html(HtmlArgs),
     /// Per-symbol comparison of two recordings.
     Diff(DiffArgs),
     /// The events `record -e` takes, hardware or software, and whether
@@ -631,6 +638,18 @@ struct FirefoxArgs {
 }
 
 #[derive(Args)]
+struct HtmlArgs {
+    #[command(flatten)]
+    input: Input,
+    /// Output file (one HTML page: open it in a browser).
+    #[arg(short, long, default_value = "profile.html")]
+    output: PathBuf,
+    /// Title of the page (default: `oprofile-rs: FILE`).
+    #[arg(long)]
+    title: Option<String>,
+}
+
+#[derive(Args)]
 struct CompletionsArgs {
     /// The shell, e.g. `oprofile-rs completions bash > /etc/bash_completion.d/oprofile-rs`.
     #[arg(value_enum)]
@@ -960,6 +979,23 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 .ok();
             let mut out = create(&a.output)?;
             oprofile_tool::firefox::write(&p, end, &mut out)?;
+            out.flush()?;
+            eprintln!(
+                "oprofile-rs: wrote {} ({} samples)",
+                esc(&a.output.display().to_string()),
+                p.total_samples()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Html(a) => {
+            let p = a.input.load_one_event("html")?;
+            let title = a
+                .title
+                .unwrap_or_else(|| format!("oprofile-rs: {}", a.input.input.display()));
+            // The page first: no file is left behind where there is none.
+            let page = oprofile_tool::html::page(&p, &title)?;
+            let mut out = create(&a.output)?;
+            out.write_all(page.as_bytes())?;
             out.flush()?;
             eprintln!(
                 "oprofile-rs: wrote {} ({} samples)",

@@ -200,6 +200,7 @@ fn backwards_time_spans_are_errors_in_every_command() {
     let f = file.to_str().unwrap();
     let out = |name: &str| d.path().join(name).to_str().unwrap().to_string();
     let (svg, pb, json_out) = (out("f.svg"), out("p.pb.gz"), out("p.json"));
+    let html = out("p.html");
     let commands: Vec<Vec<&str>> = vec![
         vec!["report", "-i", f],
         vec!["script", "-i", f],
@@ -207,6 +208,7 @@ fn backwards_time_spans_are_errors_in_every_command() {
         vec!["flamegraph", "-i", f, "-o", &svg],
         vec!["pprof", "-i", f, "-o", &pb],
         vec!["firefox", "-i", f, "-o", &json_out],
+        vec!["html", "-i", f, "-o", &html],
         vec!["annotate", "alpha", "-i", f],
         vec!["diff", f, f],
     ];

@@ -451,7 +451,15 @@ fn shell_completions_and_man_pages() {
     for opt in ["children", "callers", "sort", "time", "json"] {
         assert!(report.contains(opt), "no {opt} in the report page");
     }
-    for sub in ["record", "script", "folded", "flamegraph", "pprof", "diff"] {
+    for sub in [
+        "record",
+        "script",
+        "folded",
+        "flamegraph",
+        "pprof",
+        "html",
+        "diff",
+    ] {
         assert!(man.join(format!("oprofile-rs-{sub}.1")).is_file(), "{sub}");
     }
 }
