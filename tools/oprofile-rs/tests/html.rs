@@ -890,3 +890,93 @@ fn html_page_with_100k_samples() {
     assert!(load < 30_000.0 && update < 10_000.0, "{load} {update}");
     assert_eq!(b.problems(), Vec::<String>::new());
 }
+
+/// An event whose periods differ (cpu-clock in frequency mode): every view
+/// sums the samples' periods (ns), the totals say so, and a recording of
+/// several events shows one, as the other views of one event do.
+#[test]
+fn html_sums_the_periods_of_a_weighted_event() {
+    use oprofile_stream::oprofile_format::EVENT_FLAG_FREQ;
+    use oprofile_stream::{config_with_events, Config, EventDesc, EventDescExt};
+    let v = victim();
+    let (alpha, beta) = (sym_addr(v, "alpha", 4), sym_addr(v, "beta", 8));
+    let start = 1_000_000_000u64;
+    let mut e = Encoder::new(&Header {
+        start_time: start,
+        ..Header::default()
+    });
+    e.record(&Record::Config(Box::new(config_with_events(
+        Config {
+            generation: 1,
+            time: start,
+            ..Config::default()
+        },
+        &[
+            EventDesc::new("cpu-clock", 1, 0, 1000, EVENT_FLAG_FREQ),
+            EventDesc::new("page-faults", 1, 0, 10, 0),
+        ],
+    ))));
+    e.record(&Record::Comm(Comm::new(0, start, PID, PID, "victim")));
+    // cpu-clock: alpha 2 x 1 ms, beta 1 x 4 ms; page-faults: beta 3 x.
+    for (i, (pc, event, period)) in [
+        (alpha, 0, 1_000_000),
+        (alpha, 0, 1_000_000),
+        (beta, 0, 4_000_000),
+        (beta, 1, 0),
+        (beta, 1, 0),
+        (beta, 1, 0),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        e.record(&Record::Sample(Sample {
+            time: start + 1_000_000 * (i as u64 + 1),
+            pc,
+            pid: PID,
+            tgid: PID,
+            event,
+            period,
+            ..Default::default()
+        }));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_recording(dir.path(), &e.finish(), &fake_maps(v, &v.path));
+    let page = dir.path().join("w.html");
+    let (ok, _, err) = run_tool_any(&[
+        "html",
+        "-i",
+        file.to_str().unwrap(),
+        "-o",
+        page.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    assert!(
+        err.contains("html shows event cpu-clock (the recording has cpu-clock, page-faults;"),
+        "{err}"
+    );
+    let mut b = Browser::launch(1000, 700);
+    b.open(&url(&page));
+    assert_eq!(
+        b.eval("!!(window.oprofile && window.oprofile.ready)"),
+        json!(true)
+    );
+    assert_eq!(
+        b.eval("document.getElementById('totals').textContent"),
+        json!("3 samples (6,000,000 ns), 100.0% of the recording")
+    );
+    assert_eq!(
+        b.eval("document.getElementById('totals').dataset.weight"),
+        json!("6000000")
+    );
+    b.eval("window.oprofile.setQuery('beta')");
+    assert_eq!(
+        b.eval("document.getElementById('match-text').textContent"),
+        json!("1 match, 66.7% of the weight (ns)")
+    );
+    b.eval("window.oprofile.showView('table')");
+    let alpha_self = b.eval(
+        "+[...document.querySelectorAll('#table tr[data-frame]')].find(r => r.children[4].textContent === 'alpha').dataset.self",
+    );
+    assert_eq!(alpha_self, json!(2_000_000));
+    assert_eq!(b.problems(), Vec::<String>::new());
+}
