@@ -52,12 +52,15 @@ enum Cmd {
     /// Firefox Profiler JSON (every sample with its time, thread and CPU;
     /// native frames in their library, at addresses relative to it).
     Firefox(FirefoxArgs),
-    /// One self-contained interactive HTML page: flame graph (or icicle)
-    /// with search and zoom, call tree, table of functions, a selector of
-    /// threads and processes, and a timeline whose dragged time range
-    /// filters every view; warnings on lost samples and cut call stacks at
-    /// the top. It needs no network access (data, style and script are in
-    /// the file) and stays quick with 100k samples.
+    /// One self-contained interactive HTML page (flame graph, call tree,
+    /// functions, threads, timeline).
+    ///
+    /// A flame graph (or icicle) with search and zoom, the call tree, the
+    /// table of functions, a selector of threads and processes, and a
+    /// timeline whose dragged time range filters every view; warnings on
+    /// lost samples and cut call stacks at the top. It needs no network
+    /// access (data, style and script are in the file) and stays quick
+    /// with 100k samples.
     Html(HtmlArgs),
     /// Per-symbol comparison of two recordings.
     Diff(DiffArgs),
