@@ -735,6 +735,16 @@ fn html_page_works_in_a_browser() {
         json!("30")
     );
     assert_eq!(b.eval("window.oprofile.state.range"), Value::Null);
+    // A range without samples: empty views, no error.
+    b.eval("window.oprofile.setRange(0, 500)");
+    assert_eq!(
+        b.eval("document.getElementById('totals').dataset.samples"),
+        json!("0")
+    );
+    for v in ["tree", "table", "flame"] {
+        b.eval(&format!("window.oprofile.showView('{v}')"));
+    }
+    assert_eq!(drawn(&mut b).len(), 1);
     assert_eq!(b.problems(), Vec::<String>::new());
 }
 
