@@ -5,9 +5,61 @@
 //!
 //! The records' times are `perf_clock()`, which is `local_clock()`: the
 //! stream's clock (header field `clock` = 1), so they order against samples.
+//!
+//! ## The perf ABI: maintained crates, and what stays ours
+//!
+//! - `perf-event-open-sys` (7.1, bindgen'd from Linux 7.2's `perf_event.h`)
+//!   gives the `perf_event_attr` (its bitfield setters: `set_mmap2`,
+//!   `set_build_id`, ... instead of bit positions by hand), the constants
+//!   (types, `PERF_SAMPLE_*`, `PERF_RECORD_*`, the misc flags,
+//!   `PERF_FLAG_FD_CLOEXEC`), the system call, and where `data_head` and
+//!   `data_tail` are in the ring's first page (`perf_event_mmap_page`). The
+//!   attr declares `PERF_ATTR_SIZE_VER5` (112 bytes, as before): every field
+//!   set is in it, so kernels from 4.1 on read all of it.
+//! - `linux-perf-event-reader` (0.10) decodes the records. It is handed the
+//!   very attr that was opened (`PerfEventAttr::parse` of its bytes), so
+//!   where the sample id trailer and its time are follows from the attr, not
+//!   from offsets written here; its `RawData::Split` takes a record that
+//!   wraps around the end of the ring as two slices, without a copy.
+//!
+//! Measured against 0.10.2, what is still done here (`read_ring`):
+//! - framing the ring. The crate decodes one record from its bytes; reading
+//!   headers off a ring, checking their sizes and moving the tail is ours.
+//!   A header whose size is below 8 or past what the kernel published (it
+//!   publishes whole records only) leaves no way to find the next record:
+//!   the rest of what the ring holds is skipped and counted
+//!   ([`Collector::skipped`], `record` warns), the tail moved to the head
+//!   (the old code stopped there for good, and the ring then filled up).
+//! - `Mmap2Record::parse` asserts that a build-id's size is at most 20: a
+//!   garbage byte panics the recorder. The size is checked first, and such a
+//!   record is skipped and counted.
+//! - `RawData::get(a..b)` on a split record counts the second part's end
+//!   from the shortened first part: `Split(0..10, 10..20).get(4..14)` gives
+//!   14 bytes, 4..18. It is right only where the data ends where the range
+//!   does; spans are taken here exactly, and cut with `skip` and
+//!   `split_off_prefix`.
+//! - names and paths are read up to their NUL, else to the end of what the
+//!   crate is given: the sample id trailer is cut off first, as before.
+//! - a build-id of size 0 is none (the kernel sends none: without one it
+//!   gives the device and inode, which the side-car does not keep).
+//!
+//! Both crates build with the workspace's toolchain (no `rust-version`
+//! given; `thiserror` 2, new with the reader, wants 1.77); they add four
+//! crates to the build (the two, `thiserror` 2 and `thiserror-impl` 2;
+//! `byteorder`, `bitflags`, `memchr` were in it). Tests: the unit tests
+//! below (synthetic rings, hostile ones included) and
+//! `tests/mapevents.rs` (the events opened for real on the test machine).
 
 use std::collections::HashMap;
 use std::rc::Rc;
+
+use byteorder::NativeEndian;
+use linux_perf_event_reader::{
+    Endianness, EventRecord, Mmap2FileId, PerfEventAttr, RawData, RawEventRecord, RecordParseInfo,
+    RecordType,
+};
+use perf_event_open_sys as sys;
+use sys::bindings as pb;
 
 use crate::symbols::MapEntry;
 
@@ -458,9 +510,32 @@ pub struct Collector {
     pub events: Vec<MapEvent>,
     /// Records the kernel dropped (its ring was full): maps may be missing.
     pub lost: u64,
+    /// What could not be read from the rings (never expected of a kernel):
+    /// maps may be missing.
+    pub skipped: Skipped,
     /// Whether the MMAP2 records carry build-ids (kernel 5.12+).
     pub build_ids: bool,
     page: usize,
+    /// How the records are laid out: learnt from the very attr opened.
+    info: RecordParseInfo,
+}
+
+/// What reading the rings skipped: a record that cannot be decoded is
+/// skipped alone; where no record can be framed at all (a header whose size
+/// is below 8 or past what the kernel published), the rest of the ring is.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Skipped {
+    /// Records of the kinds kept that could not be decoded (truncated, a
+    /// build-id size over 20, an address range that overflows).
+    pub records: u64,
+    /// Bytes skipped because no record could be framed there.
+    pub bytes: u64,
+}
+
+impl Skipped {
+    pub fn any(&self) -> bool {
+        self.records > 0 || self.bytes > 0
+    }
 }
 
 struct Ring {
@@ -471,7 +546,7 @@ struct Ring {
 
 impl Drop for Ring {
     fn drop(&mut self) {
-        // SAFETY: `base`/`len` are the mapping made in `open_cpu`; `fd` is ours.
+        // SAFETY: `base`/`len` are the mapping made in `open`; `fd` is ours.
         unsafe {
             libc::munmap(self.base as *mut libc::c_void, self.len);
             libc::close(self.fd);
@@ -479,61 +554,59 @@ impl Drop for Ring {
     }
 }
 
-const PERF_TYPE_SOFTWARE: u32 = 1;
-const PERF_COUNT_SW_DUMMY: u64 = 9;
-const SAMPLE_TID: u64 = 1 << 1;
-const SAMPLE_TIME: u64 = 1 << 2;
-const SAMPLE_CPU: u64 = 1 << 7;
-const REC_LOST: u32 = 2;
-const REC_COMM: u32 = 3;
-const REC_EXIT: u32 = 4;
-const REC_FORK: u32 = 7;
-const REC_MMAP2: u32 = 10;
-const MISC_COMM_EXEC: u16 = 1 << 13;
-const MISC_MMAP_BUILD_ID: u16 = 1 << 14;
 /// Data pages of each CPU's ring (a power of two).
 const RING_PAGES: usize = 64;
 
-/// `perf_event_attr` (PERF_ATTR_SIZE_VER5, 112 bytes) as bytes.
-fn attr(build_id: bool) -> [u64; 14] {
-    let mut a = [0u64; 14];
-    a[0] = PERF_TYPE_SOFTWARE as u64 | (112u64 << 32);
-    a[1] = PERF_COUNT_SW_DUMMY;
-    a[3] = SAMPLE_TID | SAMPLE_TIME | SAMPLE_CPU;
-    // mmap 8, comm 9, task 13, sample_id_all 18, mmap2 23, comm_exec 24, build_id 34
-    let mut flags: u64 = (1 << 8) | (1 << 9) | (1 << 13) | (1 << 18) | (1 << 23) | (1 << 24);
-    if build_id {
-        flags |= 1 << 34;
-    }
-    // watermark 14: poll(2) wakes the recorder when half the ring is used
-    // (wakeup_watermark, at byte 48), not at every record.
-    flags |= 1 << 14;
-    a[5] = flags;
-    let watermark = RING_PAGES as u64 * 4096 / 2;
-    a[6] = if cfg!(target_endian = "little") {
-        watermark
-    } else {
-        watermark << 32
+/// The attr of the per-CPU dummy event, as `perf record` opens its
+/// side-band event: no samples, only the records of mappings (MMAP2 with
+/// build-ids where asked), names (COMM, flagged at an exec) and tasks
+/// (FORK/EXIT), each with the sample id trailer `pid, tid, time, cpu, res`.
+fn attr(build_id: bool, page: usize) -> pb::perf_event_attr {
+    let mut a = pb::perf_event_attr {
+        type_: pb::PERF_TYPE_SOFTWARE,
+        // The kernel reads this much: every field set here is in it (4.1+).
+        size: pb::PERF_ATTR_SIZE_VER5,
+        config: pb::PERF_COUNT_SW_DUMMY as u64,
+        sample_type: (pb::PERF_SAMPLE_TID | pb::PERF_SAMPLE_TIME | pb::PERF_SAMPLE_CPU) as u64,
+        ..Default::default()
     };
+    a.set_mmap(1);
+    a.set_comm(1);
+    a.set_task(1);
+    a.set_sample_id_all(1);
+    a.set_mmap2(1);
+    a.set_comm_exec(1);
+    a.set_build_id(build_id as u64);
+    // poll(2) wakes the recorder when half the ring is used, not at every
+    // record.
+    a.set_watermark(1);
+    a.__bindgen_anon_2.wakeup_watermark = (RING_PAGES * page / 2) as u32;
     a
 }
 
-fn perf_event_open(attr: &[u64; 14], cpu: i32) -> std::io::Result<i32> {
-    // SAFETY: `attr` is a valid perf_event_attr of the size it declares.
-    let fd = unsafe {
-        libc::syscall(
-            libc::SYS_perf_event_open,
-            attr.as_ptr(),
-            -1i32,
-            cpu,
-            -1i32,
-            8u64, // PERF_FLAG_FD_CLOEXEC
+/// How records of events opened with `attr` are laid out (where the
+/// trailer's time is), read by the record parser from the attr's bytes.
+fn parse_info(attr: &pb::perf_event_attr) -> Option<RecordParseInfo> {
+    // SAFETY: a plain C struct, every byte initialised (it starts zeroed).
+    let bytes = unsafe {
+        std::slice::from_raw_parts(
+            (attr as *const pb::perf_event_attr).cast::<u8>(),
+            std::mem::size_of::<pb::perf_event_attr>(),
         )
     };
+    let (a, _) = PerfEventAttr::parse::<_, NativeEndian>(bytes).ok()?;
+    Some(RecordParseInfo::new(&a, Endianness::NATIVE))
+}
+
+fn perf_event_open(attr: &pb::perf_event_attr, cpu: i32) -> std::io::Result<i32> {
+    // The kernel may write the size it expects back into the attr.
+    let mut attr = *attr;
+    // SAFETY: `attr` is a valid perf_event_attr of the size it declares.
+    let fd = unsafe { sys::perf_event_open(&mut attr, -1, cpu, -1, pb::PERF_FLAG_FD_CLOEXEC as _) };
     if fd < 0 {
         Err(std::io::Error::last_os_error())
     } else {
-        Ok(fd as i32)
+        Ok(fd)
     }
 }
 
@@ -558,6 +631,16 @@ impl Collector {
     /// cannot be had (no `CONFIG_PERF_EVENTS`, `perf_event_paranoid`, no
     /// permission): the caller falls back to polling `/proc`.
     pub fn open() -> Result<Collector, String> {
+        Self::open_with_faults(|_, _| None)
+    }
+
+    /// [`open`](Self::open), where `fault(build_id, cpu)` may make a
+    /// `perf_event_open` call fail with the error it gives instead of being
+    /// made (tests: the paths of an old or refusing kernel).
+    #[doc(hidden)]
+    pub fn open_with_faults(
+        mut fault: impl FnMut(bool, i32) -> Option<std::io::Error>,
+    ) -> Result<Collector, String> {
         let online = std::fs::read_to_string("/sys/devices/system/cpu/online")
             .map(|s| parse_cpu_list(&s))
             .unwrap_or_default();
@@ -570,19 +653,27 @@ impl Collector {
         };
         // SAFETY: sysconf has no preconditions.
         let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as usize;
+        let info = parse_info(&attr(true, page))
+            .ok_or("the perf record parser does not take the dummy event's attr")?;
         let mut c = Collector {
             rings: Vec::new(),
             events: Vec::new(),
             lost: 0,
+            skipped: Skipped::default(),
             build_ids: true,
             page,
+            info,
+        };
+        let mut open = |build_id: bool, cpu: i32| match fault(build_id, cpu) {
+            Some(e) => Err(e),
+            None => perf_event_open(&attr(build_id, page), cpu),
         };
         for cpu in cpus {
-            let fd = match perf_event_open(&attr(c.build_ids), cpu) {
+            let fd = match open(c.build_ids, cpu) {
                 Err(e) if c.build_ids && e.raw_os_error() == Some(libc::EINVAL) => {
                     // A kernel before 5.12 knows no build_id bit.
                     c.build_ids = false;
-                    perf_event_open(&attr(false), cpu)
+                    open(false, cpu)
                 }
                 r => r,
             };
@@ -644,42 +735,32 @@ impl Collector {
 
     /// Moves every record waiting in the rings into `events`.
     pub fn poll(&mut self) {
+        use std::sync::atomic::{AtomicU64, Ordering};
         let page = self.page;
+        let head_at = std::mem::offset_of!(pb::perf_event_mmap_page, data_head);
+        let tail_at = std::mem::offset_of!(pb::perf_event_mmap_page, data_tail);
         for r in &self.rings {
-            // SAFETY: the first page is the perf_event_mmap_page; data_head
-            // (offset 1024) and data_tail (1032) are naturally aligned u64s.
-            let head_p = unsafe { &*(r.base.add(1024) as *const std::sync::atomic::AtomicU64) };
-            let tail_p = unsafe { &*(r.base.add(1032) as *const std::sync::atomic::AtomicU64) };
-            let head = head_p.load(std::sync::atomic::Ordering::Acquire);
-            let mut tail = tail_p.load(std::sync::atomic::Ordering::Relaxed);
-            let size = (r.len - page) as u64;
-            // SAFETY: the data area follows the first page.
+            // SAFETY: the first page is the perf_event_mmap_page, whose
+            // data_head and data_tail are naturally aligned u64s.
+            let head_p = unsafe { &*(r.base.add(head_at) as *const AtomicU64) };
+            let tail_p = unsafe { &*(r.base.add(tail_at) as *const AtomicU64) };
+            let head = head_p.load(Ordering::Acquire);
+            let tail = tail_p.load(Ordering::Relaxed);
+            // SAFETY: the data area follows the first page; the kernel
+            // writes only past `head` until `tail` is moved on.
             let data = unsafe { std::slice::from_raw_parts(r.base.add(page), r.len - page) };
-            let read = |pos: u64, n: usize| -> Vec<u8> {
-                let start = (pos % size) as usize;
-                let mut v = Vec::with_capacity(n);
-                let first = n.min(data.len() - start);
-                v.extend_from_slice(&data[start..start + first]);
-                v.extend_from_slice(&data[..n - first]);
-                v
-            };
-            while tail + 8 <= head {
-                let h = read(tail, 8);
-                let ty = u32::from_ne_bytes(h[0..4].try_into().unwrap());
-                let misc = u16::from_ne_bytes(h[4..6].try_into().unwrap());
-                let len = u16::from_ne_bytes(h[6..8].try_into().unwrap()) as u64;
-                if len < 8 || tail + len > head {
-                    break;
-                }
-                let rec = read(tail, len as usize);
-                if let Some(e) = parse_record(ty, misc, &rec) {
-                    self.events.push(e);
-                } else if ty == REC_LOST && rec.len() >= 24 {
-                    self.lost += u64::from_ne_bytes(rec[16..24].try_into().unwrap());
-                }
-                tail += len;
-            }
-            tail_p.store(tail, std::sync::atomic::Ordering::Release);
+            let mut lost = 0;
+            let tail = read_ring(
+                data,
+                head,
+                tail,
+                &self.info,
+                &mut self.events,
+                &mut lost,
+                &mut self.skipped,
+            );
+            self.lost += lost;
+            tail_p.store(tail, Ordering::Release);
         }
     }
 
@@ -691,64 +772,162 @@ impl Collector {
     }
 }
 
-/// Decodes one perf record (header included) of the types kept; the sample
-/// id trailer is `pid, tid, time, cpu, res` (TID | TIME | CPU).
+/// Reads the records a ring holds between `tail` and `head` (positions as
+/// the kernel counts them; `data` is the ring's data area, its size a power
+/// of two): those of the kinds kept go to `out`, LOST records' counts to
+/// `lost`. Returns the new tail: `head`, for everything published is
+/// consumed, decoded or counted in `skipped` (a record is never left half
+/// read: the kernel publishes whole records only, so a header that cannot
+/// be framed means the rest cannot be either).
+fn read_ring(
+    data: &[u8],
+    head: u64,
+    mut tail: u64,
+    info: &RecordParseInfo,
+    out: &mut Vec<MapEvent>,
+    lost: &mut u64,
+    skipped: &mut Skipped,
+) -> u64 {
+    let size = data.len() as u64;
+    let unframed = |from: u64, skipped: &mut Skipped| {
+        skipped.bytes += head.saturating_sub(from).min(size);
+        head
+    };
+    if !size.is_power_of_two() || head < tail || head - tail > size {
+        return unframed(tail, skipped);
+    }
+    // `n` bytes from ring position `pos`, across the end of the data area.
+    let span = |pos: u64, n: usize| -> RawData<'_> {
+        let start = (pos % size) as usize;
+        match data.len() - start {
+            first if first >= n => RawData::Single(&data[start..start + n]),
+            first => RawData::Split(&data[start..], &data[..n - first]),
+        }
+    };
+    while tail < head {
+        let avail = head - tail;
+        if avail < 8 {
+            return unframed(tail, skipped);
+        }
+        let mut h = span(tail, 8);
+        let (Ok(ty), Ok(misc), Ok(len)) = (
+            h.read_u32::<NativeEndian>(),
+            h.read_u16::<NativeEndian>(),
+            h.read_u16::<NativeEndian>(),
+        ) else {
+            return unframed(tail, skipped);
+        };
+        let len = u64::from(len);
+        if len < 8 || len > avail {
+            return unframed(tail, skipped);
+        }
+        match decode(ty, misc, span(tail + 8, len as usize - 8), info) {
+            Decoded::Kept(e) => out.push(e),
+            Decoded::Lost(n) => *lost += n,
+            Decoded::Other => {}
+            Decoded::Bad => skipped.records += 1,
+        }
+        tail += len;
+    }
+    tail
+}
+
+enum Decoded {
+    Kept(MapEvent),
+    Lost(u64),
+    /// A kind not kept.
+    Other,
+    /// A kind kept that does not decode.
+    Bad,
+}
+
+/// Decodes one record's body (what follows its header).
+fn decode(ty: u32, misc: u16, body: RawData, info: &RecordParseInfo) -> Decoded {
+    let rt = RecordType(ty);
+    if ![
+        RecordType::MMAP2,
+        RecordType::COMM,
+        RecordType::FORK,
+        RecordType::EXIT,
+        RecordType::LOST,
+    ]
+    .contains(&rt)
+    {
+        return Decoded::Other;
+    }
+    decode_kept(rt, misc, body, info).unwrap_or(Decoded::Bad)
+}
+
+fn decode_kept(
+    rt: RecordType,
+    misc: u16,
+    body: RawData,
+    info: &RecordParseInfo,
+) -> Option<Decoded> {
+    // The time from the sample id trailer; the fields without it (a name
+    // or path without its NUL stops there).
+    let time = || RawEventRecord::new(rt, misc, body, *info).timestamp();
+    let own_len = body
+        .len()
+        .checked_sub(info.common_data_offset_from_end.unwrap_or(0).into())?;
+    let mut rest = body;
+    let own = rest.split_off_prefix(own_len).ok()?;
+    if rt == RecordType::MMAP2 && u32::from(misc) & pb::PERF_RECORD_MISC_MMAP_BUILD_ID != 0 {
+        // The parser asserts this (a panic); the kernel's is at most 20.
+        let mut at = own;
+        at.skip(32).ok()?;
+        if at.read_u8().ok()? > 20 {
+            return None;
+        }
+    }
+    let text = |r: RawData| String::from_utf8_lossy(&r.as_slice()).into_owned();
+    Some(Decoded::Kept(
+        match RawEventRecord::new(rt, misc, own, *info).parse().ok()? {
+            EventRecord::Mmap2(m) => MapEvent::Mmap {
+                time: time()?,
+                pid: m.pid as u32,
+                tid: m.tid as u32,
+                start: m.address,
+                end: m.address.checked_add(m.length)?,
+                pgoff: m.page_offset,
+                prot: m.protection,
+                build_id: match m.file_id {
+                    // Without one the kernel sends the device and inode.
+                    Mmap2FileId::BuildId(b) if !b.is_empty() => {
+                        Some(b.iter().map(|b| format!("{b:02x}")).collect())
+                    }
+                    _ => None,
+                },
+                path: text(m.path),
+            },
+            EventRecord::Comm(c) => MapEvent::Comm {
+                time: time()?,
+                pid: c.pid as u32,
+                tid: c.tid as u32,
+                exec: c.is_execve,
+                name: text(c.name),
+            },
+            EventRecord::Fork(f) | EventRecord::Exit(f) => MapEvent::task(
+                rt == RecordType::FORK,
+                f.timestamp,
+                f.pid as u32,
+                f.ppid as u32,
+                f.tid as u32,
+                f.ptid as u32,
+            ),
+            EventRecord::Lost(l) => return Some(Decoded::Lost(l.count)),
+            _ => return None,
+        },
+    ))
+}
+
+/// Decodes one perf record (header included) of the kinds kept, as the
+/// events opened by [`Collector::open`] write it; `None` for another kind or
+/// one that does not decode.
 pub fn parse_record(ty: u32, misc: u16, rec: &[u8]) -> Option<MapEvent> {
-    let u32_at = |o: usize| {
-        rec.get(o..o + 4)
-            .map(|b| u32::from_ne_bytes(b.try_into().unwrap()))
-    };
-    let u64_at = |o: usize| {
-        rec.get(o..o + 8)
-            .map(|b| u64::from_ne_bytes(b.try_into().unwrap()))
-    };
-    let trailer_time = || u64_at(rec.len().checked_sub(16)?);
-    let cstr = |from: usize, to: usize| -> Option<String> {
-        let b = rec.get(from..to)?;
-        let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
-        Some(String::from_utf8_lossy(&b[..end]).into_owned())
-    };
-    match ty {
-        REC_MMAP2 => {
-            let (pid, tid) = (u32_at(8)?, u32_at(12)?);
-            let (addr, len, pgoff) = (u64_at(16)?, u64_at(24)?, u64_at(32)?);
-            let build_id = if misc & MISC_MMAP_BUILD_ID != 0 {
-                let n = (*rec.get(40)? as usize).min(20);
-                Some(
-                    rec.get(44..44 + n)?
-                        .iter()
-                        .map(|b| format!("{b:02x}"))
-                        .collect(),
-                )
-            } else {
-                None
-            };
-            let prot = u32_at(64)?;
-            let path = cstr(72, rec.len().checked_sub(24)?)?;
-            Some(MapEvent::Mmap {
-                time: trailer_time()?,
-                pid,
-                tid,
-                start: addr,
-                end: addr.checked_add(len)?,
-                pgoff,
-                prot,
-                build_id,
-                path,
-            })
-        }
-        REC_COMM => Some(MapEvent::Comm {
-            time: trailer_time()?,
-            pid: u32_at(8)?,
-            tid: u32_at(12)?,
-            exec: misc & MISC_COMM_EXEC != 0,
-            name: cstr(16, rec.len().checked_sub(24)?)?,
-        }),
-        REC_FORK | REC_EXIT => {
-            let (pid, ppid, tid, ptid) = (u32_at(8)?, u32_at(12)?, u32_at(16)?, u32_at(20)?);
-            let time = u64_at(24)?;
-            Some(MapEvent::task(ty == REC_FORK, time, pid, ppid, tid, ptid))
-        }
+    let info = parse_info(&attr(true, 4096))?;
+    match decode(ty, misc, RawData::Single(rec.get(8..)?), &info) {
+        Decoded::Kept(e) => Some(e),
         _ => None,
     }
 }
@@ -756,6 +935,13 @@ pub fn parse_record(ty: u32, misc: u16, rec: &[u8]) -> Option<MapEvent> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const REC_MMAP2: u32 = pb::PERF_RECORD_MMAP2;
+    const REC_COMM: u32 = pb::PERF_RECORD_COMM;
+    const REC_FORK: u32 = pb::PERF_RECORD_FORK;
+    const REC_LOST: u32 = pb::PERF_RECORD_LOST;
+    const MISC_COMM_EXEC: u16 = pb::PERF_RECORD_MISC_COMM_EXEC as u16;
+    const MISC_MMAP_BUILD_ID: u16 = pb::PERF_RECORD_MISC_MMAP_BUILD_ID as u16;
 
     fn entry(start: u64, end: u64, path: &str) -> MapEntry {
         MapEntry {
@@ -971,5 +1157,281 @@ mod tests {
         }
         assert_eq!(parse_cpu_list("0-3,5\n"), vec![0, 1, 2, 3, 5]);
         assert_eq!(parse_cpu_list("garbage"), Vec::<i32>::new());
+        // A build-id of size 0 is none (the kernel sends none: without a
+        // build-id it gives the inode instead), not an empty one, which
+        // the side-car could not tell from a missing field.
+        r[40] = 0;
+        let e = parse_record(REC_MMAP2, MISC_MMAP_BUILD_ID, &r).unwrap();
+        assert!(matches!(e, MapEvent::Mmap { build_id: None, .. }), "{e:?}");
+        assert!(e.to_line().ends_with(" 5 - /lib/x.so"), "{e:?}");
+        // A size over 20 (the kernel's is at most 20) is a record skipped.
+        r[40] = 21;
+        assert_eq!(parse_record(REC_MMAP2, MISC_MMAP_BUILD_ID, &r), None);
+    }
+
+    // ---------------------------------------------------------- the rings
+
+    /// A record as the dummy events write it: header, `fields`, and the
+    /// sample id trailer (`pid, tid, time, cpu, res`).
+    fn record(ty: u32, misc: u16, fields: &[u8], pid: u32, time: u64) -> Vec<u8> {
+        let mut r = Vec::new();
+        r.extend(ty.to_ne_bytes());
+        r.extend(misc.to_ne_bytes());
+        r.extend(((8 + fields.len() + 24) as u16).to_ne_bytes());
+        r.extend(fields);
+        for v in [pid, pid] {
+            r.extend(v.to_ne_bytes());
+        }
+        r.extend(time.to_ne_bytes());
+        r.extend([0u8; 8]);
+        r
+    }
+
+    fn fork_record(pid: u32, ppid: u32, time: u64) -> Vec<u8> {
+        let mut f = Vec::new();
+        for v in [pid, ppid, pid, ppid] {
+            f.extend(v.to_ne_bytes());
+        }
+        f.extend(time.to_ne_bytes());
+        record(REC_FORK, 0, &f, pid, time)
+    }
+
+    fn comm_record(pid: u32, name: &str, time: u64) -> Vec<u8> {
+        let mut f = Vec::new();
+        for v in [pid, pid] {
+            f.extend(v.to_ne_bytes());
+        }
+        f.extend(name.as_bytes());
+        f.resize((f.len() + 8) & !7, 0);
+        record(REC_COMM, MISC_COMM_EXEC, &f, pid, time)
+    }
+
+    /// An MMAP2 record with a build-id of `id_len` bytes (0xab each).
+    fn mmap2_record(pid: u32, path: &str, id_len: u8, time: u64) -> Vec<u8> {
+        let mut f = Vec::new();
+        for v in [pid, pid] {
+            f.extend(v.to_ne_bytes());
+        }
+        for v in [0x7000u64, 0x1000, 0] {
+            f.extend(v.to_ne_bytes());
+        }
+        f.extend([id_len, 0, 0, 0]);
+        f.extend([0xab; 20]);
+        f.extend(5u32.to_ne_bytes());
+        f.extend(2u32.to_ne_bytes());
+        f.extend(path.as_bytes());
+        f.resize((f.len() + 8) & !7, 0);
+        record(REC_MMAP2, MISC_MMAP_BUILD_ID, &f, pid, time)
+    }
+
+    fn lost_record(n: u64) -> Vec<u8> {
+        let mut f = vec![0u8; 8];
+        f.extend(n.to_ne_bytes());
+        record(REC_LOST, 0, &f, 0, 0)
+    }
+
+    /// A ring of `size` bytes holding `bytes` from position `at` (which may
+    /// be past `size`: positions only grow), and the head after them.
+    fn ring(size: usize, at: u64, bytes: &[u8]) -> (Vec<u8>, u64) {
+        let mut data = vec![0xeeu8; size];
+        for (i, &b) in bytes.iter().enumerate() {
+            data[((at + i as u64) % size as u64) as usize] = b;
+        }
+        (data, at + bytes.len() as u64)
+    }
+
+    struct Read {
+        events: Vec<MapEvent>,
+        lost: u64,
+        skipped: Skipped,
+        tail: u64,
+    }
+
+    fn read(data: &[u8], head: u64, tail: u64) -> Read {
+        let info = parse_info(&attr(true, 4096)).unwrap();
+        let (mut events, mut lost, mut skipped) = (Vec::new(), 0, Skipped::default());
+        let tail = read_ring(
+            data,
+            head,
+            tail,
+            &info,
+            &mut events,
+            &mut lost,
+            &mut skipped,
+        );
+        Read {
+            events,
+            lost,
+            skipped,
+            tail,
+        }
+    }
+
+    #[test]
+    fn records_are_read_wherever_the_ring_wraps_them() {
+        let recs = [
+            fork_record(20, 10, 100),
+            comm_record(20, "a name", 101),
+            mmap2_record(20, "/lib/x.so", 4, 102),
+            lost_record(3),
+            mmap2_record(20, "/lib/y.so", 0, 103),
+        ];
+        let bytes = recs.concat();
+        let size = 512;
+        assert!(bytes.len() < size);
+        // Every place of the wrap: in a header, in the fixed fields, in a
+        // build-id, in a path, in a trailer, between records.
+        for at in (0..size as u64).step_by(8).map(|a| a + 3 * size as u64) {
+            let (data, head) = ring(size, at, &bytes);
+            let r = read(&data, head, at);
+            assert_eq!(r.tail, head);
+            assert_eq!(r.skipped, Skipped::default(), "at {at}");
+            assert_eq!(r.lost, 3);
+            let mmap = |path: &str, build_id: Option<&str>, time| MapEvent::Mmap {
+                time,
+                pid: 20,
+                tid: 20,
+                start: 0x7000,
+                end: 0x8000,
+                pgoff: 0,
+                prot: 5,
+                build_id: build_id.map(str::to_string),
+                path: path.into(),
+            };
+            assert_eq!(
+                r.events,
+                vec![
+                    MapEvent::Fork {
+                        time: 100,
+                        pid: 20,
+                        ppid: 10,
+                        tid: 20,
+                        ptid: 10
+                    },
+                    exec(101, 20, "a name"),
+                    mmap("/lib/x.so", Some("abababab"), 102),
+                    mmap("/lib/y.so", None, 103),
+                ],
+                "at {at}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_ring_that_cannot_be_framed_is_skipped_and_counted() {
+        let good = fork_record(20, 10, 100);
+        let after = comm_record(20, "after", 101);
+        let size = 256;
+        let at = 1000;
+        // A header with a size of 0, of 4, past the ring, past what the
+        // kernel published: the rest of the ring is skipped (there is no
+        // way to find the next record), what came before is kept.
+        let mut huge = fork_record(21, 10, 100);
+        huge[6..8].copy_from_slice(&u16::MAX.to_ne_bytes());
+        let mut past_head = comm_record(21, "cut", 100);
+        let cut = past_head.len() - 8;
+        past_head.truncate(cut);
+        for (name, bad) in [
+            ("size 0", {
+                let mut b = fork_record(21, 10, 100);
+                b[6..8].fill(0);
+                b
+            }),
+            ("size 4", {
+                let mut b = fork_record(21, 10, 100);
+                b[6..8].copy_from_slice(&4u16.to_ne_bytes());
+                b
+            }),
+            ("size past the ring", huge),
+            ("a record cut by the head", past_head),
+            ("a header cut by the head", vec![7, 0, 0]),
+        ] {
+            let tail_bytes = if name.contains("cut") {
+                vec![]
+            } else {
+                after.clone()
+            };
+            let bytes = [good.clone(), bad.clone(), tail_bytes].concat();
+            let (data, head) = ring(size, at, &bytes);
+            let r = read(&data, head, at);
+            assert_eq!(r.tail, head, "{name}");
+            assert_eq!(r.events.len(), 1, "{name}: {:?}", r.events);
+            assert_eq!(r.events[0].pid(), 20, "{name}");
+            assert_eq!(
+                r.skipped,
+                Skipped {
+                    records: 0,
+                    bytes: (bytes.len() - good.len()) as u64
+                },
+                "{name}"
+            );
+        }
+        // Positions that make no sense: everything published is skipped.
+        let (data, _) = ring(size, at, &good);
+        for (head, tail) in [(at, at + 8), (at + 2 * size as u64, at)] {
+            let r = read(&data, head, tail);
+            assert_eq!(r.tail, head);
+            assert!(r.events.is_empty());
+            assert_eq!(r.skipped.records, 0);
+            assert!(r.skipped.bytes <= size as u64);
+        }
+        // A data area whose size is not a power of two.
+        let r = read(&data[..200], at + 56, at);
+        assert_eq!((r.tail, r.skipped.bytes, r.events.len()), (at + 56, 56, 0));
+    }
+
+    #[test]
+    fn a_framed_record_that_does_not_decode_is_skipped_alone() {
+        // An MMAP2 too short for its fields, one with a build-id size over
+        // 20, a COMM shorter than its trailer: each skipped and counted,
+        // the records after them read.
+        let mut short = record(REC_MMAP2, 0, &[0u8; 8], 20, 5);
+        short.truncate(16);
+        short[6..8].copy_from_slice(&16u16.to_ne_bytes());
+        let mut big_id = mmap2_record(20, "/x", 4, 5);
+        big_id[8 + 32] = 200;
+        let mut tiny_comm = comm_record(20, "x", 5);
+        tiny_comm.truncate(16);
+        tiny_comm[6..8].copy_from_slice(&16u16.to_ne_bytes());
+        // A kind not kept is passed over, not counted.
+        let other = record(pb::PERF_RECORD_THROTTLE, 0, &[0u8; 16], 20, 5);
+        let bytes = [short, big_id, tiny_comm, other, fork_record(22, 1, 9)].concat();
+        let (data, head) = ring(512, 77 * 8, &bytes);
+        let r = read(&data, head, 77 * 8);
+        assert_eq!(r.tail, head);
+        assert_eq!(
+            r.skipped,
+            Skipped {
+                records: 3,
+                bytes: 0
+            }
+        );
+        assert_eq!(r.events.len(), 1);
+        assert_eq!(r.events[0].pid(), 22);
+    }
+
+    proptest::proptest! {
+        /// Garbage rings (any bytes, any positions) never panic, and every
+        /// byte published is consumed.
+        #[test]
+        fn garbage_rings_are_read_without_a_panic(
+            bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 256),
+            tail in 0u64..1 << 20,
+            avail in 0u64..300,
+            seed_records in proptest::prelude::any::<bool>(),
+        ) {
+            let mut data = bytes;
+            if seed_records {
+                // Plausible headers among the garbage.
+                let r = mmap2_record(1, "/p", 20, 1);
+                let at = (tail % 256) as usize;
+                for (i, b) in r.iter().enumerate().take(8) {
+                    data[(at + i) % 256] = *b;
+                }
+            }
+            let r = read(&data, tail + avail, tail);
+            proptest::prop_assert_eq!(r.tail, tail + avail);
+            proptest::prop_assert!(r.skipped.bytes <= avail);
+        }
     }
 }

@@ -1658,6 +1658,17 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
             info.push(format!("map-records-lost: {}", c.lost));
             warnings.push(w);
         }
+        if c.skipped.any() {
+            info.push(format!(
+                "map-records-skipped: {} records, {} bytes",
+                c.skipped.records, c.skipped.bytes
+            ));
+            warnings.push(format!(
+                "{} map records could not be decoded and {} bytes of the perf rings \
+                 could not be read (corrupt): some mappings may be missing",
+                c.skipped.records, c.skipped.bytes
+            ));
+        }
     }
     drop(collector);
     if let Some(c) = child.as_mut() {
