@@ -1120,7 +1120,9 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
             }
             Err(e) => {
                 let w = format!(
-                    "exact process maps unavailable ({e}): polling /proc/PID/maps instead                      (short-lived processes, libraries loaded and unloaded between reads and                      exec can be symbolised wrongly or not at all)"
+                    "exact process maps unavailable ({e}): polling /proc/PID/maps instead \
+                     (short-lived processes, libraries loaded and unloaded between reads and \
+                     exec can be symbolised wrongly or not at all)"
                 );
                 warnings.push(w);
                 None
