@@ -17,6 +17,8 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "vary.h"
+
 volatile unsigned long sink;
 
 __attribute__((noinline)) unsigned long leaf(unsigned long n)
@@ -37,17 +39,6 @@ __attribute__((noinline)) void outer_y(unsigned long n)
 	sink += leaf(n);
 }
 
-/* xorshift64: a fixed seed, so that every run does the same work */
-static unsigned long next_count(void)
-{
-	static unsigned long x = 0x9e3779b97f4a7c15ul;
-
-	x ^= x << 13;
-	x ^= x >> 7;
-	x ^= x << 17;
-	return 10000 + x % 20000;
-}
-
 int main(int argc, char **argv)
 {
 	double secs = argc > 1 ? atof(argv[1]) : 1;
@@ -55,7 +46,7 @@ int main(int argc, char **argv)
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	do {
-		unsigned long n = next_count();
+		unsigned long n = next_count(10000, 20000);
 
 		outer_x(n);
 		outer_y(n);

@@ -22,6 +22,8 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "vary.h"
+
 volatile unsigned long sink;
 
 __attribute__((noinline)) void tick(void)
@@ -43,20 +45,9 @@ __attribute__((noinline)) void hot_b(unsigned long n)
 	tick();
 }
 
-/* xorshift64: a fixed seed, so that every run does the same work */
-static unsigned long next_count(void)
-{
-	static unsigned long x = 0x9e3779b97f4a7c15ul;
-
-	x ^= x << 13;
-	x ^= x >> 7;
-	x ^= x << 17;
-	return 5000 + x % 10000;
-}
-
 __attribute__((noinline)) void outer(void)
 {
-	unsigned long n = next_count();
+	unsigned long n = next_count(5000, 10000);
 
 	hot_a(3 * n);
 	hot_b(n);

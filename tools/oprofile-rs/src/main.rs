@@ -983,11 +983,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let mut out = create(&a.output)?;
             oprofile_tool::firefox::write(&p, end, &mut out)?;
             out.flush()?;
-            eprintln!(
-                "oprofile-rs: wrote {} ({} samples)",
-                esc(&a.output.display().to_string()),
-                p.total_samples()
-            );
+            wrote(&a.output, p.total_samples());
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Html(a) => {
@@ -1000,11 +996,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let mut out = create(&a.output)?;
             out.write_all(page.as_bytes())?;
             out.flush()?;
-            eprintln!(
-                "oprofile-rs: wrote {} ({} samples)",
-                esc(&a.output.display().to_string()),
-                p.total_samples()
-            );
+            wrote(&a.output, p.total_samples());
             Ok(ExitCode::SUCCESS)
         }
         Cmd::List(a) => {
@@ -1040,11 +1032,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let mut out = create(&a.output)?;
             folded::write_flamegraph(&p, &a.title, &mut out)?;
             out.flush()?;
-            eprintln!(
-                "oprofile-rs: wrote {} ({} samples)",
-                a.output.display(),
-                p.total_samples()
-            );
+            wrote(&a.output, p.total_samples());
             Ok(ExitCode::SUCCESS)
         }
         Cmd::PprofFolded(a) => {
@@ -1063,11 +1051,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let mut out = create(&a.output)?;
             pprof::write(&p, &mut out)?;
             out.flush()?;
-            eprintln!(
-                "oprofile-rs: wrote {} ({} samples)",
-                a.output.display(),
-                p.total_samples()
-            );
+            wrote(&a.output, p.total_samples());
             Ok(ExitCode::SUCCESS)
         }
     }
@@ -1110,4 +1094,12 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The line every writer of a file prints when done.
+fn wrote(path: &std::path::Path, samples: u64) {
+    eprintln!(
+        "oprofile-rs: wrote {} ({samples} samples)",
+        esc(&path.display().to_string())
+    );
 }
