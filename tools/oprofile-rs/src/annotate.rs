@@ -354,6 +354,8 @@ pub fn annotate(
     let vmlinux = code.vmlinux.as_deref();
     // (mapped path) → file offset → weight
     let mut per_path: BTreeMap<String, BTreeMap<u64, u64>> = BTreeMap::new();
+    // (mapped path) → the build-id its frames carry.
+    let mut ids: HashMap<String, Rc<str>> = HashMap::new();
     let mut kernel = 0u64;
     // Core kernel samples: address → weight; and per module.
     let mut kernel_hits: BTreeMap<u64, u64> = BTreeMap::new();
@@ -377,6 +379,9 @@ pub fn annotate(
             continue;
         }
         if let (Some(path), Some(off)) = (&s.pc.path, s.pc.file_offset) {
+            if let Some(id) = &s.pc.build_id {
+                ids.entry(path.clone()).or_insert_with(|| id.clone());
+            }
             *per_path
                 .entry(path.clone())
                 .or_default()
@@ -397,7 +402,16 @@ pub fn annotate(
         }
     }
     for (module, hits) in &module_hits {
-        let ko = find_module(module, code, symfs)?;
+        // An archive's copy of the module recorded comes first.
+        let archived = p
+            .locator
+            .kernel
+            .get(module)
+            .and_then(|id| p.locator.in_archive(id, false));
+        let ko = match (archived, &code.modules) {
+            (Some(k), None) => k,
+            _ => find_module(module, code, symfs)?,
+        };
         out.push(annotate_module(p, name, module, hits, &ko)?);
     }
     if per_path.is_empty() && out.is_empty() {
@@ -419,12 +433,21 @@ pub fn annotate(
         );
     }
     for (path, offsets) in per_path {
-        let real: PathBuf = match symfs {
+        let local: PathBuf = match symfs {
             Some(root) => root.join(path.trim_start_matches('/')),
             None => PathBuf::from(&path),
         };
-        let data =
-            std::fs::read(&real).with_context(|| format!("cannot read {}", real.display()))?;
+        // The file symbolisation read: an archive's copy, the local file
+        // of the recording's build, debuginfod's.
+        let mut why = Vec::new();
+        let found = p
+            .locator
+            .executable(&local, ids.get(&path).map(|id| &**id), &mut |_, t| {
+                why.push(t)
+            });
+        let Some((real, data)) = found else {
+            bail!("{}", why.join("; "));
+        };
         let bitness = elf_bitness(&data)
             .with_context(|| format!("{}: cannot disassemble", real.display()))?;
         let own = object::File::parse(&*data)
@@ -502,7 +525,7 @@ pub fn annotate(
 /// in `DIR/<binary's directory>/`), for each debug directory DIR; one whose
 /// build-id differs from the binary's is not its. None where the binary
 /// has DWARF itself. Its path and its bytes.
-fn debug_file(
+pub(crate) fn debug_file(
     real: &Path,
     file: &object::File<'_>,
     dirs: &[PathBuf],
@@ -795,7 +818,11 @@ fn find_module(module: &str, code: &KernelCode, symfs: Option<&Path>) -> Result<
 /// `NAME.ko` or `NAME.ko.xz` under `dir` (module names use `_` where file
 /// names may use `-`), searched depth first; symbolic links to directories
 /// (`/lib/modules/R/build`, `source`) are not followed.
-fn search_module(dir: &Path, module: &str, depth: u32) -> std::io::Result<Option<PathBuf>> {
+pub(crate) fn search_module(
+    dir: &Path,
+    module: &str,
+    depth: u32,
+) -> std::io::Result<Option<PathBuf>> {
     if depth > 8 {
         return Ok(None);
     }
@@ -827,7 +854,7 @@ fn search_module(dir: &Path, module: &str, depth: u32) -> std::io::Result<Option
 const MAX_MODULE: usize = 512 << 20;
 
 /// A module's object file, decompressed if it is `.ko.xz`.
-fn read_module(path: &Path) -> Result<Vec<u8>> {
+pub(crate) fn read_module(path: &Path) -> Result<Vec<u8>> {
     let data = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
     match data.get(..6) {
         Some(b"\xfd7zXZ\0") => crate::symbols::xz_decompress(&data, MAX_MODULE)

@@ -3,13 +3,16 @@
 //! The binary is a thin clap front-end over these modules.
 
 pub mod annotate;
+pub mod archive;
 pub mod calltree;
 pub mod control;
 pub mod ctl;
+pub mod debuginfod;
 pub mod firefox;
 pub mod folded;
 pub mod html;
 pub mod list;
+pub mod locate;
 pub mod mapevents;
 pub mod mapped;
 pub mod pprof;

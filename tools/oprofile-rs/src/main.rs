@@ -74,6 +74,12 @@ enum Cmd {
     /// source lines come first and the source lines show between the
     /// instructions; call, jump and RIP-relative targets are named.
     Annotate(AnnotateArgs),
+    /// One file holding the recording, its side-car and every binary,
+    /// debug file, kernel image and module its analyses read (those of this
+    /// machine whose build-ids are the recording's), keyed by build-id, as
+    /// `perf archive`: every analysis command reads it as its -i on
+    /// another machine.
+    Archive(ArchiveArgs),
     /// Control the module: show its settings, switch recording on or off,
     /// flush, take a snapshot, change settings (through the device's
     /// ioctls, which work under lockdown=integrity; debugfs where the
@@ -111,6 +117,10 @@ struct RecordArgs {
     /// procfs root used for kallsyms, modules and maps (for testing).
     #[arg(long, default_value = "/proc", hide = true)]
     proc_root: PathBuf,
+    /// sysfs root the kernel's and modules' build-ids are read under (for
+    /// testing).
+    #[arg(long, default_value = "/sys", hide = true)]
+    sys_root: PathBuf,
     /// Read buffer size in bytes (grown automatically on EINVAL).
     #[arg(long, value_name = "BYTES", default_value_t = 1 << 20)]
     read_size: usize,
@@ -263,7 +273,8 @@ struct RecordArgs {
 
 #[derive(Args)]
 struct Input {
-    /// Recorded stream.
+    /// Recorded stream, or an archive of one (`archive`: FILE.tar.zst,
+    /// .tar.gz, .tar).
     #[arg(short, long, value_name = "FILE", default_value = "oprofile.data")]
     input: PathBuf,
     /// Side-car directory (default: FILE.meta).
@@ -354,6 +365,7 @@ impl Common {
                 allow_corrupt: self.allow_corrupt,
                 symbolizer: self.symbolizer,
                 debug_dirs: self.debug_dir.clone(),
+                debuginfod: oprofile_tool::debuginfod::Debuginfod::from_env(),
             },
         )?;
         // A recording made for a command or -p pids is about them and
@@ -731,6 +743,35 @@ struct FlameArgs {
 }
 
 #[derive(Args)]
+struct ArchiveArgs {
+    /// Recorded stream.
+    #[arg(short, long, value_name = "FILE", default_value = "oprofile.data")]
+    input: PathBuf,
+    /// Side-car directory (default: FILE.meta).
+    #[arg(long, value_name = "DIR")]
+    sidecar: Option<PathBuf>,
+    /// Read binaries under this root directory, as the analyses do.
+    #[arg(long, value_name = "DIR")]
+    symfs: Option<PathBuf>,
+    /// Also look for separate debug files in DIR, before /usr/lib/debug
+    /// and /lib/debug.
+    #[arg(long, value_name = "DIR")]
+    debug_dir: Vec<PathBuf>,
+    /// Do not print what was left out.
+    #[arg(short, long)]
+    quiet: bool,
+    /// The archive: FILE.tar, FILE.tar.gz or FILE.tar.zst (default: the
+    /// recording's name with .tar.zst).
+    #[arg(short, long, value_name = "FILE")]
+    output: Option<PathBuf>,
+    /// The image of the kernel recorded, with symbols (else looked for in
+    /// /usr/lib/debug/boot, /boot, /lib/modules/RELEASE/build), archived
+    /// where its build-id is the recording's.
+    #[arg(short = 'k', long, value_name = "PATH")]
+    vmlinux: Option<PathBuf>,
+}
+
+#[derive(Args)]
 struct PprofFoldedArgs {
     /// A pprof profile (gzipped or not).
     #[arg(value_name = "FILE")]
@@ -773,6 +814,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             o.device = a.device;
             o.debugfs = a.debugfs;
             o.proc_root = a.proc_root;
+            o.sys_root = a.sys_root;
             if a.old_duration.is_some() {
                 old_spelling(
                     "record -d is --duration here (perf's -d records data addresses); use --duration",
@@ -921,35 +963,39 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 .context("which function? (annotate SYMBOL)")?;
             let p = a.input.load_one_event("annotate")?;
             // The kernel that ran, for its module tree.
-            let meta = a
-                .input
-                .sidecar
-                .clone()
-                .unwrap_or_else(|| oprofile_tool::sidecar::sidecar_dir(&a.input.input));
-            let release = std::fs::read_to_string(meta.join("info"))
-                .ok()
-                .and_then(|i| {
-                    i.lines()
-                        .find_map(|l| l.strip_prefix("kernel-release: ").map(str::to_string))
-                });
+            let release = p.kernel_release();
+            // Without --vmlinux, an archive's image of the kernel recorded.
+            let archived = p
+                .locator
+                .kernel
+                .get("kernel")
+                .and_then(|id| p.locator.in_archive(id, false));
             let code = oprofile_tool::annotate::KernelCode {
-                vmlinux: a.vmlinux,
+                vmlinux: a.vmlinux.or(archived),
                 modules: a.modules,
                 release,
             };
             // Where separate debug files are looked for, as when loading.
             let symfs = a.input.common.symfs.as_deref();
-            let debug_dirs: Vec<PathBuf> = a
-                .input
-                .common
-                .debug_dir
+            // An archive's debug files first (its .build-id/ layout is a
+            // debug directory's).
+            let debug_dirs: Vec<PathBuf> = p
+                .locator
+                .archive
                 .iter()
-                .map(PathBuf::as_path)
-                .chain([Path::new("/usr/lib/debug"), Path::new("/lib/debug")])
-                .map(|d| match symfs {
-                    Some(root) => root.join(d.strip_prefix("/").unwrap_or(d)),
-                    None => d.to_path_buf(),
-                })
+                .cloned()
+                .chain(
+                    a.input
+                        .common
+                        .debug_dir
+                        .iter()
+                        .map(PathBuf::as_path)
+                        .chain([Path::new("/usr/lib/debug"), Path::new("/lib/debug")])
+                        .map(|d| match symfs {
+                            Some(root) => root.join(d.strip_prefix("/").unwrap_or(d)),
+                            None => d.to_path_buf(),
+                        }),
+                )
                 .collect();
             let ann = oprofile_tool::annotate::annotate(&p, &symbol, symfs, &debug_dirs, &code)?;
             let mut out = BufWriter::new(std::io::stdout().lock());
@@ -1044,6 +1090,39 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 writeln!(out, "{}", esc(&l))?;
             }
             out.flush()?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Archive(a) => {
+            let output = a.output.clone().unwrap_or_else(|| {
+                let mut s = a.input.as_os_str().to_owned();
+                s.push(".tar.zst");
+                PathBuf::from(s)
+            });
+            let sum = oprofile_tool::archive::create(&oprofile_tool::archive::ArchiveOptions {
+                input: a.input.clone(),
+                sidecar: a.sidecar.clone(),
+                output: output.clone(),
+                load: LoadOptions {
+                    symfs: a.symfs.clone(),
+                    sidecar: None,
+                    allow_corrupt: true,
+                    symbolizer: SymbolizerKind::Dwarf,
+                    debug_dirs: a.debug_dir.clone(),
+                    debuginfod: oprofile_tool::debuginfod::Debuginfod::from_env(),
+                },
+                vmlinux: a.vmlinux,
+            })?;
+            if !a.quiet {
+                for m in &sum.missing {
+                    eprintln!("oprofile-rs: warning: not archived: {}", esc(m));
+                }
+            }
+            eprintln!(
+                "oprofile-rs: wrote {} ({} bytes: the recording, its side-car and {} files by build-id)",
+                esc(&output.display().to_string()),
+                sum.bytes,
+                sum.files.len()
+            );
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Pprof(a) => {

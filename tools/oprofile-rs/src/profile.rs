@@ -7,8 +7,9 @@ use std::rc::Rc;
 use anyhow::{bail, Context, Result};
 use oprofile_stream::{Config, DecodeError, Decoder, EventDescExt, Header, HeaderExt, Record};
 
+use crate::locate::Locator;
 use crate::sidecar::{sidecar_dir, Sidecar};
-use crate::symbols::{Frame, Kallsyms, Resolver, ResolverOptions, SymbolizerKind};
+use crate::symbols::{Frame, Kallsyms, Resolver, ResolverOptions, SymbolizerKind, UsedBinary};
 use crate::text;
 use crate::unwind::{DwarfUnwinder, UnwindStats};
 
@@ -29,6 +30,8 @@ pub struct LoadOptions {
     /// Directories searched for separate debug files before the defaults
     /// (`/usr/lib/debug`, `/lib/debug`).
     pub debug_dirs: Vec<PathBuf>,
+    /// Where files missing here are fetched by build-id (`DEBUGINFOD_URLS`).
+    pub debuginfod: Option<crate::debuginfod::Debuginfod>,
 }
 
 /// One symbolised sample.
@@ -531,6 +534,12 @@ pub struct Profile {
     /// created (`record -- CMD`, `record -p PID`). Empty: the stream has
     /// no CONFIG record to tell.
     pub profiled: Vec<u32>,
+    /// Where its files were found (an archive's, debuginfod).
+    pub locator: Rc<Locator>,
+    /// Its side-car directory (`None`: [`Profile::from_bytes`]).
+    pub sidecar_dir: Option<PathBuf>,
+    /// The binaries symbolisation looked for, and what it found.
+    pub binaries: Vec<UsedBinary>,
 }
 
 impl Profile {
@@ -716,15 +725,32 @@ impl Profile {
         self.filter = filter.clone();
     }
 
-    /// Loads `file` and its side-car.
+    /// Loads `file` and its side-car; or an archive's (`oprofile-rs
+    /// archive`), whose files come first.
     pub fn load(file: &Path, opts: &LoadOptions) -> Result<Profile> {
+        let mut locator = Locator {
+            debuginfod: opts.debuginfod.clone(),
+            ..Locator::default()
+        };
+        let (file, dir) = if crate::archive::is_archive(file) {
+            let a = crate::archive::open(file)?;
+            locator.known = a.manifest.known();
+            locator.archive = Some(a.root);
+            locator.strict = true;
+            (a.stream, opts.sidecar.clone().unwrap_or(a.sidecar))
+        } else {
+            let dir = opts.sidecar.clone().unwrap_or_else(|| sidecar_dir(file));
+            (file.to_path_buf(), dir)
+        };
+        let file = file.as_path();
         let data =
             std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
-        let dir = opts.sidecar.clone().unwrap_or_else(|| sidecar_dir(file));
         let sc = Sidecar::load(&dir)
             .with_context(|| format!("cannot read side-car {}", dir.display()))?;
-        let mut p =
-            Profile::from_bytes(&data, &sc, opts).with_context(|| format!("{}", file.display()))?;
+        locator.kernel = sc.build_ids.clone();
+        let mut p = Profile::from_bytes_located(&data, &sc, opts, locator)
+            .with_context(|| format!("{}", file.display()))?;
+        p.sidecar_dir = Some(dir.clone());
         if !dir.is_dir() {
             p.warnings.insert(
                 0,
@@ -739,6 +765,28 @@ impl Profile {
 
     /// Decodes and symbolises a stream with the given side-car.
     pub fn from_bytes(data: &[u8], sc: &Sidecar, opts: &LoadOptions) -> Result<Profile> {
+        let locator = Locator {
+            debuginfod: opts.debuginfod.clone(),
+            kernel: sc.build_ids.clone(),
+            ..Locator::default()
+        };
+        Profile::from_bytes_located(data, sc, opts, locator)
+    }
+
+    /// The recording kernel's release (side-car `info`).
+    pub fn kernel_release(&self) -> Option<String> {
+        let info = std::fs::read_to_string(self.sidecar_dir.as_ref()?.join("info")).ok()?;
+        info.lines()
+            .find_map(|l| l.strip_prefix("kernel-release: ").map(str::to_string))
+    }
+
+    fn from_bytes_located(
+        data: &[u8],
+        sc: &Sidecar,
+        opts: &LoadOptions,
+        locator: Locator,
+    ) -> Result<Profile> {
+        let locator = Rc::new(locator);
         // Records are taken one at a time as they are decoded: those of a
         // recording with user stack copies are kilobytes each.
         let mut dec = Decoder::new(data)?;
@@ -757,6 +805,7 @@ impl Profile {
             kind: opts.symbolizer,
             perf_maps: sc.perf_maps.clone(),
             roots: sc.roots(),
+            locator: locator.clone(),
             ..ResolverOptions::default()
         };
         ropts
@@ -1132,9 +1181,12 @@ impl Profile {
             warnings,
             error,
             target,
+            binaries: resolver.used(),
             kallsyms: resolver.into_kallsyms().map(Rc::new),
             unwind: unwinder.stats,
             profiled,
+            locator,
+            sidecar_dir: None,
         })
     }
 

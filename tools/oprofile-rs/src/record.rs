@@ -25,6 +25,9 @@ pub struct RecordOptions {
     pub debugfs: PathBuf,
     /// Where `kallsyms`, `modules` and `<pid>/maps` are read (`/proc`).
     pub proc_root: PathBuf,
+    /// Where the kernel's and its modules' build-ids are read (`/sys`:
+    /// `kernel/notes`, `module/NAME/notes/.note.gnu.build-id`).
+    pub sys_root: PathBuf,
     /// This tool, run as the trampoline that holds the command before its
     /// exec (its own path, so that the held process's name is
     /// `oprofile-rs`; tests of the library give the tool's path).
@@ -122,6 +125,7 @@ impl RecordOptions {
             device: PathBuf::from("/dev/oprofile/buffer"),
             debugfs: PathBuf::from("/sys/kernel/debug/oprofile"),
             proc_root: PathBuf::from("/proc"),
+            sys_root: PathBuf::from("/sys"),
             self_exe: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("/proc/self/exe")),
             duration: None,
             command: Vec::new(),
@@ -1095,6 +1099,16 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
         Err(e) => info.push(format!("modules: not captured: {e}")),
     }
 
+    sc.build_ids = crate::sidecar::kernel_build_ids(&opts.sys_root);
+    info.push(match sc.build_ids.get("kernel") {
+        Some(id) => format!("build-ids: kernel {id}, {} modules", sc.build_ids.len() - 1),
+        None => format!(
+            "build-ids: kernel's not captured ({} unreadable), {} modules",
+            opts.sys_root.join("kernel/notes").display(),
+            sc.build_ids.len()
+        ),
+    });
+
     match own_vdso() {
         Some(v) => {
             info.push(format!("vdso: captured ({} bytes)", v.len()));
@@ -1758,6 +1772,10 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
             match read_proc_text(&opts.proc_root.join("kallsyms")) {
                 Ok(k) => {
                     info.push("kallsyms-end: captured (modules changed while recording)".into());
+                    // The build-ids of the modules loaded meanwhile.
+                    for (n, id) in crate::sidecar::kernel_build_ids(&opts.sys_root) {
+                        sc.build_ids.entry(n).or_insert(id);
+                    }
                     sc.kallsyms_end = Some(k);
                     sc.modules_end = Some(end);
                 }

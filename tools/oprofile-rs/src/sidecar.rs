@@ -18,6 +18,10 @@
 //!   vdso          the recording machine's vDSO image (64-bit)
 //!   target        pids that `record -p PID` or `record -- CMD` named, one a
 //!                 line (analyses keep them and their descendants)
+//!   build-ids     "<image> <hex>" lines: the running kernel's GNU build-id
+//!                 (`kernel`, from /sys/kernel/notes) and each module's (its
+//!                 name, from /sys/module/NAME/notes/.note.gnu.build-id);
+//!                 since side-car version 3
 //! ```
 //! Every file is optional: a missing one only makes symbolisation poorer.
 
@@ -27,7 +31,7 @@ use std::path::{Path, PathBuf};
 use crate::mapevents::{MapEvent, Timeline};
 use crate::symbols::{parse_maps, Kallsyms, MapEntry};
 
-pub const SIDECAR_VERSION: u32 = 2;
+pub const SIDECAR_VERSION: u32 = 3;
 
 /// `FILE` → `FILE.meta`.
 pub fn sidecar_dir(file: &Path) -> PathBuf {
@@ -57,6 +61,8 @@ pub struct Sidecar {
     pub vdso: Option<Vec<u8>>,
     /// `record -p`/`record -- CMD`: the processes the recording is about.
     pub target: Option<Vec<u32>>,
+    /// `kernel` and module names → their build-ids (hex).
+    pub build_ids: HashMap<String, String>,
 }
 
 impl Sidecar {
@@ -94,6 +100,9 @@ impl Sidecar {
                         .insert(tgid, String::from_utf8_lossy(&b).into_owned());
                 }
             }
+        }
+        if let Some(ids) = opt("build-ids") {
+            sc.build_ids = parse_build_ids(&ids);
         }
         if let Some(ns) = opt("namespaces") {
             for line in ns.lines() {
@@ -158,6 +167,12 @@ impl Sidecar {
             let text: String = t.iter().map(|p| format!("{p}\n")).collect();
             std::fs::write(dir.join("target"), text)?;
         }
+        if !self.build_ids.is_empty() {
+            let mut v: Vec<_> = self.build_ids.iter().collect();
+            v.sort();
+            let text: String = v.iter().map(|(n, id)| format!("{n} {id}\n")).collect();
+            std::fs::write(dir.join("build-ids"), text)?;
+        }
         if let Some(i) = &self.info {
             std::fs::write(dir.join("info"), i)?;
         }
@@ -171,6 +186,7 @@ impl Sidecar {
         let mut warnings = Vec::new();
         let k = self.kallsyms.as_deref().map(|k| {
             let mut k = Kallsyms::parse(k, self.modules.as_deref());
+            k.set_build_ids(&self.build_ids);
             if let Some(end) = &self.kallsyms_end {
                 let later = Kallsyms::parse(end, self.modules_end.as_deref());
                 let (_, overlapping) = k.add_later_modules(&later);
@@ -211,6 +227,49 @@ impl Sidecar {
         let (events, bad) = self.map_events();
         (Timeline::new(self.parsed_maps(), &events), events, bad)
     }
+}
+
+/// The `build-ids` file: `NAME HEX` lines; lines that are not (or whose
+/// id is no hex build-id) are left out.
+pub fn parse_build_ids(text: &str) -> HashMap<String, String> {
+    text.lines()
+        .filter_map(|l| {
+            let (n, id) = l.trim().split_once(' ')?;
+            let id = id.trim();
+            crate::debuginfod::valid_build_id(id).then(|| (n.to_string(), id.to_string()))
+        })
+        .collect()
+}
+
+/// The build-ids of the running kernel (`kernel`: `SYS/kernel/notes`) and
+/// of its loaded modules (`SYS/module/NAME/notes/.note.gnu.build-id`),
+/// where they can be read.
+pub fn kernel_build_ids(sys: &Path) -> HashMap<String, String> {
+    let mut ids = HashMap::new();
+    if let Some(id) = std::fs::read(sys.join("kernel/notes"))
+        .ok()
+        .and_then(|d| crate::locate::build_id_from_notes(&d))
+    {
+        ids.insert("kernel".to_string(), id);
+    }
+    if let Ok(rd) = std::fs::read_dir(sys.join("module")) {
+        for e in rd.flatten() {
+            // (`/sys/module/kernel` holds the core kernel's parameters.)
+            let Some(name) = e.file_name().to_str().map(str::to_string) else {
+                continue;
+            };
+            if name == "kernel" {
+                continue;
+            }
+            if let Some(id) = std::fs::read(e.path().join("notes/.note.gnu.build-id"))
+                .ok()
+                .and_then(|d| crate::locate::build_id_from_notes(&d))
+            {
+                ids.insert(name, id);
+            }
+        }
+    }
+    ids
 }
 
 /// `b` as text: taken as it is where it is UTF-8 (a 10 MB kallsyms is read

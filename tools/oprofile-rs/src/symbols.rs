@@ -190,6 +190,9 @@ pub struct Kallsyms {
     /// symbol) to its last symbol.
     core_image: Option<(u64, u64)>,
     text_count: usize,
+    /// Build-ids (hex) of the core kernel (key `kernel`) and of modules (by
+    /// name), from the side-car's `build-ids`.
+    build_ids: HashMap<String, Rc<str>>,
 }
 
 /// A hexadecimal number of 1 to 16 digits (kallsyms' addresses), without
@@ -457,6 +460,20 @@ impl Kallsyms {
         (added, overlapping)
     }
 
+    /// Sets the build-ids of the kernel (`kernel`) and of its modules (by
+    /// name) that frames of them carry.
+    pub fn set_build_ids(&mut self, ids: &HashMap<String, String>) {
+        self.build_ids = ids
+            .iter()
+            .map(|(k, v)| (k.clone(), Rc::from(v.as_str())))
+            .collect();
+    }
+
+    /// The build-id of the image named `module` (`None`: the core kernel).
+    fn build_id_of(&self, module: Option<&str>) -> Option<Rc<str>> {
+        self.build_ids.get(module.unwrap_or("kernel")).cloned()
+    }
+
     /// Number of usable symbols (0 if kallsyms was restricted: all addresses 0).
     pub fn len(&self) -> usize {
         self.text_count
@@ -531,7 +548,7 @@ impl Kallsyms {
             srcline: None,
             inlined: Vec::new(),
             mapping: None,
-            build_id: None,
+            build_id: self.build_id_of(sym_mod),
         }
     }
 
@@ -540,6 +557,7 @@ impl Kallsyms {
         f.rel_addr = self.rel_addr(addr);
         if let Some((_, _, m)) = self.module_range_of(addr) {
             f.dso = format!("[{m}]");
+            f.build_id = self.build_id_of(Some(m));
         }
         f
     }
@@ -790,6 +808,9 @@ pub struct ResolverOptions {
     /// tgid → root directory its binaries are read under (`/proc/PID/root`
     /// for processes of another mount namespace).
     pub roots: HashMap<u32, PathBuf>,
+    /// Where binaries and debug files are found by build-id (an archive,
+    /// debuginfod) besides their paths.
+    pub locator: Rc<crate::locate::Locator>,
 }
 
 impl Default for ResolverOptions {
@@ -800,8 +821,24 @@ impl Default for ResolverOptions {
             perf_maps: HashMap::new(),
             perf_map_dir: Some("/tmp".into()),
             roots: HashMap::new(),
+            locator: Rc::default(),
         }
     }
+}
+
+/// A binary the resolver looked for: for `archive`, which files the
+/// analyses read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UsedBinary {
+    /// The path it was mapped at.
+    pub mapped: String,
+    /// The build-id the recording gives it (the kernel's record, an
+    /// archive's manifest), if any.
+    pub recorded: Option<String>,
+    /// The file read, if one was found.
+    pub file: Option<PathBuf>,
+    /// That file's build-id.
+    pub build_id: Option<String>,
 }
 
 /// What the resolver knows about one binary (by the path it is read at).
@@ -927,6 +964,9 @@ type Symbolised = (
     Option<(u64, u64)>,
 );
 
+/// A binary looked for: the path it is read at locally, the build-id known.
+type BinaryKey = (PathBuf, Option<Rc<str>>);
+
 /// Resolves sample addresses with the captured side-car data.
 pub struct Resolver {
     kallsyms: Option<Kallsyms>,
@@ -936,7 +976,8 @@ pub struct Resolver {
     opts: ResolverOptions,
     perf_maps: RefCell<HashMap<u32, Option<Rc<PerfMap>>>>,
     symbolizer: blazesym::symbolize::Symbolizer,
-    binaries: RefCell<HashMap<PathBuf, Option<Rc<Binary>>>>,
+    /// (path read at, build-id known) → the binary found for it.
+    binaries: RefCell<HashMap<BinaryKey, Option<Rc<Binary>>>>,
     /// (binary read, file offset) → what it resolves to: shared by every
     /// process mapping the binary.
     by_offset: RefCell<HashMap<(PathBuf, u64), Rc<Symbolised>>>,
@@ -948,6 +989,8 @@ pub struct Resolver {
     vdso: Option<ElfSymbols>,
     warnings: RefCell<Vec<String>>,
     warned: RefCell<std::collections::HashSet<String>>,
+    /// Every binary looked for, in order.
+    used: RefCell<Vec<UsedBinary>>,
 }
 
 impl Resolver {
@@ -1009,7 +1052,13 @@ impl Resolver {
             vdso: None,
             warnings: RefCell::default(),
             warned: RefCell::default(),
+            used: RefCell::default(),
         }
+    }
+
+    /// The binaries looked for so far ([`UsedBinary`]).
+    pub fn used(&self) -> Vec<UsedBinary> {
+        self.used.borrow().clone()
     }
 
     /// Warnings about missing data (unreadable binaries, missing maps), once each.
@@ -1119,10 +1168,16 @@ impl Resolver {
         self.maps.has(tgid)
     }
 
-    /// The path a binary mapped by process `tgid` at `path` is read at
-    /// (under `--symfs`, or the process's root in another mount namespace).
-    pub fn binary_path(&self, tgid: u32, path: &str) -> PathBuf {
-        self.real_path(tgid, path)
+    /// The file read for a binary mapped by process `tgid` at `path`, of
+    /// build-id `id` where the mapping's record gives one: the one
+    /// symbolisation reads (the archive's copy, the local file under
+    /// `--symfs` or the process's root in another mount namespace,
+    /// debuginfod's).
+    pub fn binary_path(&self, tgid: u32, path: &str, id: Option<&str>) -> PathBuf {
+        match self.binary(tgid, path, id) {
+            Some(b) => b.real.clone(),
+            None => self.real_path(tgid, path),
+        }
     }
 
     fn resolve_kernel(&self, addr: u64) -> Frame {
@@ -1203,24 +1258,17 @@ impl Resolver {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| path.clone());
-        let bin = self.binary(tgid, &path);
-        if let (Some(b), Some(recorded)) = (&bin, &tm.build_id) {
-            if b.build_id.as_deref().is_some_and(|id| id != &**recorded) {
-                self.warn_once(
-                    format!("build-id {}", b.real.display()),
-                    format!(
-                        "{} has changed since the recording (build-id {} there, {} now): its symbols may be wrong",
-                        b.real.display(),
-                        recorded,
-                        b.build_id.as_deref().unwrap_or("-")
-                    ),
-                );
-            }
-        }
+        let bin = self.binary(tgid, &path, tm.build_id.as_deref());
         let (symbol, srcline, inlined, span) = match &bin {
             Some(bin) => (*self.symbolise(bin, off)).clone(),
             None => (None, None, Vec::new(), None),
         };
+        let build_id = bin.as_ref().and_then(|b| b.build_id.clone()).or_else(|| {
+            self.opts
+                .locator
+                .known_id(&path, tm.build_id.as_deref())
+                .map(Rc::from)
+        });
         // Relative to the first loadable segment, as samply counts.
         let base = bin
             .as_ref()
@@ -1242,9 +1290,7 @@ impl Resolver {
             srcline,
             inlined,
             mapping: Some((m.start, m.end, m.offset)),
-            build_id: bin
-                .and_then(|b| b.build_id.clone())
-                .or_else(|| tm.build_id.clone()),
+            build_id,
         }
     }
 
@@ -1348,30 +1394,41 @@ impl Resolver {
         }
     }
 
-    fn binary(&self, tgid: u32, path: &str) -> Option<Rc<Binary>> {
+    /// The binary mapped at `path` by process `tgid`, of build-id
+    /// `recorded` where the mapping's record gives one
+    /// ([`crate::locate::Locator::executable`]: the archive's, the local
+    /// file, debuginfod's).
+    fn binary(&self, tgid: u32, path: &str, recorded: Option<&str>) -> Option<Rc<Binary>> {
         let real = self.real_path(tgid, path);
-        if let Some(b) = self.binaries.borrow().get(&real) {
+        let id: Option<Rc<str>> = self.opts.locator.known_id(path, recorded).map(Rc::from);
+        let key = (real, id);
+        if let Some(b) = self.binaries.borrow().get(&key) {
             return b.clone();
         }
-        let b = match std::fs::read(&real) {
-            Ok(data) => match self.load_binary(&real, &data) {
-                Ok(b) => Some(Rc::new(b)),
-                Err(err) => {
-                    self.warnings
-                        .borrow_mut()
-                        .push(format!("{}: {err}", real.display()));
-                    None
-                }
-            },
+        let (real, id) = &key;
+        let found = self
+            .opts
+            .locator
+            .executable(real, id.as_deref(), &mut |k, t| self.warn_once(k, t));
+        let b = found.and_then(|(file, data)| match self.load_binary(&file, &data) {
+            Ok(b) => Some(Rc::new(b)),
             Err(err) => {
-                self.warnings.borrow_mut().push(format!(
-                    "cannot read {}: {err}: its addresses are shown as [binary]+offset",
-                    real.display()
-                ));
+                self.warn_once(
+                    format!("load {}", file.display()),
+                    format!("{}: {err}", file.display()),
+                );
                 None
             }
-        };
-        self.binaries.borrow_mut().insert(real, b.clone());
+        });
+        self.used.borrow_mut().push(UsedBinary {
+            mapped: path.to_string(),
+            recorded: key.1.as_deref().map(str::to_string),
+            file: b.as_ref().map(|b| b.real.clone()),
+            build_id: b
+                .as_ref()
+                .and_then(|b| b.build_id.as_deref().map(str::to_string)),
+        });
+        self.binaries.borrow_mut().insert(key, b.clone());
         b
     }
 
@@ -1413,22 +1470,32 @@ impl Resolver {
             });
         }
         let has_dwarf = file.section_by_name(".debug_info").is_some();
-        let has_link = file.section_by_name(".gnu_debuglink").is_some();
-        let debug_file = if has_dwarf || has_link {
+        // By build-id: the archive's, then each debug directory's, then
+        // debuginfod's (blazesym follows a debug link itself).
+        let locator = &self.opts.locator;
+        let debug_file = if has_dwarf {
             None
         } else {
-            raw_id.and_then(|id| {
-                let (first, rest) = id.split_first()?;
-                let rest: String = rest.iter().map(|b| format!("{b:02x}")).collect();
-                self.opts
-                    .debug_dirs
-                    .iter()
-                    .map(|d| {
-                        d.join(".build-id")
-                            .join(format!("{first:02x}"))
-                            .join(format!("{rest}.debug"))
-                    })
-                    .find(|p| p.is_file())
+            build_id.as_deref().and_then(|id| {
+                let local = || {
+                    let rel = crate::locate::build_id_path(id, true)?;
+                    self.opts
+                        .debug_dirs
+                        .iter()
+                        .map(|d| d.join(&rel))
+                        .find(|p| p.is_file())
+                };
+                locator.in_archive(id, true).or_else(local).or_else(|| {
+                    match locator.debuginfo(id) {
+                        Ok(p) => p,
+                        Err(why) => {
+                            // A note: the binary's own symbols and its
+                            // debug link may still name its addresses.
+                            self.warn_once(format!("debuginfod {id} debuginfo"), why);
+                            None
+                        }
+                    }
+                })
             })
         };
         Ok(Binary {

@@ -383,7 +383,7 @@ impl DwarfUnwinder {
             (PathBuf::from("[vdso]"), self.vdso.clone())
         } else if m.is_file() {
             let path = m.path.trim_end_matches(" (deleted)");
-            let real = resolver.binary_path(tgid, path);
+            let real = resolver.binary_path(tgid, path, tm.build_id.as_deref());
             let file = match self.files.get(&real) {
                 Some(f) => f.clone(),
                 None => {

@@ -227,7 +227,7 @@ fn record_duration_flush_and_sidecar() {
     assert!(maps.contains("sleep"), "{maps}");
     assert!(!meta.join("maps").join(DEAD_PID.to_string()).exists());
     let info = std::fs::read_to_string(meta.join("info")).unwrap();
-    assert!(info.contains("sidecar-version: 2"));
+    assert!(info.contains("sidecar-version: 3"));
     assert!(info.contains("maps-captured: 1"));
     assert!(
         info.contains(&format!("maps-missing: {DEAD_PID}: process exited")),

@@ -252,6 +252,8 @@ pub fn run_tool_any(args: &[&str]) -> (bool, String, String) {
     let out = assert_cmd::Command::cargo_bin("oprofile-rs")
         .unwrap()
         .args(args)
+        // No debuginfod server of the machine's: tests that want one say so.
+        .env_remove("DEBUGINFOD_URLS")
         .output()
         .unwrap();
     (
@@ -266,6 +268,8 @@ pub fn run_tool(args: &[&str]) -> String {
     let out = assert_cmd::Command::cargo_bin("oprofile-rs")
         .unwrap()
         .args(args)
+        // No debuginfod server of the machine's: tests that want one say so.
+        .env_remove("DEBUGINFOD_URLS")
         .output()
         .unwrap();
     assert!(out.status.success(), "{args:?}: {out:?}");
