@@ -579,7 +579,11 @@ pub fn open(path: &Path) -> Result<Unpacked> {
             return Err(e.context(format!("archive {shown}")));
         }
         File::create(tmp.join(".complete"))?;
-        let _ = std::fs::remove_dir_all(&root);
+        // What is there is a failed unpack's, unless another run has just
+        // completed it (then it is kept, and this copy dropped).
+        if !root.join(".complete").is_file() {
+            let _ = std::fs::remove_dir_all(&root);
+        }
         if std::fs::rename(&tmp, &root).is_err() {
             // Another run unpacked it meanwhile.
             let _ = std::fs::remove_dir_all(&tmp);
