@@ -661,3 +661,69 @@ fn pprof_gives_the_kernel_mapping_its_build_id_and_old_side_cars_still_read() {
         ]
     );
 }
+
+/// A stand-in for vmlinux (`_stext`, then `kfunc`: push rbp; mov rbp,rsp;
+/// nop; pop rbp; ret) linked where the kernel runs, with build-id `id`.
+fn kernel_image(dir: &Path, id: &str) -> PathBuf {
+    let src = dir.join("image.S");
+    std::fs::write(
+        &src,
+        ".text\n.globl _stext\n_stext:\nnop\n.globl kfunc\n.type kfunc,@function\nkfunc:\n\
+         push %rbp\nmov %rsp,%rbp\nnop\npop %rbp\nret\n.size kfunc, .-kfunc\n",
+    )
+    .unwrap();
+    let out = dir.join("vmlinux");
+    sh(Command::new("cc")
+        .args(["-nostdlib", "-static", "-no-pie"])
+        .arg("-Wl,-Ttext=0xffffffff81000000")
+        .arg(format!("-Wl,--build-id=0x{id}"))
+        .args(["-Wl,-e,_stext", "-o"])
+        .arg(&out)
+        .arg(&src));
+    out
+}
+
+#[test]
+fn the_kernels_image_of_the_recorded_build_is_archived_for_annotate() {
+    let d = tempfile::tempdir().unwrap();
+    let cache = d.path().join("cache");
+    let env = [("XDG_CACHE_HOME", cache.to_str().unwrap())];
+    let img = d.path().join("img");
+    std::fs::create_dir(&img).unwrap();
+    let vmlinux = kernel_image(&img, ID_A);
+    let kfunc = 0xffff_ffff_8100_0001u64;
+    let rec = kernel_recording(d.path(), "k", &[kfunc + 1, kfunc + 1, kfunc + 4]);
+    let meta = d.path().join("oprofile.data.meta");
+    std::fs::write(
+        meta.join("kallsyms"),
+        format!(
+            "ffffffff81000000 T _stext\n{kfunc:016x} T kfunc\n{:016x} T _etext\n",
+            kfunc + 6
+        ),
+    )
+    .unwrap();
+    let r = rec.to_str().unwrap();
+    let v = vmlinux.to_str().unwrap();
+    // Another build of the kernel: not archived, and said so.
+    std::fs::write(meta.join("build-ids"), format!("kernel {ID_B}\n")).unwrap();
+    let ar = d.path().join("rec.tar.gz");
+    let a = ar.to_str().unwrap();
+    let (ok, _, err) = tool(&["archive", "-i", r, "-o", a, "--vmlinux", v], &env);
+    assert!(ok, "{err}");
+    assert!(
+        err.contains(&format!(
+            "not archived: the kernel's image (build-id {ID_B})"
+        )),
+        "{err}"
+    );
+    // The recorded build: archived, and annotate finds it there.
+    std::fs::write(meta.join("build-ids"), format!("kernel {ID_A}\n")).unwrap();
+    let (ok, _, err) = tool(&["archive", "-i", r, "-o", a, "--vmlinux", v], &env);
+    assert!(ok && err.contains("1 files by build-id"), "{err}");
+    std::fs::remove_dir_all(&img).unwrap();
+    let (ok, out, err) = tool(&["annotate", "kfunc", "-i", a], &env);
+    assert!(ok, "{err}");
+    assert!(out.starts_with("# kfunc ("), "{out}");
+    assert!(out.contains(".build-id/aa/"), "{out}");
+    assert!(out.contains("mov") && out.contains("rbp,rsp"), "{out}");
+}
