@@ -2,22 +2,30 @@
 
 //! The memory the module's buffers take, and its cap.
 //!
-//! Buffers scale with the possible CPUs: each has a ring of
+//! Buffers scale with the CPUs that have been online: each gets, when it
+//! first comes online (`sync.rs`, `Buffers::provision`), a ring of
 //! `cpu_buffer_size` bytes and, in consume mode, a sync staging area; in
 //! overwrite mode a snapshot staging area of the ring's size (plus one
-//! largest record) and its index instead. The event buffer adds
-//! `buffer_size`, a meta page and its record index. At 384 possible CPUs and
-//! the largest `cpu_buffer_size` (64 MiB) that is 48 GiB in overwrite mode:
-//! a request that would take more than a quarter of the machine's RAM is
-//! refused with `ENOMEM` (and a rate-limited log line), at load and at run
-//! time, before anything is allocated or changed. The allocations made for a
-//! run-time change are charged to the memory cgroup of the process that
-//! asks (`GFP_KERNEL_ACCOUNT`).
+//! largest record) and its index instead; it keeps them when it goes
+//! offline (what it recorded is still read). A possible CPU that never
+//! came online has only small bookkeeping (a placeholder ring of 32 bytes,
+//! its counters). The event buffer adds `buffer_size`, a meta page and its
+//! record index. At 384 CPUs and the largest `cpu_buffer_size` (64 MiB)
+//! that is 48 GiB in overwrite mode: a request that would take more than a
+//! quarter of the machine's RAM is refused with `ENOMEM` (and a
+//! rate-limited log line), at load and at run time for the online CPUs
+//! (and the offline ones that have buffers), before anything is allocated
+//! or changed, and again for each CPU that comes online (which is then
+//! refused). The allocations made for a run-time change are charged to the
+//! memory cgroup of the process that asks (`GFP_KERNEL_ACCOUNT`).
 
 use kernel::prelude::*;
 
 use crate::{format, ratelimit::pr_ratelimited, sync_stage::STAGE_BYTES};
 
+/// Bytes of a CPU's scratch areas besides its ring: the sampler's user
+/// stack copy area and the sync's record scratch.
+pub(crate) const SCRATCH_BYTES: usize = format::MAX_USER_STACK + format::MAX_STACK_RECORD;
 /// Bytes of a snapshot index entry (`snapshot.rs`), rounded up.
 const INDEX_ENTRY_BYTES: usize = 16;
 /// The fewest bytes a record takes in a ring (`snapshot.rs`'s bound).
@@ -28,8 +36,24 @@ const fn event_index_bytes(buffer_size: usize) -> usize {
     buffer_size / 1024 * 8 + buffer_size / 2048 * 8
 }
 
-/// The bytes the buffers take for `nr_cpus` possible CPUs (`None`: more
-/// than a `usize` holds).
+/// Bytes the event buffer of `buffer_size` bytes takes, with its meta page
+/// and its record index.
+pub(crate) fn event_buffer_bytes(buffer_size: usize) -> usize {
+    buffer_size
+        .saturating_add(kernel::page::PAGE_SIZE)
+        .saturating_add(event_index_bytes(buffer_size))
+}
+
+/// The CPUs online now.
+pub(crate) fn online_cpus() -> usize {
+    (0..kernel::cpu::nr_cpu_ids())
+        .filter_map(kernel::cpu::CpuId::from_u32)
+        .filter(|c| crate::profiler::cpu_online(*c))
+        .count()
+}
+
+/// The bytes the buffers take for `nr_cpus` CPUs with buffers (`None`:
+/// more than a `usize` holds).
 pub(crate) fn buffer_bytes(
     nr_cpus: usize,
     cpu_buffer_size: usize,
@@ -42,7 +66,8 @@ pub(crate) fn buffer_bytes(
         cpu_buffer_size.checked_add(staging)?.checked_add(index)?
     } else {
         cpu_buffer_size.checked_add(STAGE_BYTES)?
-    };
+    }
+    .checked_add(SCRATCH_BYTES)?;
     nr_cpus
         .checked_mul(per_cpu)?
         .checked_add(buffer_size)?
@@ -71,7 +96,7 @@ pub(crate) fn check(
         b => {
             pr_ratelimited!(
                 pr_err,
-                "buffers of {} KiB (cpu_buffer_size={cpu_buffer_size} x {nr_cpus} possible CPUs{}, buffer_size={buffer_size}) exceed the cap of {} KiB, a quarter of RAM (ENOMEM)\n",
+                "buffers of {} KiB (cpu_buffer_size={cpu_buffer_size} x {nr_cpus} CPUs{}, buffer_size={buffer_size}) exceed the cap of {} KiB, a quarter of RAM (ENOMEM)\n",
                 b.map_or(u64::MAX, |b| (b / 1024) as u64),
                 if overwrite { ", overwrite" } else { "" },
                 cap / 1024
@@ -92,7 +117,12 @@ mod tests {
         let overwrite = buffer_bytes(4, 65536, 1 << 20, true);
         assert_eq!(
             consume,
-            Some(4 * (65536 + STAGE_BYTES) + (1 << 20) + kernel::page::PAGE_SIZE + 12288)
+            Some(
+                4 * (65536 + STAGE_BYTES + SCRATCH_BYTES)
+                    + (1 << 20)
+                    + kernel::page::PAGE_SIZE
+                    + 12288
+            )
         );
         assert!(overwrite > consume);
         assert_eq!(buffer_bytes(usize::MAX, 65536, 1 << 20, true), None);

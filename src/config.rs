@@ -70,7 +70,7 @@ use crate::{
     profiler::{Profiler, TRACING_ON},
     ratelimit::pr_ratelimited,
     settings::{Settings, KEYS},
-    sync::ModeStorage,
+    sync::{CpusReadLock, ModeStorage},
 };
 
 /// Longest text of one change (the SET ioctl's limit).
@@ -354,9 +354,11 @@ impl Profiler {
             );
             return Err(EINVAL);
         }
-        // The buffers stay within their cap (a quarter of RAM, ENOMEM).
+        // The buffers stay within their cap (a quarter of RAM, ENOMEM): for
+        // the CPUs online and the offline ones that have buffers (a CPU
+        // that comes online later is checked then).
         crate::buffer_memory::check(
-            kernel::cpu::nr_cpu_ids() as usize,
+            crate::buffer_memory::online_cpus().max(self.buffers.cpu_buffers()),
             new.cpu_buffer_size,
             new.buffer_size,
             to_overwrite,
@@ -370,7 +372,8 @@ impl Profiler {
         // New CPU buffers; in overwrite mode the snapshots' staging areas
         // for new CPU buffers or a switch to it; the syncs' staging areas for
         // a switch to consume mode; and what a switch back needs, should a
-        // later step fail.
+        // later step fail. For the CPUs that have buffers: one that gets
+        // them meanwhile (it comes online) is topped up at the resize step.
         let resized = new.cpu_buffer_size != cur.config.cpu_buffer_size;
         let storages = if resized {
             Some(self.buffers.cpu_storages(new.cpu_buffer_size)?)
@@ -403,6 +406,9 @@ impl Profiler {
         // The steps that can fail, each all or nothing, each undone if a
         // later one fails: the counters (and with them the mode), the CPU
         // buffers' size, the event buffer with the CONFIG record.
+        // A CPU that comes online from here on gets buffers of the new size
+        // (and in overwrite mode a staging area for them).
+        self.buffers.set_cpu_bytes(new.cpu_buffer_size);
         if counters_changed {
             // Every counter goes (the registration's drop brings every CPU
             // down), every CPU comes up with the new events or modes (and
@@ -430,19 +436,35 @@ impl Profiler {
                     e.to_errno()
                 );
                 let undo = if switched { undo_storage.take() } else { None };
+                self.buffers.set_cpu_bytes(cur.config.cpu_buffer_size);
                 self.restore_counters(&mut hotplug, &cur, undo);
                 return Err(e);
             }
         }
-        let old_storages = match storages.map(|st| self.buffers.resize_cpus(st)) {
-            Some(Ok(old)) => Some(old),
-            Some(Err(e)) => {
+        // No CPU gets its buffers (comes online) until the change is done
+        // or undone: what was allocated before covers every CPU that has
+        // buffers once topped up here. Released before the counters are
+        // restored (the registration takes it).
+        let cpus_lock = CpusReadLock::lock();
+        let mut storages = storages;
+        let stepped = self
+            .top_up(
+                storages.as_mut(),
+                mode_storage.as_mut(),
+                new.cpu_buffer_size,
+                &cpus_lock,
+            )
+            .and_then(|()| storages.map(|st| self.buffers.resize_cpus(st)).transpose());
+        let old_storages = match stepped {
+            Ok(old) => old,
+            Err(e) => {
+                self.buffers.set_cpu_bytes(cur.config.cpu_buffer_size);
+                drop(cpus_lock);
                 if counters_changed {
                     self.restore_counters(&mut hotplug, &cur, undo_storage.take());
                 }
                 return Err(e);
             }
-            None => None,
         };
         // The record stamped now: after the records a sync may have moved
         // meanwhile (a LOST record that waited, of the configuration before).
@@ -465,6 +487,8 @@ impl Profiler {
                         );
                     }
                 }
+                self.buffers.set_cpu_bytes(cur.config.cpu_buffer_size);
+                drop(cpus_lock);
                 if counters_changed {
                     self.restore_counters(&mut hotplug, &cur, undo_storage.take());
                 }
@@ -480,6 +504,7 @@ impl Profiler {
             // staging areas.
             self.buffers.set_snapshot_staging(staging);
         }
+        drop(cpus_lock);
         if let Some(f) = filter {
             // Recording is off: the samples after the record above are the
             // new filter's.
@@ -499,6 +524,27 @@ impl Profiler {
         }
         drop(hotplug);
         self.buffers.wake_readers();
+        Ok(())
+    }
+
+    /// Gives the CPUs that got buffers since the change allocated its own
+    /// (they came online meanwhile) their part of it: storage of the new
+    /// size `bytes` if theirs is of another, and in overwrite mode a
+    /// snapshot staging area for it. With the CPU hotplug lock held, so
+    /// that none comes online before what this tops up is installed.
+    fn top_up(
+        &self,
+        storages: Option<&mut KVVec<Option<crate::sampler::Storage>>>,
+        mode_storage: Option<&mut ModeStorage>,
+        bytes: usize,
+        cpus_lock: &CpusReadLock,
+    ) -> Result {
+        if let Some(st) = storages {
+            self.buffers.top_up_storages(st, bytes, cpus_lock)?;
+        }
+        if let Some(ModeStorage::Overwrite(staging)) = mode_storage {
+            self.buffers.top_up_staging(staging, bytes, cpus_lock)?;
+        }
         Ok(())
     }
 

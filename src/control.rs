@@ -242,6 +242,29 @@ fn show_config(p: &Arc<Profiler>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     write!(f, "{}", ConfigText(&p.settings()))
 }
 
+/// What the buffers take now: `bytes` (the total), the CPUs that have
+/// buffers (`cpu_buffers`) of the possible ones, those online, the
+/// `cpu_buffer_size` a CPU coming online gets, and the parts: the rings
+/// with the stack copy areas, the staging and scratch areas, the event
+/// buffer with its meta page and index; besides, what every possible CPU
+/// takes for its sampler and sync state (`bookkeeping_bytes`).
+fn show_buffer_memory(p: &Arc<Profiler>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    let m = p.buffers.memory();
+    writeln!(
+        f,
+        "bytes={} cpu_buffers={} possible_cpus={} online_cpus={} cpu_buffer_size={} ring_bytes={} staging_bytes={} event_buffer_bytes={} bookkeeping_bytes={}",
+        m.total(),
+        m.cpu_buffers,
+        p.buffers.cpus.len(),
+        crate::buffer_memory::online_cpus(),
+        m.cpu_bytes,
+        m.ring_bytes,
+        m.staging_bytes,
+        m.event_bytes,
+        m.bookkeeping_bytes
+    )
+}
+
 fn show_sizes(p: &Arc<Profiler>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     let c = p.settings().config;
     writeln!(
@@ -269,6 +292,11 @@ impl ControlFiles {
                 name: c"flush",
                 show: None,
                 store: Some(store_flush),
+            },
+            FileSpec {
+                name: c"buffer_memory",
+                show: Some(show_buffer_memory),
+                store: None,
             },
             FileSpec {
                 name: c"stats",

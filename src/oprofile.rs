@@ -174,8 +174,10 @@ impl kernel::InPlaceModule for OprofileModule {
                 mode: mode_param(),
             };
             let mut config = params::Config::validate(raw)?;
+            // For the CPUs online now; each CPU that comes online later
+            // is checked then (`Buffers::provision`).
             buffer_memory::check(
-                kernel::cpu::nr_cpu_ids() as usize,
+                buffer_memory::online_cpus(),
                 config.cpu_buffer_size,
                 config.buffer_size,
                 config.mode == params::RecordMode::Overwrite,

@@ -165,17 +165,34 @@ impl Profiler {
             global: &TRACING_ON,
             set: &RUNNING,
         };
+        // Per possible CPU: bookkeeping, and the ring of a CPU online now;
+        // the others get theirs when they come online (`online`,
+        // `Buffers::provision`), a placeholder until then. (Given here,
+        // a ring needs no resize, whose grace period would be one per CPU
+        // at load.) The staging and scratch areas come at `online`.
         let mut cpus = KVVec::with_capacity(n as usize, GFP_KERNEL)?;
+        let overwrite = config.mode == RecordMode::Overwrite;
         for cpu in 0..n {
-            let sampler = CpuSampler::new(
-                cpu,
-                config.cpu_buffer_size,
-                config.backtrace_depth,
-                config.user_backtrace_depth,
-                switches,
-                &crate::cgroup::IN_FORCE,
-                config.mode == RecordMode::Overwrite,
-            )?;
+            let sampler = if CpuId::from_u32(cpu).is_some_and(cpu_online) {
+                CpuSampler::new(
+                    cpu,
+                    config.cpu_buffer_size,
+                    config.backtrace_depth,
+                    config.user_backtrace_depth,
+                    switches,
+                    &crate::cgroup::IN_FORCE,
+                    overwrite,
+                )?
+            } else {
+                CpuSampler::placeholder(
+                    cpu,
+                    config.backtrace_depth,
+                    config.user_backtrace_depth,
+                    switches,
+                    &crate::cgroup::IN_FORCE,
+                    overwrite,
+                )?
+            };
             sampler.set_user_stack(config.user_stack_size, config.user_stack_fit);
             cpus.push(sampler, GFP_KERNEL)?;
         }
@@ -466,10 +483,24 @@ impl Profiler {
 }
 
 impl HotplugHandler for Profiler {
-    /// A CPU came online: give it a counter per event and a sync work.
+    /// A CPU came online: give it its buffers if it has none yet (before
+    /// anything can write to them), a counter per event and a sync work.
     /// Those of perf's task-context software events come from the work
     /// `software`, queued here (see the file's documentation).
+    ///
+    /// A CPU whose buffers cannot be allocated (`ENOMEM`, also past the
+    /// cap of a quarter of RAM) is refused: it stays offline (its `online`
+    /// write fails with `ENOMEM`; at load or a configuration change, that
+    /// fails), with a rate-limited log line.
     fn online(&self, cpu: u32) -> Result {
+        if let Err(e) = self.buffers.provision(cpu) {
+            pr_ratelimited!(
+                pr_err,
+                "cpu{cpu}: no memory for its buffers (error {}): the CPU is refused (stays offline)\n",
+                e.to_errno()
+            );
+            return Err(e);
+        }
         let settings = self.counted();
         if let Some(s) = self.buffers.cpus.get(cpu as usize) {
             s.up.xchg(true, Full);

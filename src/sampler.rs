@@ -45,7 +45,9 @@ const CHAIN_LEN: usize = MAX_DEPTH + MAX_USER_DEPTH;
 /// `busy` and its release, so at most one `&mut` to each exists (an
 /// overflow that interrupts another on the same CPU finds it busy and
 /// records no callchain and no stack copy). `stack` holds
-/// [`STACK_WORDS`] words.
+/// [`STACK_WORDS`] words, or none (a sampler not provisioned yet: see
+/// [`CpuSampler::placeholder`]; a sample then copies no stack, as one whose
+/// copy comes up short).
 struct Scratch {
     busy: Atomic<bool>,
     chain: UnsafeCell<[u64; CHAIN_LEN]>,
@@ -58,14 +60,51 @@ unsafe impl Sync for Scratch {}
 /// Words of a CPU's user stack copy area.
 const STACK_WORDS: usize = format::MAX_USER_STACK / 8;
 
+/// A CPU's user stack copy area (`STACK_WORDS` zeroed words).
+pub(crate) fn new_stack_area() -> Result<KVVec<u64>> {
+    Ok(KVVec::from_elem(0, STACK_WORDS, GFP_KERNEL_ACCOUNT)?)
+}
+
+/// Bytes of a placeholder ring: the fewest a ring buffer takes. A sampler
+/// of a CPU that has not been online since the load (or the configuration
+/// in force) has one ([`CpuSampler::placeholder`]); it never records.
+pub(crate) const PLACEHOLDER_BYTES: usize = crate::ringbuf::MIN_WORDS * 8;
+
 impl Scratch {
     fn new() -> Result<Self> {
         // INVARIANT: not busy; `stack` has its `STACK_WORDS` words.
         Ok(Self {
             busy: Atomic::new(false),
             chain: UnsafeCell::new([0; CHAIN_LEN]),
-            stack: UnsafeCell::new(KVVec::from_elem(0, STACK_WORDS, GFP_KERNEL)?),
+            stack: UnsafeCell::new(new_stack_area()?),
         })
+    }
+
+    /// A scratch space without its stack copy area (see
+    /// [`Self::set_stack`]).
+    fn without_stack() -> Self {
+        // INVARIANT: not busy; `stack` is empty.
+        Self {
+            busy: Atomic::new(false),
+            chain: UnsafeCell::new([0; CHAIN_LEN]),
+            stack: UnsafeCell::new(KVVec::new()),
+        }
+    }
+
+    /// Installs `area` (from [`new_stack_area`]) as the stack copy area;
+    /// `EBUSY` (nothing changed) if the scratch space is in use. Called
+    /// before the CPU's sampler is up, when no overflow of it runs.
+    fn set_stack(&self, area: KVVec<u64>) -> Result {
+        if self.busy.xchg(true, Acquire) {
+            return Err(EBUSY);
+        }
+        // SAFETY: `busy` was clear and is now ours: no other reference to
+        // `stack` exists.
+        let stack = unsafe { &mut *self.stack.get() };
+        // INVARIANT: `area` has `STACK_WORDS` words.
+        *stack = area;
+        self.busy.store(false, Release);
+        Ok(())
     }
 
     /// Runs `f` on the scratch space (the chain, the stack copy area), or
@@ -279,6 +318,13 @@ pub(crate) struct CpuSampler {
     /// the CPU going down; such overflows are ignored, not recorded after
     /// the CPU's last drain. Set and cleared on the CPU itself.
     pub(crate) up: Atomic<bool>,
+    /// Whether the CPU has its buffers: its ring's storage of
+    /// `cpu_buffer_size` bytes and its stack copy area (allocated when it
+    /// first comes online, kept when it goes offline, see
+    /// [`crate::sync::Buffers::provision`]); until then the ring is a
+    /// placeholder of [`PLACEHOLDER_BYTES`]. Set (release) before `up` is
+    /// first set, never cleared.
+    provisioned: Atomic<bool>,
 }
 
 impl CpuSampler {
@@ -291,7 +337,51 @@ impl CpuSampler {
         cgroup: &'static crate::cgroup::InForce,
         overwrite: bool,
     ) -> Result<Self> {
-        let storage = new_storage(bytes)?;
+        let ring = (new_storage(bytes)?, Scratch::new()?);
+        Self::build(
+            cpu,
+            ring,
+            (depth, user_depth),
+            switches,
+            cgroup,
+            overwrite,
+            true,
+        )
+    }
+
+    /// A sampler of CPU `cpu` without its buffers: a placeholder ring and
+    /// no stack copy area, until [`Self::provide`] gives them when the CPU
+    /// comes online (small bookkeeping per possible CPU, the buffers per
+    /// CPU that has been online).
+    pub(crate) fn placeholder(
+        cpu: u32,
+        depth: u32,
+        user_depth: u32,
+        switches: Switches<'static>,
+        cgroup: &'static crate::cgroup::InForce,
+        overwrite: bool,
+    ) -> Result<Self> {
+        let ring = (new_storage(PLACEHOLDER_BYTES)?, Scratch::without_stack());
+        Self::build(
+            cpu,
+            ring,
+            (depth, user_depth),
+            switches,
+            cgroup,
+            overwrite,
+            false,
+        )
+    }
+
+    fn build(
+        cpu: u32,
+        (storage, scratch): (Storage, Scratch),
+        (depth, user_depth): (u32, u32),
+        switches: Switches<'static>,
+        cgroup: &'static crate::cgroup::InForce,
+        overwrite: bool,
+        provisioned: bool,
+    ) -> Result<Self> {
         let mode = if overwrite {
             Mode::Overwrite
         } else {
@@ -309,11 +399,37 @@ impl CpuSampler {
             user_depth: Atomic::new(user_depth.min(MAX_USER_DEPTH as u32)),
             user_stack: Atomic::new(0),
             user_stack_fit: Atomic::new(false),
-            scratch: Scratch::new()?,
+            scratch,
             renames: Atomic::new(overwrite),
             since_comm: Atomic::new(0),
             up: Atomic::new(false),
+            provisioned: Atomic::new(provisioned),
         })
+    }
+
+    /// Whether the CPU has its buffers (see `provisioned`).
+    pub(crate) fn is_provisioned(&self) -> bool {
+        self.provisioned.load(Acquire)
+    }
+
+    /// Installs the stack copy area `area` and marks the sampler
+    /// provisioned; its ring's storage was installed before (a resize).
+    /// Before the CPU's sampler is up (no overflow of it runs): `EBUSY`
+    /// otherwise, nothing changed.
+    pub(crate) fn provide(&self, area: KVVec<u64>) -> Result {
+        self.scratch.set_stack(area)?;
+        self.provisioned.store(true, Release);
+        Ok(())
+    }
+
+    /// Bytes of this CPU's buffers: its ring's storage and its stack copy
+    /// area (0 while it has none).
+    pub(crate) fn buffer_bytes(&self) -> usize {
+        if self.is_provisioned() {
+            self.buffer.capacity_words() * 8 + format::MAX_USER_STACK
+        } else {
+            0
+        }
     }
 
     /// Sets the callchain depths (kernel, user), capped at the format's:
@@ -648,7 +764,9 @@ impl OverflowHandler for CpuSampler {
         // after its last drain. `offline` clears `up` on this CPU, in task
         // context: a handler here (preemption off, or an interrupt of that
         // task) either finished before or sees it cleared.
-        if !self.up.load(Relaxed) {
+        // Acquire: pairs with `provide` (before `up` was first set), so the
+        // buffers this reaches are the CPU's own, not placeholders.
+        if !self.up.load(Acquire) {
             return;
         }
         let start = now();

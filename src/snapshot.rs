@@ -85,6 +85,51 @@ impl Staged for StagedCpu {
 }
 
 impl StagedCpu {
+    /// An empty staging area for a CPU buffer of `cpu_buffer_size` bytes
+    /// (none if 0: a CPU without buffers, see `sync.rs`).
+    pub(crate) fn new(cpu_buffer_size: usize) -> Result<Self> {
+        // A record takes at least 40 bytes of a ring buffer (a header word
+        // and a COMM or SAMPLE): the most records one can hold.
+        let (max_records, staging_bytes) = if cpu_buffer_size == 0 {
+            (0, 0)
+        } else {
+            (
+                cpu_buffer_size / 40 + 1,
+                cpu_buffer_size + format::MAX_STACK_RECORD,
+            )
+        };
+        // The ring's records as stream records take fewer bytes than the
+        // ring; the drain wants room for the largest record before each
+        // copy. Charged to the asking process's memory cgroup
+        // (`buffer_memory.rs`).
+        let mut bytes = KVVec::with_capacity(staging_bytes, GFP_KERNEL_ACCOUNT)?;
+        bytes.resize(staging_bytes, 0, GFP_KERNEL_ACCOUNT)?;
+        Ok(Self {
+            bytes,
+            used: 0,
+            index: KVVec::with_capacity(max_records, GFP_KERNEL_ACCOUNT)?,
+        })
+    }
+
+    /// No staging area (a CPU without buffers); takes no memory.
+    pub(crate) fn none() -> Self {
+        Self {
+            bytes: KVVec::new(),
+            used: 0,
+            index: KVVec::new(),
+        }
+    }
+
+    /// Whether this is a staging area (not [`Self::none`]).
+    pub(crate) fn is_allocated(&self) -> bool {
+        !self.bytes.is_empty()
+    }
+
+    /// Bytes of the area and its index.
+    fn allocated_bytes(&self) -> usize {
+        self.bytes.len() + self.index.capacity() * core::mem::size_of::<Entry>()
+    }
+
     /// The bytes of record `i`.
     fn record(&self, i: usize) -> &[u8] {
         self.index
@@ -219,34 +264,29 @@ impl SnapshotState {
     /// bytes (none if 0).
     pub(crate) fn new_staging(nr_cpus: usize, cpu_buffer_size: usize) -> Result<KVVec<StagedCpu>> {
         let mut staged = KVVec::with_capacity(nr_cpus, GFP_KERNEL)?;
-        // A record takes at least 40 bytes of a ring buffer (a header word
-        // and a COMM or SAMPLE): the most records one can hold.
-        let (max_records, staging_bytes) = if cpu_buffer_size == 0 {
-            (0, 0)
-        } else {
-            (
-                cpu_buffer_size / 40 + 1,
-                cpu_buffer_size + format::MAX_STACK_RECORD,
-            )
-        };
         for _ in 0..nr_cpus {
-            // The ring's records as stream records take fewer bytes than
-            // the ring; the drain wants room for the largest record before
-            // each copy.
-            // Charged to the asking process's memory cgroup
-            // (`buffer_memory.rs`).
-            let mut bytes = KVVec::with_capacity(staging_bytes, GFP_KERNEL_ACCOUNT)?;
-            bytes.resize(staging_bytes, 0, GFP_KERNEL_ACCOUNT)?;
-            staged.push(
-                StagedCpu {
-                    bytes,
-                    used: 0,
-                    index: KVVec::with_capacity(max_records, GFP_KERNEL_ACCOUNT)?,
-                },
-                GFP_KERNEL,
-            )?;
+            staged.push(StagedCpu::new(cpu_buffer_size)?, GFP_KERNEL)?;
         }
         Ok(staged)
+    }
+
+    /// Whether CPU `cpu` has a staging area.
+    pub(crate) fn has_staging(&self, cpu: usize) -> bool {
+        self.staged.get(cpu).is_some_and(StagedCpu::is_allocated)
+    }
+
+    /// Gives CPU `cpu` the staging area `area` (a CPU that came online:
+    /// [`crate::sync::Buffers::provision`]); between snapshots, which
+    /// leave every area empty.
+    pub(crate) fn set_staging(&mut self, cpu: usize, area: StagedCpu) {
+        if let Some(s) = self.staged.get_mut(cpu) {
+            *s = area;
+        }
+    }
+
+    /// Bytes of the staging areas and their indexes.
+    pub(crate) fn staging_bytes(&self) -> usize {
+        self.staged.iter().map(StagedCpu::allocated_bytes).sum()
     }
 
     /// Puts in `staged` (empty, for resized CPU buffers: from

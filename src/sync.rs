@@ -40,8 +40,8 @@ use crate::{
     format::{self, Endian},
     ratelimit::pr_ratelimited,
     ringbuf::{ControlError, Mode, ReadError},
-    sampler::{now, CpuSampler},
-    snapshot::SnapshotState,
+    sampler::{now, CpuSampler, Storage},
+    snapshot::{SnapshotState, StagedCpu},
     sync_stage::Stage,
 };
 
@@ -79,21 +79,25 @@ pub(crate) struct CpuSync {
 }
 
 impl CpuSync {
-    /// A pinned, locked-per-CPU sync state, its staging area allocated
-    /// (consume mode) or not (overwrite mode, see [`Stage::unallocated`]).
-    pub(crate) fn new(overwrite: bool) -> Result<impl PinInit<Mutex<CpuSync>>> {
-        let stage = if overwrite {
-            Stage::unallocated()
-        } else {
-            Stage::new()?
-        };
-        let scratch = KVVec::from_elem(0, format::MAX_STACK_RECORD, GFP_KERNEL)?;
-        Ok(new_mutex!(CpuSync {
-            stage,
-            scratch,
+    /// A pinned, locked-per-CPU sync state of a CPU without buffers: no
+    /// staging area ([`Stage::unallocated`]: nothing syncs) and no scratch
+    /// area, until [`Buffers::provision`] gives them.
+    pub(crate) fn unprovisioned() -> impl PinInit<Mutex<CpuSync>> {
+        new_mutex!(CpuSync {
+            stage: Stage::unallocated(),
+            scratch: KVVec::new(),
             lost_reported: 0,
-        }))
+        })
     }
+}
+
+/// A CPU's sync scratch area ([`format::MAX_STACK_RECORD`] bytes).
+fn new_scratch() -> Result<KVVec<u8>> {
+    Ok(KVVec::from_elem(
+        0,
+        format::MAX_STACK_RECORD,
+        GFP_KERNEL_ACCOUNT,
+    )?)
 }
 
 /// What a sync works on: one CPU's sampler and sync state, and the buffers
@@ -250,6 +254,11 @@ fn sync_cpu(t: &Target<'_>) -> Moved {
 fn discard_cpu(t: &Target<'_>) {
     let mut st = t.state.lock();
     let st = &mut *st;
+    // A CPU without buffers (no scratch area yet) holds nothing: its ring
+    // is a placeholder, or it never was up.
+    if st.scratch.is_empty() {
+        return;
+    }
     let d = st.stage.discard();
     // LOST records dropped: their counts are reported again below.
     st.lost_reported = st.lost_reported.saturating_sub(d.lost);
@@ -294,13 +303,19 @@ fn discard_cpu(t: &Target<'_>) {
 #[pin_data]
 pub(crate) struct Buffers {
     /// Per possible CPU (kvmalloc: large `nr_cpu_ids` need no high-order
-    /// allocation).
+    /// allocation): small bookkeeping, and the CPU's buffers once it has
+    /// been online ([`Self::provision`]).
     pub(crate) cpus: KVVec<CpuSampler>,
     /// Per possible CPU: its sync state, behind its own mutex. In
     /// overwrite mode nothing syncs (the records stay in the CPU buffers
     /// for a snapshot, which has staging areas of its own) and the sync
-    /// states have no staging area.
+    /// states have no staging area; neither has that of a CPU without
+    /// buffers.
     cpu_sync: KVVec<Pin<KBox<Mutex<CpuSync>>>>,
+    /// The `cpu_buffer_size` a CPU that comes online gets
+    /// ([`Self::provision`]): that in force, or the one a configuration
+    /// change tries (`config.rs`).
+    cpu_bytes: Atomic<usize>,
     /// What the sync keeps free in the event buffer for `tracing_on=0`.
     reserve: Reserve,
     /// The latest time stamp of a record moved to the event buffer.
@@ -336,11 +351,11 @@ pub(crate) struct Buffers {
 }
 
 impl Buffers {
-    /// The buffers of `cpus` (one per possible CPU) with an event buffer of
-    /// `buffer_size` bytes that wakes readers at `watershed` bytes.
-    ///
-    /// With `overwrite` (flight recorder) it also allocates the snapshots'
-    /// staging areas for CPU buffers of `cpu_buffer_size` bytes.
+    /// The buffers of `cpus` (one per possible CPU, placeholders: see
+    /// [`CpuSampler::placeholder`]) with an event buffer of `buffer_size`
+    /// bytes that wakes readers at `watershed` bytes. Each CPU gets its
+    /// buffers of `cpu_buffer_size` bytes (and the staging areas of the
+    /// mode) when it comes online ([`Self::provision`]).
     pub(crate) fn new(
         cpus: KVVec<CpuSampler>,
         buffer_size: usize,
@@ -354,7 +369,6 @@ impl Buffers {
         // (and in overwrite mode a snapshot's framing).
         let min_consume = 2 * reserve.bytes() + 4 * format::MAX_STACK_RECORD;
         let min = min_size(min_consume, n, overwrite);
-        let staging = if overwrite { cpu_buffer_size } else { 0 };
         if buffer_size < min {
             pr_err!("buffer_size={buffer_size} is too small for {n} CPUs: at least {min} bytes\n");
             return Err(EINVAL);
@@ -362,13 +376,14 @@ impl Buffers {
         let mut cpu_sync = KVVec::with_capacity(n, GFP_KERNEL)?;
         for _ in 0..n {
             cpu_sync.push(
-                KBox::pin_init(CpuSync::new(overwrite)?, GFP_KERNEL)?,
+                KBox::pin_init(CpuSync::unprovisioned(), GFP_KERNEL)?,
                 GFP_KERNEL,
             )?;
         }
         Ok(try_pin_init!(Self {
             cpus,
             cpu_sync,
+            cpu_bytes: Atomic::new(cpu_buffer_size),
             reserve,
             last_ts: Atomic::new(0),
             pending_on: Atomic::new(0),
@@ -379,7 +394,7 @@ impl Buffers {
             watershed: Atomic::new(watershed),
             min_buffer_size: min_consume,
             overwrite: Atomic::new(overwrite),
-            snap <- SnapshotState::new_locked(n, staging)?,
+            snap <- SnapshotState::new_locked(n, 0)?,
         }? Error))
     }
 
@@ -600,10 +615,11 @@ fn swap_refusal(
 /// What a switch of mode ([`Buffers::switch_mode`]) installs, allocated
 /// before anything changes.
 pub(crate) enum ModeStorage {
-    /// For consume mode: a sync staging area per CPU.
-    Consume(KVVec<Stage>),
+    /// For consume mode: a sync staging area per CPU that has buffers
+    /// (`None`: one without, given its area when it comes online).
+    Consume(KVVec<Option<Stage>>),
     /// For overwrite mode: the snapshots' staging areas.
-    Overwrite(KVVec<crate::snapshot::StagedCpu>),
+    Overwrite(KVVec<StagedCpu>),
 }
 
 /// Runtime configuration changes (`config.rs`), while recording is off.
@@ -689,23 +705,185 @@ impl Buffers {
         Ok(Some(old))
     }
 
-    /// Storage for every CPU buffer at `bytes` each, allocated before
-    /// anything changes.
-    pub(crate) fn cpu_storages(&self, bytes: usize) -> Result<KVVec<crate::sampler::Storage>> {
+    /// Storage at `bytes` each for the buffer of every CPU that has
+    /// buffers (`None` for the others), allocated before anything changes.
+    pub(crate) fn cpu_storages(&self, bytes: usize) -> Result<KVVec<Option<Storage>>> {
         let mut v = KVVec::with_capacity(self.cpus.len(), GFP_KERNEL)?;
-        for _ in 0..self.cpus.len() {
-            v.push(crate::sampler::new_storage(bytes)?, GFP_KERNEL)?;
+        for s in self.cpus.iter() {
+            let st = if s.is_provisioned() {
+                Some(crate::sampler::new_storage(bytes)?)
+            } else {
+                None
+            };
+            v.push(st, GFP_KERNEL)?;
         }
         Ok(v)
     }
 
-    /// Snapshot staging areas for CPU buffers of `bytes` each (for
-    /// overwrite mode), allocated before anything changes.
-    pub(crate) fn snapshot_staging(
+    /// Adds to `storages` (from [`Self::cpu_storages`]) storage at `bytes`
+    /// for every CPU that got its buffers since, at another size: with
+    /// the CPU hotplug lock held ([`CpusReadLock`]), so that no CPU gets
+    /// its buffers between this and the resize.
+    pub(crate) fn top_up_storages(
         &self,
+        storages: &mut KVVec<Option<Storage>>,
         bytes: usize,
-    ) -> Result<KVVec<crate::snapshot::StagedCpu>> {
-        crate::snapshot::SnapshotState::new_staging(self.cpus.len(), bytes)
+        _cpus: &CpusReadLock,
+    ) -> Result {
+        for (s, slot) in self.cpus.iter().zip(storages.iter_mut()) {
+            if slot.is_none() && s.is_provisioned() && s.buffer.capacity_words() * 8 != bytes {
+                *slot = Some(crate::sampler::new_storage(bytes)?);
+            }
+        }
+        Ok(())
+    }
+
+    /// Snapshot staging areas for CPU buffers of `bytes` each (for
+    /// overwrite mode) for every CPU that has buffers (none for the
+    /// others), allocated before anything changes.
+    pub(crate) fn snapshot_staging(&self, bytes: usize) -> Result<KVVec<StagedCpu>> {
+        let mut v = KVVec::with_capacity(self.cpus.len(), GFP_KERNEL)?;
+        for s in self.cpus.iter() {
+            let area = if s.is_provisioned() {
+                StagedCpu::new(bytes)?
+            } else {
+                StagedCpu::none()
+            };
+            v.push(area, GFP_KERNEL)?;
+        }
+        Ok(v)
+    }
+
+    /// Adds to `staging` (from [`Self::snapshot_staging`]) an area for
+    /// CPU buffers of `bytes` for every CPU that got its buffers since,
+    /// with the CPU hotplug lock held (as [`Self::top_up_storages`]).
+    pub(crate) fn top_up_staging(
+        &self,
+        staging: &mut KVVec<StagedCpu>,
+        bytes: usize,
+        _cpus: &CpusReadLock,
+    ) -> Result {
+        for (s, area) in self.cpus.iter().zip(staging.iter_mut()) {
+            if !area.is_allocated() && s.is_provisioned() {
+                *area = StagedCpu::new(bytes)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The `cpu_buffer_size` of the CPUs that come online from now on
+    /// (see `cpu_bytes`).
+    pub(crate) fn set_cpu_bytes(&self, bytes: usize) {
+        self.cpu_bytes.store(bytes, Relaxed);
+    }
+
+    /// CPUs that have their buffers.
+    pub(crate) fn cpu_buffers(&self) -> usize {
+        self.cpus.iter().filter(|s| s.is_provisioned()).count()
+    }
+
+    /// Gives CPU `cpu` what it lacks to record in the mode in force: its
+    /// ring's storage of `cpu_bytes` bytes and its stack copy area (unless
+    /// it was online at load: `Profiler::new` gave them), its sync's
+    /// scratch area (once; all kept when the CPU goes offline, so that
+    /// what it recorded is still read), and the staging area of the mode
+    /// (a sync's in consume mode; a snapshot's in overwrite mode; a CPU
+    /// that had buffers before a switch of mode gets that of the new one).
+    /// Called by the hotplug callback `online` (`profiler.rs`) before the
+    /// CPU's counters are made and its sampler is up: no overflow handler
+    /// runs for it (they run only on the CPU, once `up` is set).
+    ///
+    /// Everything is allocated before anything is installed: `ENOMEM` (an
+    /// allocation, or buffers past the cap of `buffer_memory.rs`) changes
+    /// nothing. Process context (it sleeps); leaf locks only.
+    pub(crate) fn provision(&self, cpu: u32) -> Result {
+        let c = cpu as usize;
+        let (Some(s), Some(sync)) = (self.cpus.get(c), self.cpu_sync.get(c)) else {
+            return Err(EINVAL);
+        };
+        let overwrite = self.overwrite();
+        let bytes = self.cpu_bytes.load(Relaxed);
+        let ring = !s.is_provisioned();
+        let (scratch, stage) = {
+            let st = sync.lock();
+            (
+                st.scratch.is_empty(),
+                !overwrite && !st.stage.is_allocated(),
+            )
+        };
+        let staging = overwrite && !self.snap.lock().has_staging(c);
+        if !(ring || scratch || stage || staging) {
+            return Ok(());
+        }
+        if ring {
+            crate::buffer_memory::check(
+                self.cpu_buffers() + 1,
+                bytes,
+                self.buffer_size.load(Relaxed),
+                overwrite,
+            )?;
+        }
+        let own = if ring {
+            Some((
+                crate::sampler::new_storage(bytes)?,
+                crate::sampler::new_stack_area()?,
+            ))
+        } else {
+            None
+        };
+        let sync_scratch = if scratch { Some(new_scratch()?) } else { None };
+        let new_stage = if stage { Some(Stage::new()?) } else { None };
+        let new_staging = if staging {
+            Some(StagedCpu::new(bytes)?)
+        } else {
+            None
+        };
+        // Installed: the ring first (its placeholder freed; nothing to
+        // carry over), then the areas, then the mark.
+        if let Some((storage, area)) = own {
+            drop(self.resize_one(c, storage)?);
+            s.provide(area)?;
+        }
+        if let Some(scratch) = sync_scratch {
+            sync.lock().scratch = scratch;
+        }
+        if let Some(st) = new_stage {
+            sync.lock().stage = st;
+        }
+        if let Some(area) = new_staging {
+            self.snap.lock().set_staging(c, area);
+        }
+        Ok(())
+    }
+
+    /// What the buffers take now (debugfs `buffer_memory`).
+    pub(crate) fn memory(&self) -> Memory {
+        let mut m = Memory {
+            cpu_buffers: self.cpu_buffers(),
+            cpu_bytes: self.cpu_bytes.load(Relaxed),
+            // Every possible CPU's sampler (its placeholder ring's storage
+            // counted here only while it is one) and sync state.
+            bookkeeping_bytes: self.cpus.len()
+                * (core::mem::size_of::<CpuSampler>()
+                    + core::mem::size_of::<Mutex<CpuSync>>()
+                    + core::mem::size_of::<Pin<KBox<Mutex<CpuSync>>>>()),
+            ..Memory::default()
+        };
+        for (s, sync) in self.cpus.iter().zip(self.cpu_sync.iter()) {
+            m.ring_bytes += s.buffer_bytes();
+            if !s.is_provisioned() {
+                m.bookkeeping_bytes += crate::sampler::PLACEHOLDER_BYTES;
+            }
+            let sync = sync.lock();
+            m.staging_bytes += sync.scratch.len();
+            if sync.stage.is_allocated() {
+                m.staging_bytes += crate::sync_stage::STAGE_BYTES;
+            }
+        }
+        m.staging_bytes += self.snap.lock().staging_bytes();
+        let size = self.events.lock().capacity();
+        m.event_bytes = crate::buffer_memory::event_buffer_bytes(size);
+        m
     }
 
     /// What a switch to overwrite mode (`overwrite`, for CPU buffers of
@@ -722,12 +900,17 @@ impl Buffers {
         })
     }
 
-    /// A sync staging area per CPU (for consume mode), allocated before
-    /// anything changes.
-    pub(crate) fn sync_stages(&self) -> Result<KVVec<Stage>> {
+    /// A sync staging area per CPU that has buffers (for consume mode),
+    /// allocated before anything changes.
+    pub(crate) fn sync_stages(&self) -> Result<KVVec<Option<Stage>>> {
         let mut v = KVVec::with_capacity(self.cpus.len(), GFP_KERNEL)?;
-        for _ in 0..self.cpus.len() {
-            v.push(Stage::new()?, GFP_KERNEL)?;
+        for s in self.cpus.iter() {
+            let stage = if s.is_provisioned() {
+                Some(Stage::new()?)
+            } else {
+                None
+            };
+            v.push(stage, GFP_KERNEL)?;
         }
         Ok(v)
     }
@@ -736,7 +919,7 @@ impl Buffers {
     /// the CPU buffers' new size, once [`Self::resize_cpus`] succeeded); the
     /// previous areas are freed. The caller holds the `control` lock, which
     /// serialises snapshots.
-    pub(crate) fn set_snapshot_staging(&self, staging: KVVec<crate::snapshot::StagedCpu>) {
+    pub(crate) fn set_snapshot_staging(&self, staging: KVVec<StagedCpu>) {
         self.snap.lock().replace_staging(staging);
     }
 
@@ -773,11 +956,7 @@ impl Buffers {
     /// Gives CPU `cpu`'s buffer the storage `st` (its records carried
     /// over); returns the old storage. `EBUSY` (`st` freed) if a writer or
     /// reader stayed in the buffer through a few retries.
-    fn resize_one(
-        &self,
-        cpu: usize,
-        st: crate::sampler::Storage,
-    ) -> Result<crate::sampler::Storage> {
+    fn resize_one(&self, cpu: usize, st: Storage) -> Result<Storage> {
         let mut st = Some(st);
         self.with_buffer_still(cpu, |s| {
             // Always there: a refusal below gives it back.
@@ -845,7 +1024,9 @@ impl Buffers {
                 for ((c, sync), stage) in self.cpu_sync.iter().enumerate().zip(stages) {
                     let mut sync = sync.lock();
                     sync.lost_reported = snap.lost_reported(c);
-                    sync.stage = stage;
+                    // A CPU without buffers gets its area when it comes
+                    // online (`provision`).
+                    sync.stage = stage.unwrap_or_else(Stage::unallocated);
                 }
                 snap.replace_staging(KVVec::new());
             }
@@ -870,25 +1051,25 @@ impl Buffers {
     }
 
     /// Gives every CPU buffer its storage of `storages` (one per possible
-    /// CPU), all or none: a failure puts the old storage back where it was
-    /// replaced already. Returns the replaced storages in their place (no
-    /// allocation): given back to this, they undo the resize (a
-    /// configuration change that fails later), the records they hold
-    /// carried over as far as they fit.
+    /// CPU; `None`: that CPU's buffer stays), all or none: a failure puts
+    /// the old storage back where it was replaced already. Returns the
+    /// replaced storages in their place (no allocation): given back to
+    /// this, they undo the resize (a configuration change that fails
+    /// later), the records they hold carried over as far as they fit.
     pub(crate) fn resize_cpus(
         &self,
-        mut storages: KVVec<crate::sampler::Storage>,
-    ) -> Result<KVVec<crate::sampler::Storage>> {
+        mut storages: KVVec<Option<Storage>>,
+    ) -> Result<KVVec<Option<Storage>>> {
         for cpu in 0..storages.len() {
-            let Some(slot) = storages.get_mut(cpu) else {
-                break;
+            let Some(Some(slot)) = storages.get_mut(cpu) else {
+                continue;
             };
             match self.resize_one(cpu, core::mem::take(slot)) {
                 Ok(old) => *slot = old,
                 Err(e) => {
                     for c in 0..cpu {
-                        let Some(slot) = storages.get_mut(c) else {
-                            break;
+                        let Some(Some(slot)) = storages.get_mut(c) else {
+                            continue;
                         };
                         if self.resize_one(c, core::mem::take(slot)).is_err() {
                             pr_ratelimited!(
@@ -914,5 +1095,52 @@ impl Buffers {
 impl CpuWorkHandler for Buffers {
     fn run(&self, cpu: u32) {
         self.sync_one(cpu);
+    }
+}
+
+/// What the buffers take (debugfs `buffer_memory`), in bytes.
+#[derive(Default, Clone, Copy)]
+pub(crate) struct Memory {
+    /// CPUs that have their buffers (of the possible CPUs).
+    pub(crate) cpu_buffers: usize,
+    /// The `cpu_buffer_size` a CPU that comes online gets.
+    pub(crate) cpu_bytes: usize,
+    /// The CPUs' rings and stack copy areas.
+    pub(crate) ring_bytes: usize,
+    /// The syncs' scratch and staging areas, the snapshots' staging areas
+    /// and their indexes.
+    pub(crate) staging_bytes: usize,
+    /// The event buffer, its meta page and its record index.
+    pub(crate) event_bytes: usize,
+    /// Every possible CPU's sampler and sync state (not in [`Self::total`]:
+    /// fixed at load).
+    pub(crate) bookkeeping_bytes: usize,
+}
+
+impl Memory {
+    /// Everything.
+    pub(crate) fn total(&self) -> usize {
+        self.ring_bytes + self.staging_bytes + self.event_bytes
+    }
+}
+
+/// The CPU hotplug lock, held for reading (`cpus_read_lock()`): no CPU
+/// comes online or goes offline, so none gets its buffers
+/// ([`Buffers::provision`]), until it is dropped. Process context; not
+/// across a hotplug registration's creation or drop (which takes it).
+pub(crate) struct CpusReadLock(());
+
+impl CpusReadLock {
+    pub(crate) fn lock() -> Self {
+        // SAFETY: plain call in process context; released by `drop`.
+        unsafe { kernel::bindings::cpus_read_lock() };
+        Self(())
+    }
+}
+
+impl Drop for CpusReadLock {
+    fn drop(&mut self) {
+        // SAFETY: taken by `lock`, released once here.
+        unsafe { kernel::bindings::cpus_read_unlock() };
     }
 }

@@ -383,9 +383,10 @@ static int write_file(const char *path, const void *data, size_t len)
 	return e;
 }
 
-/* The last three are read-only (the configuration files, writable while
+/* The last four are read-only (the configuration files, writable while
  * recording is off, get a bad value below instead). */
-static const char *const files[] = { "tracing_on", "flush", "stats", "config", "buffer_sizes" };
+static const char *const files[] = { "tracing_on", "flush", "stats", "config", "buffer_sizes",
+				     "buffer_memory" };
 
 static void control(void)
 {
@@ -428,7 +429,7 @@ static void control(void)
 				violation("flush <- %zu garbage bytes: %s", len, e ? strerrorname_np(e) : "accepted");
 			ADD(ctl_refused, e != 0);
 		} else if (what < 8) { /* read a file whole */
-			snprintf(path, sizeof(path), DBG "%s", files[2 + below(3)]);
+			snprintf(path, sizeof(path), DBG "%s", files[2 + below(4)]);
 			int fd = open(path, O_RDONLY);
 			if (fd < 0) {
 				violation("open %s: %s", path, strerrorname_np(errno));
@@ -449,7 +450,7 @@ static void control(void)
 			if (fd >= 0)
 				close(fd);
 		} else if (what < 9) { /* write to a read-only file */
-			snprintf(path, sizeof(path), DBG "%s", files[2 + below(3)]);
+			snprintf(path, sizeof(path), DBG "%s", files[2 + below(4)]);
 			int e = write_file(path, "1", 1);
 			if (e != EPERM && e != EACCES && e != EINVAL)
 				violation("write to %s: %s", path, e ? strerrorname_np(e) : "accepted");
