@@ -15,7 +15,6 @@
 # CPU comes online, a fourth is refused (ENOMEM, stays offline, one log
 # line), and the module goes on sampling.
 # vm-run: --smp 4 --append maxcpus=2
-# kernels: normal debug
 . /tmp/lib.sh
 CPU=/sys/devices/system/cpu
 mem() { tr ' ' '\n' <$DBG/buffer_memory | sed -n "s/^$1=//p"; }
