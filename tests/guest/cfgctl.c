@@ -32,9 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
-struct oprofile_rs_config_text { uint64_t ptr; uint64_t len; };
-#define OPROFILE_RS_IOC_SET_CONFIG _IOW('O', 33, struct oprofile_rs_config_text)
-#define OPROFILE_RS_IOC_GET_CONFIG _IOWR('O', 34, struct oprofile_rs_config_text)
+#include "oprofile_rs.h"
 
 static const char *errname(int e)
 {
@@ -58,7 +56,7 @@ static const char *errname(int e)
 
 static int dev(void)
 {
-	int fd = open("/dev/oprofile/buffer", O_WRONLY);
+	int fd = open(OPROFILE_RS_DEVICE, O_WRONLY);
 	if (fd < 0) { printf("open: %s\n", errname(errno)); exit(2); }
 	return fd;
 }
@@ -84,7 +82,7 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	if (argc == 3 && !strcmp(argv[1], "drainset")) {
-		int fd = open("/dev/oprofile/buffer", O_RDONLY | O_NONBLOCK);
+		int fd = open(OPROFILE_RS_DEVICE, O_RDONLY | O_NONBLOCK);
 		if (fd < 0) { printf("open: %s\n", errname(errno)); return 0; }
 		static char buf[1 << 20];
 		long total = 0;

@@ -41,6 +41,7 @@
  * be about TOTAL, and at least PAGES.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,6 +50,8 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "oprofile_rs.h"
+
 static int failures;
 #define FAIL(...) do { printf("FAIL: " __VA_ARGS__); printf("\n"); failures++; } while (0)
 
@@ -56,15 +59,16 @@ static uint16_t u16(const unsigned char *p) { uint16_t v; memcpy(&v, p, 2); retu
 static uint32_t u32(const unsigned char *p) { uint32_t v; memcpy(&v, p, 4); return v; }
 static uint64_t u64(const unsigned char *p) { uint64_t v; memcpy(&v, p, 8); return v; }
 
-#define MAXEV 8
+#define MAXEV OPROFILE_RS_MAX_EVENTS
 #define MAXGEN 64
+#define EXCLUDE (OPROFILE_RS_EVENT_FLAG_EXCLUDE_USER | OPROFILE_RS_EVENT_FLAG_EXCLUDE_KERNEL)
 struct gen {
 	uint32_t generation;
 	int nr;
-	char name[MAXEV][24];
+	char name[MAXEV][OPROFILE_RS_EVENT_DESC_NAME_LEN];
 	uint64_t value[MAXEV];
 	int freq[MAXEV];
-	int exclude[MAXEV]; /* CONFIG flags 0x02 (user) | 0x04 (kernel) */
+	int exclude[MAXEV]; /* the CONFIG's event flags of EXCLUDE */
 	uint64_t samples[MAXEV], mine[MAXEV], mine_period[MAXEV], kernel[MAXEV], user[MAXEV];
 };
 static struct gen gens[MAXGEN];
@@ -72,7 +76,7 @@ static struct gen gens[MAXGEN];
 #define MAXTGID 64
 static long tgids[MAXTGID];
 static int ntgids;
-static unsigned long maxstack = 8192;
+static unsigned long maxstack = OPROFILE_RS_MAX_USER_STACK;
 static unsigned long long st_samples, st_mine, mine_all, st_copied, st_max_area, mine_user_bare;
 
 static int mine(uint32_t tgid)
@@ -90,40 +94,55 @@ static int stream(const char *path)
 	static unsigned char buf[64 << 20];
 	size_t n = fread(buf, 1, sizeof(buf), f);
 	fclose(f);
-	if (n < 96 || memcmp(buf, "OPRFRS\0\n", 8)) { FAIL("no stream header"); return 1; }
-	size_t pos = u16(buf + 10);
+	if (n < OPROFILE_RS_HEADER_LEN || memcmp(buf, OPROFILE_RS_MAGIC, OPROFILE_RS_MAGIC_LEN)) {
+		FAIL("no stream header");
+		return 1;
+	}
+	size_t pos = u16(buf + offsetof(struct oprofile_rs_header, header_size));
 	int ngen = 0, records = 0;
 	struct gen *g = NULL;
-	while (pos + 8 <= n) {
+	while (pos + sizeof(struct oprofile_rs_prefix) <= n) {
 		const unsigned char *r = buf + pos;
-		uint16_t kind = u16(r), size = u16(r + 2);
-		if (size < 8 || size % 8 || pos + size > n) { FAIL("bad record at %zu", pos); break; }
-		if (records == 0 && kind != 5) FAIL("the first record is of type %u, not CONFIG", kind);
-		if (kind == 5) { /* CONFIG */
+		struct oprofile_rs_prefix p;
+		memcpy(&p, r, sizeof(p));
+		uint16_t kind = p.type, size = p.size;
+		if (size < sizeof(p) || size % OPROFILE_RS_RECORD_ALIGN || pos + size > n) { FAIL("bad record at %zu", pos); break; }
+		if (records == 0 && kind != OPROFILE_RS_CONFIG) FAIL("the first record is of type %u, not CONFIG", kind);
+		if (kind == OPROFILE_RS_CONFIG) {
 			if (ngen == MAXGEN) { FAIL("too many CONFIG records"); break; }
 			struct gen *c = &gens[ngen];
-			c->generation = u32(r + 16);
-			c->nr = r[6];
+			c->generation = u32(r + offsetof(struct oprofile_rs_config, generation));
+			c->nr = p.b6;
 			if (g && (int32_t)(c->generation - g->generation) < 0)
 				FAIL("CONFIG generation %u after %u", c->generation, g->generation);
-			int ext = size == 48 + 48 * c->nr + 8 || size == 48 + 48 * c->nr + 16;
-			int pidext = size == 48 + 48 * c->nr + 16;
-			if (c->nr < 1 || c->nr > MAXEV || (size != 48 + 48 * c->nr && !ext))
+			/* The events end the record, or the extension follows them:
+			 * the cgroup's id alone (the modules before `pid`), or whole. */
+			int events_end = OPROFILE_RS_CONFIG_LEN + OPROFILE_RS_EVENT_DESC_LEN * c->nr;
+			int cgroup_end = events_end + (int)offsetof(struct oprofile_rs_config_ext, pid);
+			int ext_end = events_end + OPROFILE_RS_CONFIG_EXT_LEN;
+			int ext = size == cgroup_end || size == ext_end;
+			int pidext = size == ext_end;
+			if (c->nr < 1 || c->nr > MAXEV || (size != events_end && !ext))
 				FAIL("CONFIG of %d events is %u bytes", c->nr, size);
 			printf("config %u %d ", c->generation, c->nr);
 			for (int i = 0; i < c->nr && i < MAXEV; i++) {
-				const unsigned char *d = r + 48 + 48 * i;
-				memcpy(c->name[i], d + 24, 23);
-				c->value[i] = u64(d + 16);
-				c->freq[i] = d[4] & 1;
-				c->exclude[i] = d[4] & 6;
+				const unsigned char *d = r + OPROFILE_RS_CONFIG_LEN + OPROFILE_RS_EVENT_DESC_LEN * i;
+				uint8_t flags = d[offsetof(struct oprofile_rs_event_desc, flags)];
+				memcpy(c->name[i], d + offsetof(struct oprofile_rs_event_desc, name),
+				       OPROFILE_RS_EVENT_DESC_NAME_LEN - 1);
+				c->value[i] = u64(d + offsetof(struct oprofile_rs_event_desc, value));
+				c->freq[i] = flags & OPROFILE_RS_EVENT_FLAG_FREQ;
+				c->exclude[i] = flags & EXCLUDE;
 				printf("%s%s:%llu%s%s", i ? "," : "", c->name[i],
 				       (unsigned long long)c->value[i], c->freq[i] ? ":freq" : "",
-				       c->exclude[i] == 4 ? ":u" : c->exclude[i] == 2 ? ":k" : "");
+				       c->exclude[i] == OPROFILE_RS_EVENT_FLAG_EXCLUDE_KERNEL ? ":u" :
+				       c->exclude[i] == OPROFILE_RS_EVENT_FLAG_EXCLUDE_USER ? ":k" : "");
 			}
+			const unsigned char *x = r + events_end; /* the extension */
 			printf(" pid %u cgroup %llu at record %d\n",
-			       pidext ? u32(r + 48 + 48 * c->nr + 8) : 0,
-			       ext ? (unsigned long long)u64(r + 48 + 48 * c->nr) : 0ULL, records);
+			       pidext ? u32(x + offsetof(struct oprofile_rs_config_ext, pid)) : 0,
+			       ext ? (unsigned long long)u64(x + offsetof(struct oprofile_rs_config_ext, cgroup)) : 0ULL,
+			       records);
 			/* A restated CONFIG (a new stream) of the same generation: one entry. */
 			if (g && g->generation == c->generation) {
 				if (memcmp(g->name, c->name, sizeof(c->name)) || g->nr != c->nr)
@@ -132,37 +151,45 @@ static int stream(const char *path)
 				g = c;
 				ngen++;
 			}
-		} else if (kind == 1) { /* SAMPLE */
-			uint32_t stgid = u32(r + 28);
+		} else if (kind == OPROFILE_RS_SAMPLE) {
+			uint32_t stgid = u32(r + offsetof(struct oprofile_rs_sample, tgid));
+			int flags = p.b6;
 			if (mine(stgid))
 				mine_all++;
-			if (mine(stgid) && !(r[6] & 1) && !(r[6] & 8))
+			if (mine(stgid) && !(flags & OPROFILE_RS_SAMPLE_FLAG_KERNEL) &&
+			    !(flags & OPROFILE_RS_SAMPLE_FLAG_USER_STACK))
 				mine_user_bare++;
-			if (r[6] & 8) { /* the user stack part */
-				unsigned area = u16(r + 44);
-				size_t at = 48 + 8 * ((size_t)r[7] + r[42]);
-				if (!(r[6] & 2))
+			if (flags & OPROFILE_RS_SAMPLE_FLAG_USER_STACK) { /* the user stack part */
+				unsigned area = u16(r + offsetof(struct oprofile_rs_sample, user_stack));
+				/* After the fixed part and both chains. */
+				unsigned user = r[offsetof(struct oprofile_rs_sample, user_depth)];
+				size_t at = OPROFILE_RS_SAMPLE_EXT_LEN + sizeof(__u64) * ((size_t)p.b7 + user);
+				if (!(flags & OPROFILE_RS_SAMPLE_FLAG_EXT))
 					FAIL("SAMPLE at %zu: a user stack part in a version-1 SAMPLE", pos);
-				else if (size != at + 32 + area)
+				else if (size != at + OPROFILE_RS_USER_STACK_REGS_LEN + area)
 					FAIL("SAMPLE at %zu: %u bytes, its chains and user stack part say %zu",
-					     pos, size, at + 32 + area);
+					     pos, size, at + OPROFILE_RS_USER_STACK_REGS_LEN + area);
 				else if (area == 0 || area % 8 || area > maxstack)
 					FAIL("SAMPLE at %zu: user stack area of %u bytes", pos, area);
 				else {
-					uint64_t copied = u64(r + at + 24);
+					struct oprofile_rs_user_stack us;
+					memcpy(&us, r + at, sizeof(us));
+					uint64_t copied = us.copied;
+					size_t stack = at + OPROFILE_RS_USER_STACK_REGS_LEN;
+					uint64_t pc = u64(r + offsetof(struct oprofile_rs_sample, pc));
 					if (copied > area)
 						FAIL("SAMPLE at %zu: %llu bytes copied in an area of %u", pos,
 						     (unsigned long long)copied, area);
 					else
-						for (size_t i = at + 32 + copied; i < at + 32 + area; i++)
+						for (size_t i = stack + copied; i < stack + area; i++)
 							if (r[i]) {
 								FAIL("SAMPLE at %zu: byte %zu of the area past the copy is not 0",
-								     pos, i - at - 32);
+								     pos, i - stack);
 								break;
 							}
-					if (!(r[6] & 1) && u64(r + at) != u64(r + 16))
+					if (!(flags & OPROFILE_RS_SAMPLE_FLAG_KERNEL) && us.ip != pc)
 						FAIL("SAMPLE at %zu: user-mode sample at %#llx, its stack part's ip %#llx",
-						     pos, (unsigned long long)u64(r + 16), (unsigned long long)u64(r + at));
+						     pos, (unsigned long long)pc, (unsigned long long)us.ip);
 					st_samples++;
 					st_copied += copied;
 					if (area > st_max_area)
@@ -171,11 +198,11 @@ static int stream(const char *path)
 						st_mine++;
 				}
 			}
-			if (!(r[6] & 2)) FAIL("SAMPLE at %zu is not extended", pos);
+			if (!(flags & OPROFILE_RS_SAMPLE_FLAG_EXT)) FAIL("SAMPLE at %zu is not extended", pos);
 			else if (!g) FAIL("SAMPLE at %zu before any CONFIG", pos);
 			else {
-				uint64_t period = u64(r + 32);
-				uint16_t ev = u16(r + 40);
+				uint64_t period = u64(r + offsetof(struct oprofile_rs_sample, period));
+				uint16_t ev = u16(r + offsetof(struct oprofile_rs_sample, event));
 				if (ev >= g->nr) {
 					FAIL("SAMPLE at %zu: event %u of %d", pos, ev, g->nr);
 				} else {
@@ -185,10 +212,10 @@ static int stream(const char *path)
 						     (unsigned long long)g->value[ev]);
 					if (g->freq[ev] && period == 0)
 						FAIL("SAMPLE at %zu: %s period 0", pos, g->name[ev]);
-					int kernel = r[6] & 1;
-					if (kernel && (g->exclude[ev] & 4))
+					int kernel = flags & OPROFILE_RS_SAMPLE_FLAG_KERNEL;
+					if (kernel && (g->exclude[ev] & OPROFILE_RS_EVENT_FLAG_EXCLUDE_KERNEL))
 						FAIL("SAMPLE at %zu: kernel mode, but %s excludes it", pos, g->name[ev]);
-					if (!kernel && (g->exclude[ev] & 2))
+					if (!kernel && (g->exclude[ev] & OPROFILE_RS_EVENT_FLAG_EXCLUDE_USER))
 						FAIL("SAMPLE at %zu: user mode, but %s excludes it", pos, g->name[ev]);
 					if (kernel)
 						g->kernel[ev]++;

@@ -79,6 +79,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -90,27 +91,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#define DEV "/dev/oprofile/buffer"
-#define HEADER 96
+#include "oprofile_rs.h"
 
-#define IOC_TRACING_ON _IO('O', 1)
-#define IOC_TRACING_OFF _IO('O', 2)
-#define IOC_FLUSH _IO('O', 3)
-struct consume {
-	uint64_t tail, new_tail;
-};
-#define IOC_CONSUME _IOW('O', 5, struct consume)
-struct config_text {
-	uint64_t ptr, len;
-};
-#define IOC_SET_CONFIG _IOW('O', 33, struct config_text)
-
-/* The meta page (Documentation/mmap.md). */
-struct meta {
-	uint32_t version, meta_size;
-	uint64_t data_offset, data_size;
-	uint64_t head, tail, opening, full;
-};
+#define DEV OPROFILE_RS_DEVICE
 
 static long page;
 static int violations;
@@ -130,7 +113,7 @@ static uint64_t now_ns(void)
 
 struct map {
 	int fd;
-	volatile struct meta *m;
+	volatile struct oprofile_rs_meta *m;
 	const uint8_t *data; /* the ring's pages, twice back to back */
 	uint64_t size;
 	size_t len;
@@ -139,14 +122,14 @@ struct map {
 /* Maps the whole window of `fd`: the meta page, then the data twice. */
 static int map_all(int fd, struct map *mp)
 {
-	struct meta *m = mmap(NULL, page, PROT_READ, MAP_SHARED, fd, 0);
+	struct oprofile_rs_meta *m = mmap(NULL, page, PROT_READ, MAP_SHARED, fd, 0);
 	if (m == MAP_FAILED)
 		return -1;
 	mp->fd = fd;
 	mp->size = m->data_size;
 	mp->len = page + 2 * mp->size;
-	if (m->version != 1 || m->meta_size != page || m->data_offset != (uint64_t)page ||
-	    !mp->size || mp->size % page) {
+	if (m->version != OPROFILE_RS_META_VERSION || m->meta_size != page ||
+	    m->data_offset != (uint64_t)page || !mp->size || mp->size % page) {
 		violation("meta page fields", 0);
 		return -1;
 	}
@@ -154,7 +137,7 @@ static int map_all(int fd, struct map *mp)
 	uint8_t *all = mmap(NULL, mp->len, PROT_READ, MAP_SHARED, fd, 0);
 	if (all == MAP_FAILED)
 		return -1;
-	mp->m = (volatile struct meta *)all;
+	mp->m = (volatile struct oprofile_rs_meta *)all;
 	mp->data = all + page;
 	return 0;
 }
@@ -177,13 +160,14 @@ static long walk(const uint8_t *p, uint64_t n)
 {
 	long recs = 0;
 	uint64_t at = 0;
-	while (at + 8 <= n) {
-		uint16_t type, size;
-		memcpy(&type, p + at, 2);
-		memcpy(&size, p + at + 2, 2);
-		if (size < 8 || size % 8 || at + size > n || type == 0)
+	while (at + sizeof(struct oprofile_rs_prefix) <= n) {
+		struct oprofile_rs_prefix r;
+		memcpy(&r, p + at, sizeof(r));
+		uint16_t type = r.type, size = r.size;
+		if (size < sizeof(r) || size % OPROFILE_RS_RECORD_ALIGN || at + size > n || type == 0)
 			return -1;
-		walk_noted += type == 2 || type == 4 || type == 5;
+		walk_noted += type == OPROFILE_RS_COMM || type == OPROFILE_RS_TRACING ||
+			      type == OPROFILE_RS_CONFIG;
 		at += size;
 		recs++;
 	}
@@ -197,7 +181,7 @@ static int read_opening(struct map *mp, FILE *out, uint64_t *bytes)
 	uint64_t want;
 	int first = 1;
 	while ((want = mp->m->opening) > 0) {
-		if (first && want != HEADER) {
+		if (first && want != OPROFILE_RS_HEADER_LEN) {
 			violation("opening before the header is not the header's size", 0);
 			return -1;
 		}
@@ -218,8 +202,8 @@ static int read_opening(struct map *mp, FILE *out, uint64_t *bytes)
 
 static int consume(int fd, uint64_t tail, uint64_t new_tail)
 {
-	struct consume c = { tail, new_tail };
-	return ioctl(fd, IOC_CONSUME, &c) ? errno : 0;
+	struct oprofile_rs_consume c = { tail, new_tail };
+	return ioctl(fd, OPROFILE_RS_IOC_CONSUME, &c) ? errno : 0;
 }
 
 /* One stream: the opening by read(), then the mapping (see the top). */
@@ -243,7 +227,7 @@ static int cmd_stream(const char *path, int secs, int compare)
 				break;
 			if (now_ns() >= end) {
 				/* Everything recorded, then the rest. */
-				if (ioctl(fd, IOC_TRACING_OFF) || ioctl(fd, IOC_FLUSH))
+				if (ioctl(fd, OPROFILE_RS_IOC_TRACING_OFF) || ioctl(fd, OPROFILE_RS_IOC_FLUSH))
 					return violation("tracing off / flush", errno), 1;
 				stopping = 1;
 				continue;
@@ -348,22 +332,23 @@ static int cmd_hostile(void)
 	if (read_opening(&mp, NULL, &rb))
 		return 1;
 	expect("consume nothing", consume(fd, t, t), 0);
-	expect("consume from a stale tail", consume(fd, t + 8, t + 8), ESTALE);
-	expect("consume backwards", consume(fd, t, t - 8), EINVAL);
+	expect("consume from a stale tail",
+	       consume(fd, t + OPROFILE_RS_RECORD_ALIGN, t + OPROFILE_RS_RECORD_ALIGN), ESTALE);
+	expect("consume backwards", consume(fd, t, t - OPROFILE_RS_RECORD_ALIGN), EINVAL);
 	h = head_of(&mp);
-	expect("consume past the head", consume(fd, t, h + 8), EINVAL);
+	expect("consume past the head", consume(fd, t, h + OPROFILE_RS_RECORD_ALIGN), EINVAL);
 	expect("consume far past the head", consume(fd, t, ~0ull), EINVAL);
-	if (h - t >= 8)
+	if (h - t >= sizeof(struct oprofile_rs_prefix))
 		expect("consume to the middle of a record", consume(fd, t, t + 4), EINVAL);
 	expect("consume with a bad pointer",
-	       ioctl(fd, IOC_CONSUME, (void *)8) ? errno : 0, EFAULT);
+	       ioctl(fd, OPROFILE_RS_IOC_CONSUME, (void *)8) ? errno : 0, EFAULT);
 	/* A control file can neither map nor consume. */
 	int w = open(DEV, O_WRONLY);
 	if (w < 0)
 		return violation("open O_WRONLY", errno), 1;
 	expect("map a control file (O_WRONLY)", try_map(w, page, PROT_READ, MAP_SHARED, 0), EACCES);
-	struct consume c = { t, t };
-	expect("consume on a control file", ioctl(w, IOC_CONSUME, &c) ? errno : 0, EBADF);
+	struct oprofile_rs_consume c = { t, t };
+	expect("consume on a control file", ioctl(w, OPROFILE_RS_IOC_CONSUME, &c) ? errno : 0, EBADF);
 	close(w);
 	/* O_RDWR: the writable mapping reaches the driver, which refuses it. */
 	close(fd);
@@ -385,8 +370,8 @@ static int resize(int fd)
 	static int big;
 	char text[40];
 	snprintf(text, sizeof(text), "buffer_size=%d", big ? 1 << 20 : 2 << 20);
-	struct config_text t = { (uintptr_t)text, strlen(text) };
-	if (ioctl(fd, IOC_SET_CONFIG, &t))
+	struct oprofile_rs_config_text t = { (uintptr_t)text, strlen(text) };
+	if (ioctl(fd, OPROFILE_RS_IOC_SET_CONFIG, &t))
 		return errno;
 	big = !big;
 	return 0;
@@ -402,7 +387,7 @@ static int cmd_lifetime(void)
 	int fd = open(DEV, O_RDWR | O_NONBLOCK);
 	if (fd < 0)
 		return violation("open O_RDWR", errno), 1;
-	if (ioctl(fd, IOC_TRACING_OFF))
+	if (ioctl(fd, OPROFILE_RS_IOC_TRACING_OFF))
 		return violation("tracing off", errno), 1;
 	expect("buffer_size change, nothing mapped", resize(fd), 0);
 	/* Refused mappings leave nothing behind. */
@@ -469,7 +454,7 @@ static int cmd_lifetime(void)
 	expect("buffer_size change while a mapping outlives its file", resize(w), EBUSY);
 	munmap(p, page);
 	expect("buffer_size change after that mapping went", resize(w), 0);
-	if (ioctl(w, IOC_TRACING_ON))
+	if (ioctl(w, OPROFILE_RS_IOC_TRACING_ON))
 		violation("tracing on", errno);
 	close(w);
 	printf("violations %d\n", violations);
@@ -503,7 +488,7 @@ static int cmd_slow(const char *path, int secs)
 		violation("waiting bytes changed: the writer lapped the reader", 0);
 	else
 		printf("unchanged %llu\n", (unsigned long long)(h0 - t0));
-	if (ioctl(fd, IOC_TRACING_OFF) || ioctl(fd, IOC_FLUSH))
+	if (ioctl(fd, OPROFILE_RS_IOC_TRACING_OFF) || ioctl(fd, OPROFILE_RS_IOC_FLUSH))
 		return violation("tracing off / flush", errno), 1;
 	for (;;) {
 		uint64_t t = tail_of(&mp), h = head_of(&mp);
@@ -575,7 +560,7 @@ static int cmd_threads(const char *path, int secs)
 	pthread_create(&a, NULL, racer, &s);
 	pthread_create(&b, NULL, racer, &s);
 	sleep(secs);
-	if (ioctl(fd, IOC_TRACING_OFF) || ioctl(fd, IOC_FLUSH))
+	if (ioctl(fd, OPROFILE_RS_IOC_TRACING_OFF) || ioctl(fd, OPROFILE_RS_IOC_FLUSH))
 		violation("tracing off / flush", errno);
 	/* Let the racers drain what is left. */
 	while (head_of(&s.mp) != tail_of(&s.mp))
@@ -599,7 +584,7 @@ static int cmd_hold(int secs)
 	printf("held\n");
 	fflush(stdout);
 	sleep(secs);
-	if (mp.m->version != 1)
+	if (mp.m->version != OPROFILE_RS_META_VERSION)
 		violation("the meta page after close", 0);
 	/* Touch every page of the window. */
 	volatile uint8_t sum = 0;
@@ -674,10 +659,6 @@ static uint32_t u32_at(const uint8_t *p, size_t at)
 	return v;
 }
 
-#define REC_SAMPLE 1
-#define REC_COMM 2
-#define COMM_LEN 40
-
 static int cmd_handoff(int names, int spin)
 {
 	int fd = open(DEV, O_RDONLY | O_NONBLOCK);
@@ -688,7 +669,7 @@ static int cmd_handoff(int names, int spin)
 	/* An empty event buffer first: room for the child's records. */
 	uint64_t t, h;
 	do {
-		if (ioctl(fd, IOC_FLUSH))
+		if (ioctl(fd, OPROFILE_RS_IOC_FLUSH))
 			return violation("flush", errno), 1;
 		t = tail_of(&mp);
 		h = head_of(&mp);
@@ -713,24 +694,26 @@ static int cmd_handoff(int names, int spin)
 	const uint8_t *v = NULL;
 	uint64_t end = 0, at = 0;
 	long comms = 0, recs = 0;
-	uint8_t comm[COMM_LEN];
+	uint8_t comm[OPROFILE_RS_COMM_LEN];
 	for (int round = 0; !end && round < 1000; round++) {
-		if (ioctl(fd, IOC_FLUSH))
+		if (ioctl(fd, OPROFILE_RS_IOC_FLUSH))
 			return violation("flush", errno), 1;
 		t = tail_of(&mp);
 		h = head_of(&mp);
 		if (h == t)
 			break;
 		v = mp.data + t % mp.size;
-		for (at = 0; at + 8 <= h - t;) {
-			uint16_t type = u16_at(v, at), size = u16_at(v, at + 2);
-			if (size < 8 || at + size > h - t)
+		for (at = 0; at + sizeof(struct oprofile_rs_prefix) <= h - t;) {
+			struct oprofile_rs_prefix r;
+			memcpy(&r, v + at, sizeof(r));
+			uint16_t type = r.type, size = r.size;
+			if (size < sizeof(r) || at + size > h - t)
 				return violation("a record in the view", 0), 1;
-			if (type == REC_COMM && size == COMM_LEN &&
-			    u32_at(v, at + 16) == (uint32_t)c) {
+			if (type == OPROFILE_RS_COMM && size == OPROFILE_RS_COMM_LEN &&
+			    u32_at(v, at + offsetof(struct oprofile_rs_comm, pid)) == (uint32_t)c) {
 				comms++;
 				end = at + size;
-				memcpy(comm, v + at, COMM_LEN);
+				memcpy(comm, v + at, OPROFILE_RS_COMM_LEN);
 			}
 			at += size;
 			recs++;
@@ -744,22 +727,22 @@ static int cmd_handoff(int names, int spin)
 	int bad = 0;
 	at = 0;
 	for (long i = 0; at < end && i < 300; i++) {
-		uint16_t size = u16_at(v, at + 2);
-		for (uint64_t in = 8; in < size; in += 8)
+		uint16_t size = u16_at(v, at + offsetof(struct oprofile_rs_prefix, size));
+		for (uint64_t in = OPROFILE_RS_RECORD_ALIGN; in < size; in += OPROFILE_RS_RECORD_ALIGN)
 			if (consume(fd, t, t + at + in) != EINVAL)
 				bad++;
 		at += size;
 	}
 	if (bad)
 		violation("a consume inside a record was not refused", 0);
-	expect("consume past the head", consume(fd, t, h + 8), EINVAL);
+	expect("consume past the head", consume(fd, t, h + OPROFILE_RS_RECORD_ALIGN), EINVAL);
 	expect("consume far past the head", consume(fd, t, h + (1ull << 32)), EINVAL);
 	/* In pieces: one record, then about a third, then up to the COMM's end. */
-	uint64_t done = u16_at(v, 2);
+	uint64_t done = u16_at(v, offsetof(struct oprofile_rs_prefix, size));
 	expect("consume one record", consume(fd, t, t + done), 0);
 	uint64_t third = done;
 	while (third < end / 3)
-		third += u16_at(v, third + 2);
+		third += u16_at(v, third + offsetof(struct oprofile_rs_prefix, size));
 	if (third < end) {
 		expect("consume a third", consume(fd, t + done, t + third), 0);
 		done = third;
@@ -780,11 +763,12 @@ static int cmd_handoff(int names, int spin)
 		return violation("second reader: open/map/opening", errno), 1;
 	fclose(o);
 	int restated = 0;
-	for (size_t a = HEADER; a + 8 <= olen;) {
-		uint16_t size = u16_at((uint8_t *)obuf, a + 2);
-		if (size < 8)
+	for (size_t a = OPROFILE_RS_HEADER_LEN; a + sizeof(struct oprofile_rs_prefix) <= olen;) {
+		uint16_t size = u16_at((uint8_t *)obuf, a + offsetof(struct oprofile_rs_prefix, size));
+		if (size < sizeof(struct oprofile_rs_prefix))
 			break;
-		if (size == COMM_LEN && a + size <= olen && !memcmp(obuf + a, comm, COMM_LEN))
+		if (size == OPROFILE_RS_COMM_LEN && a + size <= olen &&
+		    !memcmp(obuf + a, comm, OPROFILE_RS_COMM_LEN))
 			restated = 1;
 		a += size;
 	}
@@ -794,24 +778,26 @@ static int cmd_handoff(int names, int spin)
 	/* Its stream to the end (what waited in the CPU buffers while the
 	 * event buffer was full comes after a flush). */
 	long samples = 0;
-	uint16_t cpu = u16_at(comm, 4);
+	uint16_t cpu = u16_at(comm, offsetof(struct oprofile_rs_prefix, cpu));
 	for (int round = 0; round < 1000; round++) {
 		t = tail_of(&mp);
 		h = head_of(&mp);
 		if (h == t) {
-			if (ioctl(fd, IOC_FLUSH))
+			if (ioctl(fd, OPROFILE_RS_IOC_FLUSH))
 				return violation("flush", errno), 1;
 			if (head_of(&mp) == t)
 				break;
 			continue;
 		}
 		v = mp.data + t % mp.size;
-		for (at = 0; at + 8 <= h - t;) {
-			uint16_t size = u16_at(v, at + 2);
-			if (size < 8)
+		for (at = 0; at + sizeof(struct oprofile_rs_prefix) <= h - t;) {
+			struct oprofile_rs_prefix r;
+			memcpy(&r, v + at, sizeof(r));
+			uint16_t size = r.size;
+			if (size < sizeof(r))
 				break;
-			if (u16_at(v, at) == REC_SAMPLE && u16_at(v, at + 4) == cpu &&
-			    u32_at(v, at + 24) == (uint32_t)c)
+			if (r.type == OPROFILE_RS_SAMPLE && r.cpu == cpu &&
+			    u32_at(v, at + offsetof(struct oprofile_rs_sample, pid)) == (uint32_t)c)
 				samples++;
 			at += size;
 		}
@@ -871,8 +857,8 @@ static int cmd_readdrain(void)
 	static uint8_t buf[1 << 20];
 	int fd = open(DEV, O_RDONLY | O_NONBLOCK);
 	uint64_t bytes = 0, records = 0;
-	ssize_t r = fd < 0 ? -1 : read(fd, buf, HEADER);
-	if (r != HEADER)
+	ssize_t r = fd < 0 ? -1 : read(fd, buf, OPROFILE_RS_HEADER_LEN);
+	if (r != OPROFILE_RS_HEADER_LEN)
 		return violation("open/header", errno), 1;
 	/* The restated records (if any) are part of the drain: few bytes. */
 	uint64_t t0 = now_ns(), walk_ns = 0;

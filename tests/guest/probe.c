@@ -6,7 +6,7 @@
  *   probe write FILE DATA          one write(2) of DATA (may be empty)
  *   probe writen FILE N            one write(2) of N bytes of '1'
  *   probe read FILE SIZE [nonblock] one read(2) of at most SIZE bytes
- *   probe read2 FILE SIZE [nonblock] read(2) the 96-byte header, then SIZE bytes
+ *   probe read2 FILE SIZE [nonblock] read(2) the stream header, then SIZE bytes
  *   probe open2 FILE               open twice; report the second open's result
  *   probe wait FILE HOW MS [KICK]  open FILE O_NONBLOCK, read it empty (until
  *                                  EAGAIN), then wait up to MS ms for it to be
@@ -31,7 +31,7 @@
  *                                  prints "headers H" (reads that returned a
  *                                  stream header) and "errors E" (errno other
  *                                  than EAGAIN)
- *   probe readto FILE SIZE SECS    a read of the 96-byte header, then one
+ *   probe readto FILE SIZE SECS    a read of the stream header, then one
  *                                  blocking read of SIZE bytes, interrupted by
  *                                  SIGALRM (no SA_RESTART) after SECS s (the
  *                                  read watchdog)
@@ -81,8 +81,7 @@
 #include <unistd.h>
 #include <grp.h>
 
-/* Bytes of the stream header (Documentation/stream-format.md). */
-#define STREAM_HEADER 96
+#include "oprofile_rs.h"
 
 /* Waits for fd to be readable with poll(2), select(2) or epoll(7): 1 if it
  * is, 0 on timeout, -1 on error. */
@@ -110,13 +109,6 @@ static int wait_readable(int fd, const char *how, int ms)
 	return r < 0 ? -1 : r > 0 && (out.events & EPOLLIN);
 }
 
-/* The device's ioctls (Documentation/user-guide.md). */
-#define OPROFILE_RS_IOC_TRACING_ON _IO('O', 1)
-#define OPROFILE_RS_IOC_TRACING_OFF _IO('O', 2)
-#define OPROFILE_RS_IOC_FLUSH _IO('O', 3)
-#define OPROFILE_RS_IOC_GET_TRACING _IOR('O', 4, uint32_t)
-#define OPROFILE_RS_IOC_CONSUME _IOW('O', 5, uint64_t[2])
-
 static int shared_fd, stop_threads, headers, errors;
 
 static void *reader_thread(void *arg)
@@ -125,7 +117,7 @@ static void *reader_thread(void *arg)
 	(void)arg;
 	while (!__atomic_load_n(&stop_threads, __ATOMIC_RELAXED)) {
 		long r = read(shared_fd, buf, sizeof(buf));
-		if (r >= 8 && !memcmp(buf, "OPRFRS\0\n", 8))
+		if (r >= OPROFILE_RS_MAGIC_LEN && !memcmp(buf, OPROFILE_RS_MAGIC, OPROFILE_RS_MAGIC_LEN))
 			__atomic_add_fetch(&headers, 1, __ATOMIC_RELAXED);
 		if (r < 0 && errno != EAGAIN)
 			__atomic_add_fetch(&errors, 1, __ATOMIC_RELAXED);
@@ -251,12 +243,12 @@ int main(int argc, char **argv)
 	if ((!strcmp(cmd, "read") || !strcmp(cmd, "read2")) && argc >= 4) {
 		size_t n = strtoul(argv[3], NULL, 0);
 		int flags = O_RDONLY | (argc > 4 && !strcmp(argv[4], "nonblock") ? O_NONBLOCK : 0);
-		char *buf = malloc(n + STREAM_HEADER);
+		char *buf = malloc(n + OPROFILE_RS_HEADER_LEN);
 		int fd = open(path, flags);
 		if (fd < 0)
 			return report(-1);
 		if (!strcmp(cmd, "read2")) { /* the header first, then N bytes */
-			long r = read(fd, buf, STREAM_HEADER);
+			long r = read(fd, buf, OPROFILE_RS_HEADER_LEN);
 			if (r < 0)
 				return report(r);
 			printf("ok %ld ", r);
@@ -352,7 +344,7 @@ int main(int argc, char **argv)
 		if (!strcmp(argv[3], "flush"))
 			return report(ioctl(fd, OPROFILE_RS_IOC_FLUSH));
 		if (!strcmp(argv[3], "bogus"))
-			return report(ioctl(fd, _IO('O', 99)));
+			return report(ioctl(fd, _IO(OPROFILE_RS_IOC_MAGIC, 99)));
 		if (!strcmp(argv[3], "get")) {
 			long r = ioctl(fd, OPROFILE_RS_IOC_GET_TRACING, &v);
 			if (r >= 0)
@@ -368,20 +360,20 @@ int main(int argc, char **argv)
 		return report(open(path, O_RDONLY | O_NONBLOCK));
 	}
 	if (!strcmp(cmd, "open3")) {
-		char buf[STREAM_HEADER];
-		uint64_t c[2] = { 0, 0 };
+		char buf[OPROFILE_RS_HEADER_LEN];
+		struct oprofile_rs_consume c = { 0, 0 };
 		uint32_t v;
 		int fd = open(path, 3);
 		if (fd < 0)
 			return report(-1);
 		printf("read %s ", res(read(fd, buf, sizeof(buf))));
-		printf("consume %s ", res(ioctl(fd, OPROFILE_RS_IOC_CONSUME, c)));
+		printf("consume %s ", res(ioctl(fd, OPROFILE_RS_IOC_CONSUME, &c)));
 		printf("get %s ", res(ioctl(fd, OPROFILE_RS_IOC_GET_TRACING, &v)));
 		printf("reader %s\n", res(open(path, O_RDONLY | O_NONBLOCK)));
 		return 0;
 	}
 	if (!strcmp(cmd, "keepfd") && argc == 4) {
-		char buf[STREAM_HEADER];
+		char buf[OPROFILE_RS_HEADER_LEN];
 		uid_t id = strtoul(argv[3], NULL, 0);
 		uint32_t v;
 		int fd = open(path, O_RDONLY | O_NONBLOCK);
@@ -422,7 +414,7 @@ int main(int argc, char **argv)
 		 * SIZE bytes interrupted after MS ms by SIGALRM (no SA_RESTART). */
 		size_t n = strtoul(argv[3], NULL, 0);
 		long ms = atol(argv[4]);
-		char *buf = malloc(n + STREAM_HEADER);
+		char *buf = malloc(n + OPROFILE_RS_HEADER_LEN);
 		struct sigaction sa = { .sa_handler = on_alarm };
 		int fd = open(path, O_RDONLY);
 		if (fd < 0)
@@ -468,7 +460,7 @@ int main(int argc, char **argv)
 		int fd = open(path, O_RDONLY);
 		if (fd < 0)
 			return report(-1);
-		if (read(fd, buf, STREAM_HEADER) != STREAM_HEADER)
+		if (read(fd, buf, OPROFILE_RS_HEADER_LEN) != OPROFILE_RS_HEADER_LEN)
 			return report(-1);
 		watch_start(atol(argv[4]));
 		return report(read(fd, buf, n));

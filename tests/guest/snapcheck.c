@@ -30,6 +30,7 @@
  * and asks for one snapshot with OPROFILE_RS_IOC_SNAPSHOT; prints "ok" or
  * "err ENAME".
  */
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,8 +40,7 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
-/* The device's snapshot ioctl (Documentation/user-guide.md). */
-#define OPROFILE_RS_IOC_SNAPSHOT _IO('O', 32)
+#include "oprofile_rs.h"
 
 #define MAXCPU 64
 
@@ -92,8 +92,11 @@ int main(int argc, char **argv)
 	static unsigned char buf[64 << 20];
 	size_t n = fread(buf, 1, sizeof(buf), f);
 	fclose(f);
-	if (n < 64 || memcmp(buf, "OPRFRS\0\n", 8) != 0) { FAIL("not a stream"); return 1; }
-	size_t pos = u16(buf + 10);
+	if (n < OPROFILE_RS_MIN_HEADER_LEN || memcmp(buf, OPROFILE_RS_MAGIC, OPROFILE_RS_MAGIC_LEN) != 0) {
+		FAIL("not a stream");
+		return 1;
+	}
+	size_t pos = u16(buf + offsetof(struct oprofile_rs_header, header_size));
 	struct cpu_total tot[MAXCPU] = { 0 };
 	struct cpu_snap cs[MAXCPU];
 	uint64_t prev_last[MAXCPU] = { 0 };
@@ -103,20 +106,24 @@ int main(int argc, char **argv)
 	unsigned snapshots = 0;
 	int consume = 0; /* the latest CONFIG says consume mode */
 
-	while (pos + 8 <= n) {
+	while (pos + sizeof(struct oprofile_rs_prefix) <= n) {
 		const unsigned char *r = buf + pos;
-		uint16_t kind = u16(r), size = u16(r + 2), cpu = u16(r + 4);
-		if (size < 8 || size % 8 || pos + size > n) { FAIL("bad record at %zu", pos); break; }
+		struct oprofile_rs_prefix p;
+		memcpy(&p, r, sizeof(p));
+		uint16_t kind = p.type, size = p.size, cpu = p.cpu;
+		if (size < sizeof(p) || size % OPROFILE_RS_RECORD_ALIGN || pos + size > n) { FAIL("bad record at %zu", pos); break; }
 		if (cpu >= MAXCPU) { FAIL("cpu %u at %zu", cpu, pos); break; }
-		uint64_t t = size >= 16 ? u64(r + 8) : 0;
-		if (kind == 5) { /* CONFIG: byte 7 is the mode */
+		/* Every record's time follows its prefix. */
+		uint64_t t = size >= sizeof(p) + sizeof(uint64_t) ? u64(r + sizeof(p)) : 0;
+		if (kind == OPROFILE_RS_CONFIG) { /* b7 is the mode */
 			if (in_snap) FAIL("CONFIG inside snapshot %u", seq);
-			consume = r[7] == 0;
-		} else if (kind == 6) { /* SNAPSHOT */
-			uint32_t s = u32(r + 16);
+			consume = p.b7 == OPROFILE_RS_MODE_CONSUME;
+		} else if (kind == OPROFILE_RS_SNAPSHOT) {
+			uint32_t s = u32(r + offsetof(struct oprofile_rs_snapshot, seq));
 			if (consume) FAIL("SNAPSHOT record at %zu in consume mode", pos);
-			uint64_t ow = u64(r + 24), rec = u64(r + 32);
-			if (r[6] == 0) { /* BEGIN */
+			uint64_t ow = u64(r + offsetof(struct oprofile_rs_snapshot, overwritten));
+			uint64_t rec = u64(r + offsetof(struct oprofile_rs_snapshot, records));
+			if (p.b6 == 0) { /* BEGIN (b6 1: END) */
 				if (!in_snap) {
 					in_snap = 1; after_begins = 0; seq = s; snap_time = t;
 					sum_rec = sum_ow = 0; last_rec_time = 0;
@@ -148,12 +155,13 @@ int main(int argc, char **argv)
 				}
 				in_snap = 0; last_seq = s; snapshots++;
 			}
-		} else if (kind == 1 || kind == 2) { /* SAMPLE, COMM */
-			uint32_t pid = u32(r + (kind == 1 ? 24 : 16));
-			if (kind == 2) tot[cpu].comms += in_snap;
+		} else if (kind == OPROFILE_RS_SAMPLE || kind == OPROFILE_RS_COMM) {
+			uint32_t pid = u32(r + (kind == OPROFILE_RS_SAMPLE ? offsetof(struct oprofile_rs_sample, pid)
+									: offsetof(struct oprofile_rs_comm, pid)));
+			if (kind == OPROFILE_RS_COMM) tot[cpu].comms += in_snap;
 			if (!in_snap) {
-				if (kind == 1 && !consume) FAIL("SAMPLE outside a snapshot at %zu", pos);
-				if (kind == 1) tot[cpu].consumed++;
+				if (kind == OPROFILE_RS_SAMPLE && !consume) FAIL("SAMPLE outside a snapshot at %zu", pos);
+				if (kind == OPROFILE_RS_SAMPLE) tot[cpu].consumed++;
 			} else {
 				struct cpu_snap *c = &cs[cpu];
 				after_begins = 1;
@@ -164,7 +172,7 @@ int main(int argc, char **argv)
 					FAIL("snapshot %u cpu %u: record at %lu not newer than the previous snapshot's %lu", seq, cpu, t, prev_last[cpu]);
 				last_rec_time = t;
 				c->got++; c->bytes += size; c->last_time = t;
-				if (kind == 2) { c->comm_pid = pid; c->named = 1; }
+				if (kind == OPROFILE_RS_COMM) { c->comm_pid = pid; c->named = 1; }
 				else {
 					c->samples++; tot[cpu].samples++;
 					if (!c->named || c->comm_pid != pid)
@@ -172,8 +180,8 @@ int main(int argc, char **argv)
 						     c->named ? "pid" : "none", c->comm_pid);
 				}
 			}
-		} else if (kind == 3) { /* LOST */
-			tot[cpu].lost += u64(r + 16);
+		} else if (kind == OPROFILE_RS_LOST) {
+			tot[cpu].lost += u64(r + offsetof(struct oprofile_rs_lost, count));
 		}
 		pos += size;
 	}

@@ -41,6 +41,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,24 +56,15 @@
 #include <time.h>
 #include <unistd.h>
 
-#define DEV "/dev/oprofile/buffer"
+#include "oprofile_rs.h"
+
+#define DEV OPROFILE_RS_DEVICE
 #define DBG "/sys/kernel/debug/oprofile/"
-#define HEADER 96
 #define MAX_CPUS 64
 #define MAX_VIOLATIONS 16
 
-/* Record types (Documentation/stream-format.md). */
-#define T_SAMPLE 1
-#define T_CONFIG 5
-#define T_SNAPSHOT 6
-#define T_COMM 2
-#define T_LOST 3
-#define T_TRACING 4
-
-#define IOC_TRACING_ON _IO('O', 1)
-#define IOC_TRACING_OFF _IO('O', 2)
-#define IOC_FLUSH _IO('O', 3)
-#define IOC_GET_TRACING _IOR('O', 4, uint32_t)
+/* An ioctl the device does not know. */
+#define IOC_UNKNOWN _IO(OPROFILE_RS_IOC_MAGIC, 99)
 
 /* What every process counts, in memory shared by all of them. */
 struct shared {
@@ -137,30 +129,30 @@ static void parse(struct stream *s, const unsigned char *buf, long n, long asked
 		return;
 	}
 	if (!s->header_seen) {
-		if (n < HEADER || memcmp(buf, "OPRFRS\0\n", 8)) {
+		if (n < OPROFILE_RS_HEADER_LEN ||
+		    memcmp(buf, OPROFILE_RS_MAGIC, OPROFILE_RS_MAGIC_LEN)) {
 			violation("a stream's first read (%ld bytes) is not a header", n);
 			return;
 		}
 		uint16_t hsize;
-		memcpy(&hsize, buf + 10, 2);
-		if (hsize != HEADER) {
+		memcpy(&hsize, buf + offsetof(struct oprofile_rs_header, header_size), sizeof(hsize));
+		if (hsize != OPROFILE_RS_HEADER_LEN) {
 			violation("header_size %u", hsize);
 			return;
 		}
 		s->header_seen = 1;
-		at = HEADER;
+		at = OPROFILE_RS_HEADER_LEN;
 		ADD(streams, 1);
 	}
 	while (at < n) {
-		uint16_t type, size, cpu;
-		if (n - at < 8) {
+		struct oprofile_rs_prefix p;
+		if (n - at < (long)sizeof(p)) {
 			violation("a read ends in a record header (%ld bytes left)", n - at);
 			return;
 		}
-		memcpy(&type, buf + at, 2);
-		memcpy(&size, buf + at + 2, 2);
-		memcpy(&cpu, buf + at + 4, 2);
-		if (size < 8 || size % 8 || at + size > n) {
+		memcpy(&p, buf + at, sizeof(p));
+		uint16_t type = p.type, size = p.size, cpu = p.cpu;
+		if (size < sizeof(p) || size % OPROFILE_RS_RECORD_ALIGN || at + size > n) {
 			violation("record at %ld: type %u size %u in a %ld-byte read", at, type, size, n);
 			return;
 		}
@@ -168,14 +160,16 @@ static void parse(struct stream *s, const unsigned char *buf, long n, long asked
 			violation("record of cpu %u", cpu);
 			return;
 		}
-		if (type == T_SAMPLE) {
-			/* Version 2: the extended form (flag 0x02), 48 bytes + both chains. */
-			unsigned depth = buf[at + 7];
-			int ext = buf[at + 6] & 2;
-			unsigned user = ext && size >= 48 ? buf[at + 42] : 0;
+		if (type == OPROFILE_RS_SAMPLE) {
+			/* Version 2: the extended form (OPROFILE_RS_SAMPLE_FLAG_EXT),
+			 * its fixed part + both chains. */
+			unsigned depth = p.b7;
+			int ext = p.b6 & OPROFILE_RS_SAMPLE_FLAG_EXT;
+			unsigned user = ext && size >= OPROFILE_RS_SAMPLE_EXT_LEN ?
+				buf[at + offsetof(struct oprofile_rs_sample, user_depth)] : 0;
 			if (!ext)
 				violation("a SAMPLE without the extended flag");
-			if (size < 48 + 8 * (depth + user))
+			if (size < OPROFILE_RS_SAMPLE_EXT_LEN + sizeof(__u64) * (depth + user))
 				violation("SAMPLE of %u bytes with depths %u and %u", size, depth, user);
 			/* Consume mode only: in overwrite mode a snapshot taken after
 			 * tracing_on=0 holds the samples taken before it
@@ -183,20 +177,20 @@ static void parse(struct stream *s, const unsigned char *buf, long n, long asked
 			if (s->off && !s->overwrite)
 				violation("a SAMPLE of cpu %u between a TRACING off and on", cpu);
 			ADD(samples[cpu], 1);
-		} else if (type == T_LOST) {
+		} else if (type == OPROFILE_RS_LOST) {
 			uint64_t count;
-			memcpy(&count, buf + at + 16, 8);
+			memcpy(&count, buf + at + offsetof(struct oprofile_rs_lost, count), sizeof(count));
 			ADD(lost[cpu], count);
-		} else if (type == T_TRACING) {
-			int on = buf[at + 6];
+		} else if (type == OPROFILE_RS_TRACING) {
+			int on = p.b6;
 			if (s->tracing_seen && s->last_tracing == on)
 				violation("two TRACING %s records in a row", on ? "on" : "off");
 			s->tracing_seen = 1;
 			s->last_tracing = on;
 			s->off = !on;
-		} else if (type == T_CONFIG) {
-			s->overwrite = buf[at + 7] == 1; /* offset 7: mode, 1 = overwrite */
-		} else if (type != T_COMM && type != T_SNAPSHOT) {
+		} else if (type == OPROFILE_RS_CONFIG) {
+			s->overwrite = p.b7 == OPROFILE_RS_MODE_OVERWRITE; /* b7: the mode */
+		} else if (type != OPROFILE_RS_COMM && type != OPROFILE_RS_SNAPSHOT) {
 			violation("unknown record type %u", type);
 		}
 		at += size;
@@ -251,7 +245,8 @@ static unsigned char readbuf[1 << 20];
 
 static long read_size(void)
 {
-	static const long sizes[] = { 0, 1, 7, 8, 16, 40, 95, 96, 97, 200, 4095, 4096, 65536, 1 << 20 };
+	static const long sizes[] = { 0, 1, 7, 8, 16, 40, OPROFILE_RS_HEADER_LEN - 1, OPROFILE_RS_HEADER_LEN,
+				      OPROFILE_RS_HEADER_LEN + 1, 200, 4095, 4096, 65536, 1 << 20 };
 	if (below(4) == 0)
 		return below(1 << 14);
 	return sizes[below(sizeof(sizes) / sizeof(sizes[0]))];
@@ -260,17 +255,17 @@ static long read_size(void)
 /* Random ioctls on an open file of the device. */
 static void random_ioctl(int fd)
 {
-	static const unsigned long cmds[] = { IOC_TRACING_ON, IOC_TRACING_OFF, IOC_FLUSH, IOC_GET_TRACING,
-					      _IO('O', 99) };
+	static const unsigned long cmds[] = { OPROFILE_RS_IOC_TRACING_ON, OPROFILE_RS_IOC_TRACING_OFF,
+					      OPROFILE_RS_IOC_FLUSH, OPROFILE_RS_IOC_GET_TRACING, IOC_UNKNOWN };
 	unsigned long cmd = cmds[below(5)];
 	uint32_t v = 7;
 	int r = ioctl(fd, cmd, &v);
-	if (cmd == _IO('O', 99)) {
+	if (cmd == IOC_UNKNOWN) {
 		if (r != -1 || errno != ENOTTY)
 			violation("unknown ioctl: %d %s", r, strerrorname_np(errno));
 	} else if (r) {
 		violation("ioctl %lx: %s", cmd, strerrorname_np(errno));
-	} else if (cmd == IOC_GET_TRACING && v > 1) {
+	} else if (cmd == OPROFILE_RS_IOC_GET_TRACING && v > 1) {
 		violation("GET_TRACING wrote %u", v);
 	}
 }
@@ -318,7 +313,7 @@ static void reader(void)
 				/* Stop recording (now and then), drain with O_NONBLOCK set
 				 * on the open file, then block on the empty buffer: the
 				 * alarm interrupts the wait unless data comes first. */
-				stopped = below(2) && ioctl(fd, IOC_TRACING_OFF) == 0;
+				stopped = below(2) && ioctl(fd, OPROFILE_RS_IOC_TRACING_OFF) == 0;
 				fcntl(fd, F_SETFL, O_NONBLOCK);
 				long r = 0;
 				for (int j = 0; j < 64 && (r = read(fd, readbuf, sizeof(readbuf))) > 0; j++) {
@@ -340,7 +335,7 @@ static void reader(void)
 			int e = errno;
 			if (!nonblock)
 				alarm_in_us(0);
-			if (stopped && ioctl(fd, IOC_TRACING_ON))
+			if (stopped && ioctl(fd, OPROFILE_RS_IOC_TRACING_ON))
 				violation("TRACING_ON ioctl: %s", strerrorname_np(errno));
 			ADD(reads, 1);
 			if (r > 0) {
