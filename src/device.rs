@@ -52,7 +52,6 @@
 use kernel::{
     bindings,
     fs::{File, Kiocb, LocalFile},
-    ioctl::{_IO, _IOR, _IOW, _IOWR},
     iov::IovIterDest,
     mm::virt::VmaNew,
     prelude::*,
@@ -78,32 +77,27 @@ use crate::{
 /// The name of the device; devtmpfs creates `/dev/oprofile/buffer`.
 pub(crate) const DEVICE_NAME: &CStr = c"oprofile!buffer";
 
-/// The ioctl commands (`Documentation/user-guide.md`).
+/// The ioctl commands: their one definition is `format.rs`'s (shared with
+/// the host tools and `include/uapi/oprofile_rs.h`), checked here against
+/// the kernel's own encoding of the same `_IO*` (a port to an architecture
+/// whose `_IOC` differs fails this build rather than answer other numbers).
 pub(crate) mod ioctl {
-    use super::*;
+    pub(crate) use crate::format::ioctl::{
+        CONSUME, FLUSH, GET_CONFIG, GET_TRACING, SET_CONFIG, SNAPSHOT, TRACING_OFF, TRACING_ON,
+    };
+    use kernel::ioctl::{_IO, _IOR, _IOW, _IOWR};
 
-    const MAGIC: u32 = b'O' as u32;
-    /// Resume recording.
-    pub(crate) const TRACING_ON: u32 = _IO(MAGIC, 1);
-    /// Stop recording and hand everything recorded to the reader.
-    pub(crate) const TRACING_OFF: u32 = _IO(MAGIC, 2);
-    /// Hand everything recorded to the reader now.
-    pub(crate) const FLUSH: u32 = _IO(MAGIC, 3);
-    /// Write the `tracing_on` state (0 or 1) to a `__u32`.
-    pub(crate) const GET_TRACING: u32 = _IOR::<u32>(MAGIC, 4);
-    /// Consume from a mapping: `{ __u64 tail; __u64 new_tail; }`, the
-    /// consumer position the caller saw and the one after the whole records
-    /// it processed (`Documentation/mmap.md`).
-    pub(crate) const CONSUME: u32 = _IOW::<[u64; 2]>(MAGIC, 5);
-    /// Take a flight-recorder snapshot (`mode=overwrite`). Number 32: far
-    /// from the control ioctls that follow 4.
-    pub(crate) const SNAPSHOT: u32 = _IO(MAGIC, 32);
-    /// Apply configuration text: `struct oprofile_rs_config_text { __u64
-    /// ptr; __u64 len; }` (`config.rs`).
-    pub(crate) const SET_CONFIG: u32 = _IOW::<[u64; 2]>(MAGIC, 33);
-    /// Write the `config` text (NUL-terminated) to the same structure's
-    /// buffer; returns its length.
-    pub(crate) const GET_CONFIG: u32 = _IOWR::<[u64; 2]>(MAGIC, 34);
+    const MAGIC: u32 = crate::format::ioctl::MAGIC as u32;
+    const _: () = {
+        assert!(TRACING_ON == _IO(MAGIC, 1));
+        assert!(TRACING_OFF == _IO(MAGIC, 2));
+        assert!(FLUSH == _IO(MAGIC, 3));
+        assert!(GET_TRACING == _IOR::<u32>(MAGIC, 4));
+        assert!(CONSUME == _IOW::<[u64; 2]>(MAGIC, 5));
+        assert!(SNAPSHOT == _IO(MAGIC, 32));
+        assert!(SET_CONFIG == _IOW::<[u64; 2]>(MAGIC, 33));
+        assert!(GET_CONFIG == _IOWR::<[u64; 2]>(MAGIC, 34));
+    };
 }
 
 /// `O_NONBLOCK` from the UAPI headers.

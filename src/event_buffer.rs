@@ -33,41 +33,10 @@ use kernel::{
 };
 
 use crate::{
-    format::{self, Endian},
+    format::{self, meta, Endian},
     reader_state::{is_noted, NOTED_MAX},
     record_index::RecordIndex,
 };
-
-/// The meta page's layout (`Documentation/mmap.md`): byte offsets of its
-/// fields, all native-endian, aligned.
-pub(crate) mod meta {
-    /// `u32`: the layout's version, [`VERSION`].
-    pub(crate) const VERSION_AT: usize = 0;
-    /// `u32`: bytes of the meta page (the page size).
-    pub(crate) const META_SIZE_AT: usize = 4;
-    /// `u64`: the mmap offset of the data (the page size).
-    pub(crate) const DATA_OFFSET_AT: usize = 8;
-    /// `u64`: bytes of ring storage (a multiple of the page size); the data
-    /// may be mapped twice back to back.
-    pub(crate) const DATA_SIZE_AT: usize = 16;
-    /// `u64`: producer position, bytes ever appended (stored with release
-    /// after the bytes).
-    pub(crate) const HEAD_AT: usize = 24;
-    /// `u64`: consumer position, bytes ever consumed (by `read` or the
-    /// consume ioctl). It only grows; a reader that finds it moved while it
-    /// looked at the data has lost its view (another consumer).
-    pub(crate) const TAIL_AT: usize = 32;
-    /// `u64`: bytes of the stream's opening (header and restated records)
-    /// that `read` must deliver before records are consumed from the
-    /// mapping; 0 once read.
-    pub(crate) const OPENING_AT: usize = 40;
-    /// `u64`: appends refused because the ring was full (back-pressure: the
-    /// refused records wait in the CPU buffers, whose drops the stream
-    /// reports as LOST records).
-    pub(crate) const FULL_AT: usize = 48;
-    /// The layout's version.
-    pub(crate) const VERSION: u32 = 1;
-}
 
 /// Ring storage: written under the event buffer's lock (appends, into free
 /// space) and read without it (the reader's chunk, which appends never

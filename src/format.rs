@@ -1470,3 +1470,89 @@ pub fn parse(e: Endian, buf: &[u8]) -> Result<Parsed<'_>, RecordError> {
         endian: e,
     })
 }
+
+// ---------------------------------------------------------------------------
+// The device: its ioctls and its mapping's meta page
+// ---------------------------------------------------------------------------
+
+/// The ioctl commands of `/dev/oprofile/buffer` (the user guide;
+/// `include/uapi/oprofile_rs.h` for C, checked against these by
+/// `crates/format/tests/uapi_header.rs`). The module checks them against
+/// the kernel's own `_IO*` encodings at build time (`device.rs`).
+pub mod ioctl {
+    /// The type byte of every command.
+    pub const MAGIC: u8 = b'O';
+    /// `_IOC` direction: no argument.
+    pub const NONE: u32 = 0;
+    /// `_IOC` direction: the caller writes the argument.
+    pub const WRITE: u32 = 1;
+    /// `_IOC` direction: the caller reads the argument.
+    pub const READ: u32 = 2;
+
+    /// `_IOC(dir, 'O', nr, size)` in the asm-generic encoding (x86, arm64,
+    /// riscv; the architectures with other encodings fail the module's
+    /// build-time check).
+    pub const fn ioc(dir: u32, nr: u32, size: u32) -> u32 {
+        (dir << 30) | (size << 16) | ((MAGIC as u32) << 8) | nr
+    }
+
+    /// Bytes of `struct oprofile_rs_config_text { __u64 ptr; __u64 len; }`
+    /// (a configuration text buffer).
+    pub const CONFIG_TEXT_LEN: u32 = 16;
+    /// Bytes of `struct oprofile_rs_consume { __u64 tail; __u64 new_tail; }`
+    /// (the consumer position seen and the one after the records processed).
+    pub const CONSUME_LEN: u32 = 16;
+
+    /// Resume recording (`echo 1 > tracing_on`).
+    pub const TRACING_ON: u32 = ioc(NONE, 1, 0);
+    /// Stop recording and hand everything recorded to the reader.
+    pub const TRACING_OFF: u32 = ioc(NONE, 2, 0);
+    /// Hand everything recorded to the reader now (`echo 1 > flush`).
+    pub const FLUSH: u32 = ioc(NONE, 3, 0);
+    /// Write the `tracing_on` state (0 or 1) to a `__u32`.
+    pub const GET_TRACING: u32 = ioc(READ, 4, 4);
+    /// Consume from a mapping (`Documentation/mmap.md`).
+    pub const CONSUME: u32 = ioc(WRITE, 5, CONSUME_LEN);
+    /// Take a flight-recorder snapshot (`mode=overwrite`). Number 32: far
+    /// from the control ioctls that follow 4.
+    pub const SNAPSHOT: u32 = ioc(NONE, 32, 0);
+    /// Apply configuration text (`key=value` words).
+    pub const SET_CONFIG: u32 = ioc(WRITE, 33, CONFIG_TEXT_LEN);
+    /// Write the `config` text (NUL-terminated) to the buffer; returns its
+    /// length.
+    pub const GET_CONFIG: u32 = ioc(READ | WRITE, 34, CONFIG_TEXT_LEN);
+}
+
+/// The first page of a mapping of the device (`Documentation/mmap.md`):
+/// byte offsets of its fields, all native-endian and aligned
+/// (`struct oprofile_rs_meta` in `include/uapi/oprofile_rs.h`).
+pub mod meta {
+    /// `u32`: the layout's version, [`VERSION`].
+    pub const VERSION_AT: usize = 0;
+    /// `u32`: bytes of the meta page (the page size).
+    pub const META_SIZE_AT: usize = 4;
+    /// `u64`: the mmap offset of the data (the page size).
+    pub const DATA_OFFSET_AT: usize = 8;
+    /// `u64`: bytes of ring storage (a multiple of the page size); the data
+    /// may be mapped twice back to back.
+    pub const DATA_SIZE_AT: usize = 16;
+    /// `u64`: producer position, bytes ever appended (stored with release
+    /// after the bytes).
+    pub const HEAD_AT: usize = 24;
+    /// `u64`: consumer position, bytes ever consumed (by `read` or the
+    /// consume ioctl). It only grows; a reader that finds it moved while it
+    /// looked at the data has lost its view (another consumer).
+    pub const TAIL_AT: usize = 32;
+    /// `u64`: bytes of the stream's opening (header and restated records)
+    /// that `read` must deliver before records are consumed from the
+    /// mapping; 0 once read.
+    pub const OPENING_AT: usize = 40;
+    /// `u64`: appends refused because the ring was full (back-pressure: the
+    /// refused records wait in the CPU buffers, whose drops the stream
+    /// reports as LOST records).
+    pub const FULL_AT: usize = 48;
+    /// Bytes of the fields (the page is larger).
+    pub const LEN: usize = 56;
+    /// The layout's version.
+    pub const VERSION: u32 = 1;
+}

@@ -813,26 +813,22 @@ impl<C: Control> Drop for Applied<C> {
 
 // ------------------------------------------------------------------ module
 
-/// `_IOC(dir, 'O', nr, size)` (asm-generic encoding: x86, arm64, riscv).
-const fn ioc(dir: u64, nr: u64, size: u64) -> u64 {
-    (dir << 30) | (size << 16) | ((b'O' as u64) << 8) | nr
-}
-const IOC_WRITE: u64 = 1;
-const IOC_READ: u64 = 2;
+// The device's ioctls: the module's own definition (`src/format.rs`).
+use oprofile_stream::oprofile_format::ioctl;
 /// `_IO('O', 1)`: switch recording on.
-pub const IOC_TRACING_ON: u64 = ioc(0, 1, 0);
+pub const IOC_TRACING_ON: u64 = ioctl::TRACING_ON as u64;
 /// `_IO('O', 2)`: switch recording off.
-pub const IOC_TRACING_OFF: u64 = ioc(0, 2, 0);
+pub const IOC_TRACING_OFF: u64 = ioctl::TRACING_OFF as u64;
 /// `_IO('O', 3)`: make everything recorded readable now.
-pub const IOC_FLUSH: u64 = ioc(0, 3, 0);
+pub const IOC_FLUSH: u64 = ioctl::FLUSH as u64;
 /// `_IO('O', 32)`: take a flight-recorder snapshot.
-pub const IOC_SNAPSHOT: u64 = ioc(0, 32, 0);
+pub const IOC_SNAPSHOT: u64 = ioctl::SNAPSHOT as u64;
 /// `_IOR('O', 4, __u32)`: whether recording is on.
-pub const IOC_GET_TRACING: u64 = ioc(IOC_READ, 4, 4);
+pub const IOC_GET_TRACING: u64 = ioctl::GET_TRACING as u64;
 /// `_IOW('O', 33, struct oprofile_rs_config_text)`.
-pub const IOC_SET_CONFIG: u64 = ioc(IOC_WRITE, 33, 16);
+pub const IOC_SET_CONFIG: u64 = ioctl::SET_CONFIG as u64;
 /// `_IOWR('O', 34, struct oprofile_rs_config_text)`.
-pub const IOC_GET_CONFIG: u64 = ioc(IOC_READ | IOC_WRITE, 34, 16);
+pub const IOC_GET_CONFIG: u64 = ioctl::GET_CONFIG as u64;
 
 /// `struct oprofile_rs_config_text { __u64 ptr; __u64 len; }`.
 #[repr(C)]

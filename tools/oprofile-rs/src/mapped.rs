@@ -11,23 +11,27 @@ use std::io::{self, Read};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileTypeExt;
 
-/// The meta page's layout version this reader understands.
-pub const META_VERSION: u32 = 1;
+use oprofile_stream::oprofile_format::{ioctl, meta};
 
-/// Byte offsets of the meta page's fields.
+/// The meta page's layout version this reader understands.
+pub const META_VERSION: u32 = meta::VERSION;
+
+/// Byte offsets of the meta page's fields (the module's definition,
+/// `src/format.rs`).
 mod at {
-    pub const VERSION: usize = 0;
-    pub const META_SIZE: usize = 4;
-    pub const DATA_OFFSET: usize = 8;
-    pub const DATA_SIZE: usize = 16;
-    pub const HEAD: usize = 24;
-    pub const TAIL: usize = 32;
-    pub const OPENING: usize = 40;
-    pub const FULL: usize = 48;
+    use super::meta;
+    pub const VERSION: usize = meta::VERSION_AT;
+    pub const META_SIZE: usize = meta::META_SIZE_AT;
+    pub const DATA_OFFSET: usize = meta::DATA_OFFSET_AT;
+    pub const DATA_SIZE: usize = meta::DATA_SIZE_AT;
+    pub const HEAD: usize = meta::HEAD_AT;
+    pub const TAIL: usize = meta::TAIL_AT;
+    pub const OPENING: usize = meta::OPENING_AT;
+    pub const FULL: usize = meta::FULL_AT;
 }
 
-/// `_IOW('O', 5, struct { __u64 tail, new_tail; })`.
-pub const IOC_CONSUME: u64 = (1 << 30) | (16 << 16) | ((b'O' as u64) << 8) | 5;
+/// `_IOW('O', 5, struct oprofile_rs_consume)`.
+pub const IOC_CONSUME: u64 = ioctl::CONSUME as u64;
 
 /// A window: the meta page then the data twice, as mapped (or, in tests, as
 /// laid out in memory).
