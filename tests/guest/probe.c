@@ -7,6 +7,10 @@
  *   probe writen FILE N            one write(2) of N bytes of '1'
  *   probe read FILE SIZE [nonblock] one read(2) of at most SIZE bytes
  *   probe read2 FILE SIZE [nonblock] read(2) the stream header, then SIZE bytes
+ *   probe opens FILE N             N opens of FILE O_RDONLY|O_NONBLOCK, one at a
+ *                                  time (each closed); prints "ok A ebusy B
+ *                                  other C": how many opened, were refused
+ *                                  with EBUSY, failed otherwise
  *   probe open2 FILE               open twice; report the second open's result
  *   probe wait FILE HOW MS [KICK]  open FILE O_NONBLOCK, read it empty (until
  *                                  EAGAIN), then wait up to MS ms for it to be
@@ -254,6 +258,22 @@ int main(int argc, char **argv)
 			printf("ok %ld ", r);
 		}
 		return report(read(fd, buf, n));
+	}
+	if (!strcmp(cmd, "opens") && argc >= 4) {
+		long n = strtol(argv[3], NULL, 0), ok = 0, busy = 0, other = 0;
+		for (long i = 0; i < n; i++) {
+			int fd = open(path, O_RDONLY | O_NONBLOCK);
+			if (fd >= 0) {
+				ok++;
+				close(fd);
+			} else if (errno == EBUSY) {
+				busy++;
+			} else {
+				other++;
+			}
+		}
+		printf("ok %ld ebusy %ld other %ld\n", ok, busy, other);
+		return 0;
 	}
 	if (!strcmp(cmd, "open2")) {
 		int fd1 = open(path, O_RDONLY);

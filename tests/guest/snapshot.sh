@@ -203,6 +203,10 @@ grep -q ", 3 snapshots" /tmp/rec.err || dmesg | tail -20
 check "record --snapshot: two on SIGUSR2, one at the end" grep -q ", 3 snapshots" /tmp/rec.err
 expect_eq "record --snapshot put consume mode back" "$(cat $DBG/mode)" consume
 expect_eq "and recording on" "$(cat $DBG/tracing_on)" 1
+# The recording is done: the workload and 4 kHz sampling would only slow
+# the tool's reading of it below (the lockdep VM's `script --events` took 37 s).
+echo 0 >$DBG/tracing_on
+kill $wl; wait $wl 2>/dev/null
 grep -q '^settings: .*mode=overwrite ' /tmp/r.data.meta/info && pass "the side-car names the switch" ||
     fail "side-car: $(grep '^settings' /tmp/r.data.meta/info)"
 /tmp/snapcheck /tmp/r.data >/tmp/r.check; rc=$?
@@ -221,7 +225,6 @@ done
 check "report --snapshot 2 names the workload" sh -c "oprofile-rs report -i /tmp/r.data --snapshot 2 | grep -q hot_"
 out=$(oprofile-rs report -i /tmp/r.data --snapshot 9 2>&1) && fail "report --snapshot 9 succeeded"
 expect_eq "report --snapshot 9: an error naming the snapshots" "$(echo "$out" | grep -c 'snapshots 1 to 3')" 1
-kill $wl; wait $wl 2>/dev/null
 
 # rmmod while snapshotting: an open snapshot file (one open, many writes)
 # pins the module, rmmod says "in use" meanwhile, and works afterwards.
