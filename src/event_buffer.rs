@@ -38,6 +38,9 @@ use crate::{
     record_index::RecordIndex,
 };
 
+// The meta page's fields fit in its page.
+const _: () = assert!(meta::LEN <= PAGE_SIZE);
+
 /// Ring storage: written under the event buffer's lock (appends, into free
 /// space) and read without it (the reader's chunk, which appends never
 /// touch).
