@@ -26,11 +26,18 @@ mkdir -p $CG/box/inner $CG/other $CG/gone
 # $!). Workloads of a fixed length were over before recording started on a
 # slow guest (the lockdep kernel on a loaded host): the shell's set-up took
 # longer than they lived.
-inbox() { sh -c "echo \$\$ >$CG/$1/cgroup.procs && exec taskset $(printf %x $((1 << $2))) /tmp/workload 600" >/dev/null & }
-# everywhere DIR: inbox on every CPU; their pids, comma-separated, in $tg.
+# With NICE, at that nice value (busybox has renice, not nice).
+inbox() { sh -c "echo \$\$ >$CG/$1/cgroup.procs && renice -n ${3:-0} \$\$ >/dev/null && exec taskset $(printf %x $((1 << $2))) /tmp/workload 600" >/dev/null & }
+# niced TGIDS NICE: each one runs the workload at nice NICE.
+niced() {
+    for p in $(echo "$1" | tr , ' '); do
+        [ "$(awk '{ print $2, $19 }' /proc/$p/stat 2>/dev/null)" = "(workload) $2" ] || return 1
+    done
+}
+# everywhere DIR [NICE]: inbox on every CPU; their pids, comma-separated, in $tg.
 everywhere() {
     local c=0; tg=
-    while [ $c -lt "$NCPU" ]; do inbox "$1" $c; tg="$tg${tg:+,}$!"; c=$((c + 1)); done
+    while [ $c -lt "$NCPU" ]; do inbox "$1" $c "${2:-0}"; tg="$tg${tg:+,}$!"; c=$((c + 1)); done
 }
 # running TGIDS: each one runs the workload (it then is in its cgroup).
 running() {
@@ -240,7 +247,12 @@ case $out in *"Invalid argument"*) pass "insmod cgroup=box: EINVAL" ;; *) fail "
 
 # --- oprofile-rs record -G: only the command's cgroup
 check "insmod" insmod /oprofile_rs.ko event=cpu-clock sample_period=1000000
-everywhere other; outtg=$tg
+# At nice 19: every CPU still busy outside the filter, the recorder and its
+# command not slowed by them (at nice 0, 20 s of the 2 s command's record
+# on the lockdep and stock VMs).
+everywhere other 19; outtg=$tg
+wait_for niced "$outtg" 19
+check "/other busy at nice 19 on every CPU" niced "$outtg" 19
 box=$(stat -c %i $CG/box)
 oprofile-rs record -q -G $CG/box -o /tmp/r.data -- \
     sh -c "echo \$\$ >/tmp/cmd.pid; echo \$\$ >$CG/box/cgroup.procs && exec /tmp/workload 2" \

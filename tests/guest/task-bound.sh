@@ -49,12 +49,22 @@ NODBG=/nonexistent-debugfs
 # wrong), not their time (on the one host thread of the lockdep and stock
 # VMs, at nice 0, a 2 s command took 25 s to record and a `sh -c` of two
 # 1 s ones 46 s).
+# (busybox has renice, not nice.)
 busy() {
     local c=0
     busy=
     while [ $c -lt "$NCPU" ]; do
-        nice -n 19 taskset "$(printf %x $((1 << c)))" /tmp/workload 600 >/dev/null & busy="$busy $!"
+        sh -c "renice -n 19 \$\$ >/dev/null && exec taskset $(printf %x $((1 << c))) /tmp/workload 600" >/dev/null &
+        busy="$busy $!"
         c=$((c + 1))
+    done
+    wait_for busy_niced
+}
+# busy_niced: every busy pid runs the workload at nice 19 (field 19 of stat).
+busy_niced() {
+    local p
+    for p in $busy; do
+        [ "$(awk '{ print $2, $19 }' /proc/$p/stat 2>/dev/null)" = "(workload) 19" ] || return 1
     done
 }
 stop_busy() {
@@ -144,6 +154,7 @@ kill $other; wait $other 2>/dev/null
 echo 1 >$DBG/tracing_on
 drain
 busy
+check "a workload at nice 19 on every CPU ($(echo $busy | wc -w))" busy_niced
 echo "== 1. record -- COMMAND: the command alone"
 # 20 kHz: the dynamic loader's millisecond or so gets samples.
 oprofile-rs record -q -o /tmp/c.data --debugfs $NODBG -c 50000 -- /tmp/workload 2 2>/tmp/c.err
