@@ -28,6 +28,8 @@
  *                                  O_RDONLY|O_NONBLOCK), one ioctl: CMD is on,
  *                                  off, flush, get (prints the value too) or
  *                                  bogus (an unknown command)
+ *   probe toggle FILE N            open FILE O_WRONLY, then N times the ioctls
+ *                                  off and on; prints "ok A failed B" (ioctls)
  *   probe openw FILE               open FILE O_WRONLY, then O_RDONLY; reports
  *                                  the second open's result
  *   probe threads FILE MS          two threads share one O_RDONLY|O_NONBLOCK
@@ -372,6 +374,24 @@ int main(int argc, char **argv)
 			return report(r);
 		}
 		goto usage;
+	}
+	if (!strcmp(cmd, "toggle") && argc >= 4) {
+		long n = strtol(argv[3], NULL, 0), ok = 0, failed = 0;
+		int fd = open(path, O_WRONLY);
+		if (fd < 0)
+			return report(-1);
+		for (long i = 0; i < n; i++) {
+			if (ioctl(fd, OPROFILE_RS_IOC_TRACING_OFF) == 0)
+				ok++;
+			else
+				failed++;
+			if (ioctl(fd, OPROFILE_RS_IOC_TRACING_ON) == 0)
+				ok++;
+			else
+				failed++;
+		}
+		printf("ok %ld failed %ld\n", ok, failed);
+		return 0;
 	}
 	if (!strcmp(cmd, "openw")) {
 		int fd1 = open(path, O_WRONLY);
