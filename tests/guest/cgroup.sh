@@ -29,11 +29,8 @@ mkdir -p $CG/box/inner $CG/other $CG/gone
 # With NICE, at that nice value (busybox has renice, not nice).
 inbox() { sh -c "echo \$\$ >$CG/$1/cgroup.procs && renice -n ${3:-0} \$\$ >/dev/null && exec taskset $(printf %x $((1 << $2))) /tmp/workload 600" >/dev/null & }
 # niced TGIDS NICE: each one runs the workload at nice NICE.
-niced() {
-    for p in $(echo "$1" | tr , ' '); do
-        [ "$(awk '{ print $2, $19 }' /proc/$p/stat 2>/dev/null)" = "(workload) $2" ] || return 1
-    done
-}
+# shellcheck disable=SC2046 # the pids are words
+niced() { runs_niced "$2" $(echo "$1" | tr , ' '); }
 # everywhere DIR [NICE]: inbox on every CPU; their pids, comma-separated, in $tg.
 everywhere() {
     local c=0; tg=

@@ -206,6 +206,16 @@ wait_for() {
         sleep 0.1
     done
 }
+# runs_niced NICE PID...: each PID runs /tmp/workload at nice NICE (fields
+# 2 and 19 of its stat). (The guest's busybox has renice, not nice: start
+# a background load reniced, and check it with this.)
+runs_niced() {
+    local n=$1 p
+    shift
+    for p in "$@"; do
+        [ "$(awk '{ print $2, $19 }' /proc/$p/stat 2>/dev/null)" = "(workload) $n" ] || return 1
+    done
+}
 # pct N TOTAL: N as a share of TOTAL in percent (0 if TOTAL is 0).
 pct() { [ "$2" -gt 0 ] && echo $(($1 * 100 / $2)) || echo 0; }
 # folded_count RE FILE: the summed count of the folded stacks of FILE that match RE.

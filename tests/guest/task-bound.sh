@@ -60,13 +60,9 @@ busy() {
     done
     wait_for busy_niced
 }
-# busy_niced: every busy pid runs the workload at nice 19 (field 19 of stat).
-busy_niced() {
-    local p
-    for p in $busy; do
-        [ "$(awk '{ print $2, $19 }' /proc/$p/stat 2>/dev/null)" = "(workload) 19" ] || return 1
-    done
-}
+# busy_niced: every busy pid runs the workload at nice 19.
+# shellcheck disable=SC2086 # the pids are words
+busy_niced() { runs_niced 19 $busy; }
 stop_busy() {
     # shellcheck disable=SC2086 # the pids are words
     kill $busy 2>/dev/null; wait $busy 2>/dev/null
