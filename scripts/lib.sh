@@ -241,11 +241,16 @@ rig_options() {
 # builds running in that directory (cargo's own locks), and lands whole or
 # not at all.
 cargo_target_dir() {
-    local dir newest
+    local dir newest cands
     dir=$CACHE/target/$(checkout_key)
     if [ ! -d "$dir" ]; then
+        # (nullglob: with no other target the list is empty; `ls -td` of
+        # nothing would list the working directory, which a cold run once
+        # copied into its target as the "newest" one.)
+        cands=("$CACHE"/target/*/debug)
+        newest=
         # shellcheck disable=SC2012 # our own directory names: no newlines
-        newest=$(ls -td "$CACHE"/target/*/debug 2>/dev/null | grep -v '\.seed\.' | head -1 || true)
+        [ ${#cands[@]} -eq 0 ] || newest=$(ls -td "${cands[@]}" | grep -v '\.seed\.' | head -1 || true)
         if [ -n "$newest" ]; then
             newest=$(dirname "$newest")
             log "seeding cargo's target directory for this checkout from $newest (its built dependencies)" >&2
