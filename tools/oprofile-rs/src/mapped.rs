@@ -16,20 +16,6 @@ use oprofile_stream::oprofile_format::{ioctl, meta};
 /// The meta page's layout version this reader understands.
 pub const META_VERSION: u32 = meta::VERSION;
 
-/// Byte offsets of the meta page's fields (the module's definition,
-/// `src/format.rs`).
-mod at {
-    use super::meta;
-    pub const VERSION: usize = meta::VERSION_AT;
-    pub const META_SIZE: usize = meta::META_SIZE_AT;
-    pub const DATA_OFFSET: usize = meta::DATA_OFFSET_AT;
-    pub const DATA_SIZE: usize = meta::DATA_SIZE_AT;
-    pub const HEAD: usize = meta::HEAD_AT;
-    pub const TAIL: usize = meta::TAIL_AT;
-    pub const OPENING: usize = meta::OPENING_AT;
-    pub const FULL: usize = meta::FULL_AT;
-}
-
 /// `_IOW('O', 5, struct oprofile_rs_consume)`.
 pub const IOC_CONSUME: u64 = ioctl::CONSUME as u64;
 
@@ -57,8 +43,8 @@ impl Window {
     /// mapping.
     fn view(&self) -> (u64, &[u8]) {
         // The head with acquire before the bytes it covers.
-        let head = self.u64_at(at::HEAD);
-        let tail = self.u64_at(at::TAIL);
+        let head = self.u64_at(meta::HEAD_AT);
+        let tail = self.u64_at(meta::TAIL_AT);
         let n = head.saturating_sub(tail).min(self.data_size);
         let start = (tail % self.data_size) as usize;
         // SAFETY: `start + n` is below twice the data size, within the
@@ -101,10 +87,11 @@ impl Mapped {
             u64::from_ne_bytes(b)
         };
         let (version, meta_size) = (
-            field(at::VERSION, 4) as u32,
-            field(at::META_SIZE, 4) as usize,
+            field(meta::VERSION_AT, 4) as u32,
+            field(meta::META_SIZE_AT, 4) as usize,
         );
-        let (data_offset, data_size) = (field(at::DATA_OFFSET, 8), field(at::DATA_SIZE, 8));
+        let (data_offset, data_size) =
+            (field(meta::DATA_OFFSET_AT, 8), field(meta::DATA_SIZE_AT, 8));
         // SAFETY: mapped above with this length.
         unsafe { libc::munmap(meta as *mut _, page) };
         if version != META_VERSION || meta_size != page || data_offset != page as u64 {
@@ -137,7 +124,7 @@ impl Mapped {
     /// as the meta page asks, into `out`.
     pub fn read_opening(&self, dev: &mut File, out: &mut Vec<u8>) -> io::Result<()> {
         loop {
-            let want = self.win.u64_at(at::OPENING) as usize;
+            let want = self.win.u64_at(meta::OPENING_AT) as usize;
             if want == 0 {
                 return Ok(());
             }
@@ -174,7 +161,7 @@ impl Mapped {
     /// Appends the event buffer refused (back-pressure: the stream's LOST
     /// records count the samples this cost).
     pub fn full(&self) -> u64 {
-        self.win.u64_at(at::FULL)
+        self.win.u64_at(meta::FULL_AT)
     }
 }
 
@@ -233,11 +220,11 @@ mod tests {
     fn window(mem: &mut [u64], head: u64, tail: u64) -> Window {
         let words = mem.len();
         assert_eq!(words, (4096 + 2 * 4096) / 8);
-        mem[at::VERSION / 8] = 1 | (4096 << 32);
-        mem[at::DATA_OFFSET / 8] = 4096;
-        mem[at::DATA_SIZE / 8] = 4096;
-        mem[at::HEAD / 8] = head;
-        mem[at::TAIL / 8] = tail;
+        mem[meta::VERSION_AT / 8] = 1 | (4096 << 32);
+        mem[meta::DATA_OFFSET_AT / 8] = 4096;
+        mem[meta::DATA_SIZE_AT / 8] = 4096;
+        mem[meta::HEAD_AT / 8] = head;
+        mem[meta::TAIL_AT / 8] = tail;
         for i in 0..4096 / 8 {
             let v = i as u64;
             mem[512 + i] = v;
