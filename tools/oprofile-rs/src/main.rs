@@ -1142,6 +1142,12 @@ fn old_spelling(warning: &str) {
     eprintln!("oprofile-rs: warning: {}", esc(warning));
 }
 
+/// musl's allocator gives pages back and faults them in again; mimalloc
+/// keeps them (see Cargo.toml).
+#[cfg(target_env = "musl")]
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     use clap::CommandFactory;
     // `record -- COMMAND`'s trampoline (record.rs, `Held`): not a command

