@@ -11,6 +11,8 @@ use std::rc::Rc;
 
 use anyhow::{bail, Context, Result};
 
+use crate::debug_file::debug_file;
+use crate::kernel_module::{read_module, search_module};
 use crate::profile::Profile;
 use crate::symbols::ElfSymbols;
 use crate::text::esc;
@@ -519,61 +521,6 @@ pub fn annotate(
     Ok(out)
 }
 
-/// The separate debug file of the ELF file `file` read at `real`, found as
-/// gdb and perf find it: by build-id (`DIR/.build-id/ab/cdef….debug`), then
-/// by `.gnu_debuglink` (next to the binary, in its `.debug/`, in `DIR/` and
-/// in `DIR/<binary's directory>/`), for each debug directory DIR; one whose
-/// build-id differs from the binary's is not its. None where the binary
-/// has DWARF itself. Its path and its bytes.
-pub(crate) fn debug_file(
-    real: &Path,
-    file: &object::File<'_>,
-    dirs: &[PathBuf],
-) -> Option<(PathBuf, Vec<u8>)> {
-    use object::Object;
-    if file.section_by_name(".debug_info").is_some() {
-        return None;
-    }
-    let id = file.build_id().ok().flatten();
-    let mut candidates = Vec::new();
-    if let Some((first, rest)) = id.and_then(|id| id.split_first()) {
-        let rest: String = rest.iter().map(|b| format!("{b:02x}")).collect();
-        for d in dirs {
-            candidates.push(
-                d.join(".build-id")
-                    .join(format!("{first:02x}"))
-                    .join(format!("{rest}.debug")),
-            );
-        }
-    }
-    if let Some((link, _crc)) = file.gnu_debuglink().ok().flatten() {
-        let link = PathBuf::from(crate::text::from_bytes(link).into_owned());
-        let dir = real.parent().unwrap_or(Path::new("/"));
-        candidates.push(dir.join(&link));
-        candidates.push(dir.join(".debug").join(&link));
-        for d in dirs {
-            candidates.push(d.join(&link));
-            candidates.push(d.join(dir.strip_prefix("/").unwrap_or(dir)).join(&link));
-        }
-    }
-    candidates.into_iter().find_map(|c| {
-        if c.as_path() == real || !c.is_file() {
-            return None;
-        }
-        let data = std::fs::read(&c).ok()?;
-        let theirs = object::File::parse(&*data)
-            .ok()?
-            .build_id()
-            .ok()
-            .flatten()
-            .map(<[u8]>::to_vec);
-        match (id, theirs) {
-            (Some(ours), Some(theirs)) if ours != theirs => None,
-            _ => Some((c, data)),
-        }
-    })
-}
-
 /// The addresses of the symbols named `name` in the ELF file `f` (any kind:
 /// `_stext` is a plain label), in address order.
 fn elf_addresses(f: &object::File<'_>, name: &str) -> Vec<(u64, u64)> {
@@ -812,59 +759,6 @@ fn find_module(module: &str, code: &KernelCode, symfs: Option<&Path>) -> Result<
             "the function is in the module {module}, and {} cannot be read ({e}): {how}",
             root.display()
         ),
-    }
-}
-
-/// `NAME.ko` or `NAME.ko.xz` under `dir` (module names use `_` where file
-/// names may use `-`), searched depth first; symbolic links to directories
-/// (`/lib/modules/R/build`, `source`) are not followed.
-pub(crate) fn search_module(
-    dir: &Path,
-    module: &str,
-    depth: u32,
-) -> std::io::Result<Option<PathBuf>> {
-    if depth > 8 {
-        return Ok(None);
-    }
-    let rd = match std::fs::read_dir(dir) {
-        Ok(rd) => rd,
-        Err(e) if depth == 0 => return Err(e),
-        Err(_) => return Ok(None),
-    };
-    let mut subdirs = Vec::new();
-    for e in rd.flatten() {
-        let Ok(ty) = e.file_type() else { continue };
-        let name = e.file_name().to_string_lossy().replace('-', "_");
-        if ty.is_dir() {
-            subdirs.push(e.path());
-        } else if name == format!("{module}.ko") || name == format!("{module}.ko.xz") {
-            return Ok(Some(e.path()));
-        }
-    }
-    subdirs.sort();
-    for d in subdirs {
-        if let Some(p) = search_module(&d, module, depth + 1)? {
-            return Ok(Some(p));
-        }
-    }
-    Ok(None)
-}
-
-/// Largest module accepted (decompressed).
-const MAX_MODULE: usize = 512 << 20;
-
-/// A module's object file, decompressed if it is `.ko.xz`.
-pub(crate) fn read_module(path: &Path) -> Result<Vec<u8>> {
-    let data = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-    match data.get(..6) {
-        Some(b"\xfd7zXZ\0") => crate::symbols::xz_decompress(&data, MAX_MODULE)
-            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display())),
-        Some([0x1f, 0x8b, ..]) | Some([0x28, 0xb5, 0x2f, 0xfd, ..]) => bail!(
-            "{}: compressed with gzip or zstd, which annotate does not read: decompress it \
-             (gunzip, zstd -d) and give the .ko with --modules",
-            path.display()
-        ),
-        _ => Ok(data),
     }
 }
 

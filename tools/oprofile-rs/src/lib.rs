@@ -4,17 +4,22 @@
 
 pub mod annotate;
 pub mod archive;
+pub mod archive_read;
+pub mod buildid;
 pub mod calltree;
 pub mod control;
 pub mod ctl;
+pub mod debug_file;
 pub mod debuginfod;
 pub mod firefox;
 pub mod folded;
 pub mod html;
+pub mod kernel_module;
 pub mod list;
 pub mod locate;
 pub mod mapevents;
 pub mod mapped;
+pub mod maps;
 pub mod pprof;
 pub mod profile;
 pub mod record;

@@ -61,7 +61,7 @@ use linux_perf_event_reader::{
 use perf_event_open_sys as sys;
 use sys::bindings as pb;
 
-use crate::symbols::MapEntry;
+use crate::maps::MapEntry;
 
 /// One record of the kernel's, as kept in the side-car (`events`).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -732,8 +732,8 @@ impl Profile {
             debuginfod: opts.debuginfod.clone(),
             ..Locator::default()
         };
-        let (file, dir) = if crate::archive::is_archive(file) {
-            let a = crate::archive::open(file)?;
+        let (file, dir) = if crate::archive_read::is_archive(file) {
+            let a = crate::archive_read::open(file)?;
             locator.known = a.manifest.known();
             locator.archive = Some(a.root);
             locator.strict = true;

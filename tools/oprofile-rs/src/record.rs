@@ -659,7 +659,7 @@ fn snapshot_all(proc_root: &Path) -> HashMap<u32, String> {
 /// running kernel), read from memory where `/proc/self/maps` places it.
 pub fn own_vdso() -> Option<Vec<u8>> {
     let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
-    let m = crate::symbols::parse_maps(&maps)
+    let m = crate::maps::parse_maps(&maps)
         .into_iter()
         .find(|m| m.path == "[vdso]")?;
     // SAFETY: getauxval has no preconditions.

@@ -29,7 +29,8 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use crate::mapevents::{MapEvent, Timeline};
-use crate::symbols::{parse_maps, Kallsyms, MapEntry};
+use crate::maps::{parse_maps, MapEntry};
+use crate::symbols::Kallsyms;
 
 pub const SIDECAR_VERSION: u32 = 3;
 
@@ -236,7 +237,7 @@ pub fn parse_build_ids(text: &str) -> HashMap<String, String> {
         .filter_map(|l| {
             let (n, id) = l.trim().split_once(' ')?;
             let id = id.trim();
-            crate::debuginfod::valid_build_id(id).then(|| (n.to_string(), id.to_string()))
+            crate::buildid::valid_build_id(id).then(|| (n.to_string(), id.to_string()))
         })
         .collect()
 }
@@ -248,7 +249,7 @@ pub fn kernel_build_ids(sys: &Path) -> HashMap<String, String> {
     let mut ids = HashMap::new();
     if let Some(id) = std::fs::read(sys.join("kernel/notes"))
         .ok()
-        .and_then(|d| crate::locate::build_id_from_notes(&d))
+        .and_then(|d| crate::buildid::build_id_from_notes(&d))
     {
         ids.insert("kernel".to_string(), id);
     }
@@ -263,7 +264,7 @@ pub fn kernel_build_ids(sys: &Path) -> HashMap<String, String> {
             }
             if let Some(id) = std::fs::read(e.path().join("notes/.note.gnu.build-id"))
                 .ok()
-                .and_then(|d| crate::locate::build_id_from_notes(&d))
+                .and_then(|d| crate::buildid::build_id_from_notes(&d))
             {
                 ids.insert(name, id);
             }

@@ -616,7 +616,7 @@ mod tests {
             }
         );
         // Garbage everywhere: no panic, nothing found.
-        let maps = crate::symbols::parse_maps(
+        let maps = crate::maps::parse_maps(
             "400000-401000 r-xp 00000000 08:01 1 /nonexistent/bin\n\
              7ffc00000000-7ffc00001000 rw-p 00000000 00:00 0 [stack]\n",
         );

@@ -12,7 +12,8 @@ use common::{
     build_inline as build, elf_sym as sym, inline_line_of as line_of, maps_for, sh,
     write_recording, BASE, PID,
 };
-use oprofile_tool::symbols::{demangle, parse_maps, Resolver, ResolverOptions, SymbolizerKind};
+use oprofile_tool::maps::parse_maps;
+use oprofile_tool::symbols::{demangle, Resolver, ResolverOptions, SymbolizerKind};
 
 fn resolver(maps: &str, opts: ResolverOptions) -> Resolver {
     Resolver::with_options(None, HashMap::from([(PID, parse_maps(maps))]), None, opts)
@@ -128,7 +129,7 @@ fn separate_debug_file_by_build_id() {
     let dir = tempfile::tempdir().unwrap();
     let elf = build(dir.path());
     let data = std::fs::read(&elf).unwrap();
-    let id = oprofile_tool::symbols::build_id(&data).expect("built with --build-id");
+    let id = oprofile_tool::buildid::build_id(&data).expect("built with --build-id");
     let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
     // /usr/lib/debug layout: .build-id/ab/cdef....debug, no debug link.
     let root = dir.path().join("usr/lib/debug");

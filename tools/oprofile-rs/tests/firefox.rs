@@ -312,14 +312,14 @@ fn first_load_vaddr(elf: &std::path::Path) -> u64 {
 fn firefox_profile_has_libraries_and_relative_addresses() {
     let dir = tempfile::tempdir().unwrap();
     let elf = build_inline(dir.path());
-    let raw_id = oprofile_tool::symbols::build_id(&std::fs::read(&elf).unwrap()).unwrap();
+    let raw_id = oprofile_tool::buildid::build_id(&std::fs::read(&elf).unwrap()).unwrap();
     let build_id: String = raw_id.iter().map(|b| format!("{b:02x}")).collect();
     let maps = maps_for(&elf, elf.to_str().unwrap());
     let base = first_load_vaddr(&elf);
     let (outer, outer_size) = elf_sym(&elf, "_ZN2ns5outerEi");
     let r = oprofile_tool::symbols::Resolver::new(
         None,
-        HashMap::from([(PID, oprofile_tool::symbols::parse_maps(&maps))]),
+        HashMap::from([(PID, oprofile_tool::maps::parse_maps(&maps))]),
         None,
     );
     // An address of outer inside the inlined inner.

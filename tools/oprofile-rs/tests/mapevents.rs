@@ -69,7 +69,7 @@ impl Mapped {
         let path = dir.path().canonicalize().unwrap().join("mapped by test");
         std::fs::copy(true_bin(), &path).unwrap();
         let bytes = std::fs::read(&path).unwrap();
-        let build_id = oprofile_tool::symbols::build_id(&bytes).map(|b| hex(&b));
+        let build_id = oprofile_tool::buildid::build_id(&bytes).map(|b| hex(&b));
         assert!(
             build_id.is_some(),
             "{} has no build-id",
@@ -217,7 +217,7 @@ fn the_kernel_records_a_mapping_and_a_child_exec_and_exit_of_this_process() {
             unreachable!()
         };
         let file = std::fs::read(&bin).unwrap();
-        let want = oprofile_tool::symbols::build_id(&file).map(|b| hex(&b));
+        let want = oprofile_tool::buildid::build_id(&file).map(|b| hex(&b));
         assert_eq!(*build_id, want);
     }
 

@@ -9,9 +9,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::{elf_sym as sym, maps_for, sh, BASE, PID};
-use oprofile_tool::symbols::{
-    mini_debuginfo, parse_maps, Resolver, ResolverOptions, SymbolizerKind,
-};
+use oprofile_tool::maps::parse_maps;
+use oprofile_tool::symbols::{mini_debuginfo, Resolver, ResolverOptions, SymbolizerKind};
 
 const FUNCS: [&str; 3] = ["mdi_alpha", "mdi_beta", "mdi_gamma"];
 

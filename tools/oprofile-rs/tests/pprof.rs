@@ -66,7 +66,7 @@ fn msgs(m: &DynamicMessage, f: &str) -> Vec<DynamicMessage> {
 fn pprof_has_mappings_lines_inlines_and_nanoseconds() {
     let dir = tempfile::tempdir().unwrap();
     let elf = build_inline(dir.path());
-    let build_id: String = oprofile_tool::symbols::build_id(&std::fs::read(&elf).unwrap())
+    let build_id: String = oprofile_tool::buildid::build_id(&std::fs::read(&elf).unwrap())
         .unwrap()
         .iter()
         .map(|b| format!("{b:02x}"))
@@ -75,7 +75,7 @@ fn pprof_has_mappings_lines_inlines_and_nanoseconds() {
     // An address of outer inside the inlined inner, found by the resolver.
     let r = oprofile_tool::symbols::Resolver::new(
         None,
-        HashMap::from([(PID, oprofile_tool::symbols::parse_maps(&maps))]),
+        HashMap::from([(PID, oprofile_tool::maps::parse_maps(&maps))]),
         None,
     );
     let (outer, size) = elf_sym(&elf, "_ZN2ns5outerEi");
@@ -150,7 +150,7 @@ fn pprof_has_mappings_lines_inlines_and_nanoseconds() {
     let mappings = msgs(&p, "mapping");
     assert_eq!(mappings.len(), 1);
     let m = &mappings[0];
-    let text_map = oprofile_tool::symbols::parse_maps(&maps)
+    let text_map = oprofile_tool::maps::parse_maps(&maps)
         .into_iter()
         .find(|e| e.start <= inl && inl < e.end)
         .unwrap();

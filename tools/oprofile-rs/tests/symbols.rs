@@ -5,7 +5,8 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
 use common::*;
-use oprofile_tool::symbols::{parse_maps, ElfSymbols, Kallsyms, Resolver};
+use oprofile_tool::maps::parse_maps;
+use oprofile_tool::symbols::{ElfSymbols, Kallsyms, Resolver};
 
 #[test]
 fn user_addresses_resolve_through_fake_maps() {

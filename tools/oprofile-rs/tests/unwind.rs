@@ -319,7 +319,8 @@ fn garbage_stacks_fall_back_to_the_frame_pointer_chain() {
 
 #[test]
 fn the_library_unwinds_return_addresses_named_after_their_calls() {
-    use oprofile_tool::symbols::{parse_maps, Resolver};
+    use oprofile_tool::maps::parse_maps;
+    use oprofile_tool::symbols::Resolver;
     use oprofile_tool::unwind::DwarfUnwinder;
     let dir = tempfile::tempdir().unwrap();
     let Some((_bin, c)) = capture(dir.path(), "lib", &[]) else {
