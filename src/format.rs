@@ -1556,3 +1556,22 @@ pub mod meta {
     /// The layout's version.
     pub const VERSION: u32 = 1;
 }
+
+// ---------------------------------------------------------------------------
+// Settings values
+// ---------------------------------------------------------------------------
+
+/// Parses a decimal number (digits only, no sign, no overflow): the syntax
+/// of every numeric setting (load parameters, debugfs files, `config`
+/// text).
+pub fn parse_u64(text: &[u8]) -> Option<u64> {
+    if text.is_empty() {
+        return None;
+    }
+    text.iter().try_fold(0u64, |v, &c| {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        v.checked_mul(10)?.checked_add(u64::from(c - b'0'))
+    })
+}

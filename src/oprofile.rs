@@ -8,17 +8,14 @@
 
 use kernel::{prelude::*, sync::Arc};
 
-use poll_misc::PollMiscRegistration;
+use control::{debugfs, device, params, profiler};
+use path::{buffer_memory, cgroup};
+use shims::{glue, poll_misc::PollMiscRegistration};
 
-mod buffer_memory;
-mod cgroup;
-mod config;
+// The layers, each importing only from those below it (and from `format` and
+// `ringbuf`, which import nothing of the module):
+// `kunit` (test builds) > `control` > `path` > `shims`.
 mod control;
-mod counter_table;
-mod cpu_work;
-mod debugfs_files;
-mod device;
-mod event_buffer;
 // The stream format, shared with the host crate `crates/format` (hence `pub`
 // items). The module writes every record but reads back only a few fields:
 // the other readers serve the host decoder and, in the KUnit build (where
@@ -26,30 +23,12 @@ mod event_buffer;
 #[cfg_attr(not(oprofile_rs_kunit), allow(dead_code))]
 #[allow(unreachable_pub)]
 mod format;
-mod glue;
-mod hotplug;
 // The KUnit suites and their helpers (NMI handlers, kthreads): test-rig builds
 // only (`OPROFILE_RS_KUNIT=1`).
 #[cfg(oprofile_rs_kunit)]
 mod kunit;
-mod params;
-mod perf;
-mod poll_misc;
-mod profiler;
-mod ratelimit;
-mod reader_state;
-mod record_index;
-mod sampler;
-mod settings;
-mod snapshot;
-// Pure logic shared with the host crate `crates/snapshot` (hence `pub` items).
-#[allow(unreachable_pub)]
-mod snapshot_plan;
-mod sync;
-mod sync_stage;
-mod task_counters;
-mod user_stack;
-mod work_item;
+mod path;
+mod shims;
 // The ring-buffer core is shared with the host crate `crates/ringbuf`; parts of
 // its public API serve only the host tests and benchmarks.
 #[allow(unreachable_pub)]
@@ -107,7 +86,7 @@ struct OprofileModule {
     profiler: Arc<profiler::Profiler>,
     #[pin]
     device: PollMiscRegistration<device::BufferReader>,
-    control: control::ControlFiles,
+    control: debugfs::ControlFiles,
 }
 
 /// The `event=` parameter (a C `charp` in glue.c: `module!` has no strings).
@@ -186,7 +165,7 @@ impl kernel::InPlaceModule for OprofileModule {
             config.cgroup = filter.as_ref().map_or(0, |c| c.id());
             let profiler = profiler::Profiler::new(config, filter)?;
             Ok(try_pin_init!(Self {
-                control: control::ControlFiles::new(&profiler)?,
+                control: debugfs::ControlFiles::new(&profiler)?,
                 device <- device::register(profiler.clone()),
                 profiler,
             }? Error))

@@ -27,8 +27,8 @@ use kernel::{
 };
 
 use super::kthread::{park, wait_until, Thread};
-use crate::profiler::cpu_online;
 use crate::ringbuf::atomics::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
+use crate::shims::cpu::cpu_online;
 
 /// The orderings of `core`'s names the shim takes.
 const ALL: [Ordering; 5] = [

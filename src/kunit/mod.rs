@@ -15,7 +15,7 @@
 //! | `nmi.rs`, `nmi_glue.c` | CPU-local NMI handlers and self-NMI IPIs (the kernel crate has none) |
 //! | `kthread.rs` | kernel threads bound to a CPU (also used by `bench/`, the benchmark module) |
 //!
-//! Unit suites of one file stay in that file (`params.rs`, `control.rs`,
+//! Unit suites of one file stay in that file (`params.rs`, `debugfs.rs`,
 //! `event_buffer.rs`, `sync_stage.rs`, `counter_table.rs`).
 
 mod atomics;

@@ -22,7 +22,7 @@ use core::marker::{PhantomData, PhantomPinned};
 
 use kernel::{cpu::CpuId, prelude::*, types::Opaque};
 
-use crate::{perf::Regs, profiler::cpu_online};
+use crate::shims::{cpu::cpu_online, perf::Regs};
 
 mod ffi {
     use core::ffi::{c_char, c_int, c_uint, c_void};

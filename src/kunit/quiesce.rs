@@ -33,11 +33,14 @@ use super::{
     nmi,
 };
 use crate::{
-    cgroup::InForce,
-    perf::Regs,
-    profiler::{cpu_online, stop_recording},
+    control::profiler::stop_recording,
+    path::{cgroup::InForce, sampler::CpuSampler},
     ringbuf::{RecordSwitch, Switches},
-    sampler::{mono_ns, now, CpuSampler},
+    shims::{
+        clock::{mono_ns, now},
+        cpu::cpu_online,
+        perf::Regs,
+    },
 };
 
 static GLOBAL: RecordSwitch = RecordSwitch::new(true);

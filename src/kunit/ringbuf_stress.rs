@@ -43,9 +43,9 @@ use kernel::{
 
 use super::kthread::{park, wait_until, Thread};
 use super::nmi;
-use crate::profiler::cpu_online;
 use crate::ringbuf::{CpuBuffer, Mode, RecordSwitch, Stats, Switches};
-use crate::sampler::mono_ns;
+use crate::shims::clock::mono_ns;
+use crate::shims::cpu::cpu_online;
 
 /// Period of the IRQ writer.
 const TIMER_PERIOD_US: i64 = 50;
@@ -197,7 +197,7 @@ struct StressNmi;
 impl nmi::NmiHandler for StressNmi {
     const NAME: &'static CStr = c"oprofile_rs_kunit";
 
-    fn handle(_regs: &crate::perf::Regs) -> bool {
+    fn handle(_regs: &crate::shims::perf::Regs) -> bool {
         let p = ACTIVE.load(Acquire);
         if p.is_null() {
             return false;

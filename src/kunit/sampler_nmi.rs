@@ -5,7 +5,7 @@
 //! There is no PMU on the test machines, so perf never delivers an overflow
 //! as an NMI there. This test drives the same code from real NMIs instead: a
 //! CPU-local NMI handler ([`super::nmi`]) calls [`CpuSampler::log_sample`]
-//! (what its [`crate::perf::OverflowHandler`] entry calls once it checked
+//! (what its [`crate::shims::perf::OverflowHandler`] entry calls once it checked
 //! the CPU: the test's task may run on any CPU between two NMIs) with the
 //! NMI's registers and an event index and period, for every self-NMI IPI the
 //! test sends while it spins on its CPU. Checked: every NMI is handled in NMI
@@ -31,11 +31,13 @@ use kernel::{cpu::CpuId, prelude::*};
 
 use super::nmi;
 use crate::{
-    cgroup::InForce,
     format::{self, Endian, Fields},
-    perf::Regs,
+    path::{
+        cgroup::InForce,
+        sampler::{CpuSampler, SampleHook, BEFORE_SAMPLE, PAUSE_GEN},
+    },
     ringbuf::{ReadError, RecordSwitch, Switches},
-    sampler::{self, CpuSampler, PAUSE_GEN},
+    shims::perf::Regs,
 };
 
 static GLOBAL_ON: RecordSwitch = RecordSwitch::new(true);
@@ -177,7 +179,7 @@ fn read_back(sampler: &CpuSampler, depth: u32, out: &mut Outcome) -> Result {
     out.invalid = c.sample_invalid_eip.load(kernel::sync::atomic::Relaxed);
     out.aborted = c.backtrace_aborted.load(kernel::sync::atomic::Relaxed);
     out.throttled_count = c.sample_throttled.load(Relaxed);
-    let (me, _, _) = sampler::current_task();
+    let (me, _, _) = crate::shims::task::current_task();
     let mut named = false;
     let mut buf = KVec::from_elem(0u8, format::MAX_RECORD, GFP_KERNEL)?;
     loop {
@@ -241,6 +243,9 @@ fn read_back(sampler: &CpuSampler, depth: u32, out: &mut Outcome) -> Result {
 /// [`before_sample`] (null: none).
 static RESUME_AT: Atomic<*mut CpuSampler> = Atomic::new(null_mut());
 
+/// [`before_sample`], as the sample path takes it.
+static HOOK: SampleHook = SampleHook(before_sample);
+
 /// A snapshot's pause (`snapshot.rs`) on the test's switch: started.
 fn pause() {
     PAUSE_GEN.fetch_add(1, Full);
@@ -255,11 +260,11 @@ fn resume(s: &CpuSampler) {
     PAUSE_GEN.fetch_add(1, Full);
 }
 
-/// Called by [`CpuSampler::log_sample`] (KUnit builds only) after it decided
-/// whether to name the task and before it reserves the SAMPLE: if `s` is
-/// armed, the emulated snapshot's pause ends here, as it may on another CPU
-/// while a handler that started during the pause runs.
-pub(crate) fn before_sample(s: &CpuSampler) {
+/// The sample path's hook ([`crate::path::sampler::BEFORE_SAMPLE`], called
+/// after the sampler decided whether to name the task and before it reserves
+/// the SAMPLE): if `s` is armed, the emulated snapshot's pause ends here, as
+/// it may on another CPU while a handler that started during the pause runs.
+fn before_sample(s: &CpuSampler) {
     let me = core::ptr::from_ref(s).cast_mut();
     if RESUME_AT.load(Acquire) == me && RESUME_AT.cmpxchg(me, null_mut(), Full).is_ok() {
         resume(s);
@@ -275,6 +280,7 @@ fn run_pause() -> Result<(Outcome, u64)> {
     WRONG_CONTEXT.store(0, Relaxed);
     let me = core::ptr::from_ref(&*sampler).cast_mut();
     ACTIVE.store(me, Release);
+    BEFORE_SAMPLE.store(core::ptr::from_ref(&HOOK).cast_mut(), Release);
     let mut out = Outcome::default();
     // Before the snapshot: the task is named, and the sample drained at the
     // cut (no handler is in flight: the NMI was taken).
@@ -293,6 +299,7 @@ fn run_pause() -> Result<(Outcome, u64)> {
     ok &= nmi_sample();
     out.timed_out = !ok;
     ACTIVE.store(null_mut(), Release);
+    BEFORE_SAMPLE.store(null_mut(), Release);
     PENDING.store(0, Release);
     drop(reg);
     read_back(&sampler, 8, &mut out)?;

@@ -11,12 +11,14 @@
 use kernel::prelude::*;
 
 use crate::{
-    device::stream_header,
+    control::{
+        device::stream_header,
+        params::{Config, Raw},
+        settings::Settings,
+    },
     format::{self, Endian, Fields},
-    params::{Config, Raw},
-    perf::Event,
-    reader_state::ReaderState,
-    settings::Settings,
+    path::reader_state::ReaderState,
+    shims::perf::Event,
 };
 
 /// Settings sampling `event` (at 4000 Hz) and `extra`, if any.

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Unit and property tests of the snapshot planner (`src/snapshot_plan.rs`):
+//! Unit and property tests of the snapshot planner (`src/path/snapshot_plan.rs`):
 //! the newest named records that fit, COMM restated, merged by time.
 
 use oprofile_snapshot_plan::{next_merged, plan, CpuPlan, Staged};

@@ -1,5 +1,5 @@
 //! Streams written with the module's own encoders (`src/format.rs`, as
-//! `src/device.rs`, `src/sampler.rs` and `src/sync.rs` call them) decode to
+//! `src/control/device.rs`, `src/path/sampler.rs` and `src/path/sync.rs` call them) decode to
 //! exactly the records encoded, whatever their fields; and the format's own
 //! record reader keeps its promises on arbitrary bytes.
 use oprofile_stream::oprofile_format as format;
@@ -18,7 +18,7 @@ enum Written {
     Snapshot(format::Snapshot),
 }
 
-/// A user stack part as `src/sampler.rs` writes it after the callchains:
+/// A user stack part as `src/path/sampler.rs` writes it after the callchains:
 /// the registers, `copied`, then the head's `user_stack` bytes (those past
 /// `copied` zero).
 #[derive(Debug, Clone)]
@@ -153,7 +153,7 @@ fn arb_written() -> impl Strategy<Value = Written> {
     ]
 }
 
-/// The header `src/device.rs` writes.
+/// The header `src/control/device.rs` writes.
 fn module_header(name: &str, start_time: u64) -> format::Header {
     format::Header {
         version: format::VERSION,

@@ -27,7 +27,7 @@ impl Kind {
     }
 }
 
-/// The module's events (`src/perf.rs`, `Event::ALL`), with their kind,
+/// The module's events (`src/shims/perf.rs`, `Event::ALL`), with their kind,
 /// the name of their file in a PMU's sysfs `events/` directory where it
 /// lists them, and what they count.
 pub const EVENTS: [(&str, Kind, Option<&str>, &str); 11] = [
@@ -213,12 +213,12 @@ mod tests {
         l.iter().map(|l| (l.name, l.available.is_ok())).collect()
     }
 
-    /// The module's `Event::name`s, read from its source (`src/perf.rs`),
+    /// The module's `Event::name`s, read from its source (`src/shims/perf.rs`),
     /// in its order, with their kind.
     #[test]
     fn the_list_is_the_modules_events() {
         let src =
-            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../src/perf.rs"))
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../src/shims/perf.rs"))
                 .unwrap();
         let body = &src[src
             .find("fn name(self) -> &'static str {\n        match self {\n            Event::")

@@ -28,13 +28,13 @@ pub(crate) trait HotplugCounter {
     fn set_enabled(&self, on: bool);
 }
 
-impl HotplugCounter for crate::perf::Counter {
+impl HotplugCounter for crate::shims::perf::Counter {
     fn made_outside_hotplug(&self) -> bool {
-        crate::perf::Counter::made_outside_hotplug(self)
+        crate::shims::perf::Counter::made_outside_hotplug(self)
     }
 
     fn set_enabled(&self, on: bool) {
-        crate::perf::Counter::set_enabled(self, on)
+        crate::shims::perf::Counter::set_enabled(self, on)
     }
 }
 

@@ -8,9 +8,9 @@
 use kernel::prelude::*;
 
 use crate::{
+    control::params::{write_list, Config, EventChoice, RecordMode},
     format::{self, MAX_EVENTS},
-    params::{write_list, Config, EventChoice, RecordMode},
-    perf::{Attr, Event},
+    shims::perf::{Attr, Event},
 };
 
 /// The configuration in force (a copy is a consistent view).
@@ -131,7 +131,7 @@ impl Settings {
             b"exclude_user" => write!(f, "{}", u8::from(c.exclude_user)),
             b"exclude_kernel" => write!(f, "{}", u8::from(c.exclude_kernel)),
             b"mode" => f.write_str(c.mode.name()),
-            b"cgroup" => crate::cgroup::write_value(c.cgroup, f),
+            b"cgroup" => crate::path::cgroup::write_value(c.cgroup, f),
             b"user_stack_size" => write!(f, "{}", c.user_stack_size),
             b"pid" => write!(f, "{}", c.pid),
             b"user_stack_fit" => write!(f, "{}", u8::from(c.user_stack_fit)),

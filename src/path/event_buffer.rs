@@ -34,8 +34,10 @@ use kernel::{
 
 use crate::{
     format::{self, meta, Endian},
-    reader_state::{is_noted, NOTED_MAX},
-    record_index::RecordIndex,
+    path::{
+        reader_state::{is_noted, NOTED_MAX},
+        record_index::RecordIndex,
+    },
 };
 
 // The meta page's fields fit in its page.

@@ -19,9 +19,8 @@
 use kernel::prelude::*;
 
 use crate::{
-    event_buffer::EventBuffer,
     format::{self, Endian},
-    reader_state::is_noted,
+    path::{event_buffer::EventBuffer, reader_state::is_noted},
 };
 
 /// Noted records (COMM, TRACING, CONFIG: `reader_state.rs`) whose offsets a

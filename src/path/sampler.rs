@@ -27,9 +27,15 @@ use kernel::{
 
 use crate::{
     format::{self, Endian, MAX_DEPTH, MAX_EVENTS, MAX_USER_DEPTH},
-    perf::{Overflow, OverflowHandler, Regs},
+    path::user_stack::{self, UserRegs},
     ringbuf::{CpuBuffer, Mode, ReserveError, Switches},
-    user_stack::{self, UserRegs},
+    shims::{
+        perf::{Overflow, OverflowHandler, Regs},
+        {
+            clock::{now, store_max},
+            task::current_task,
+        },
+    },
 };
 
 /// Entries of a CPU's callchain scratch space: the kernel chain, then the
@@ -129,31 +135,6 @@ impl Scratch {
 /// it changed or was odd was refused by the pause, and its sample is counted
 /// as received and lost (never silently dropped).
 pub(crate) static PAUSE_GEN: Atomic<u64> = Atomic::new(0);
-
-/// The clock of the stream (`local_clock()`, ns).
-pub(crate) fn now() -> u64 {
-    // SAFETY: plain call; local_clock() is safe in any context.
-    unsafe { crate::glue::oprofile_rs_clock() }
-}
-
-/// The clocksource's monotonic time in ns: NMI safe, consistent across
-/// CPUs, and it advances while interrupts are off, where `local_clock()` may
-/// not (an unstable sched clock, as on the lockdep kernel under QEMU, moves at
-/// most a tick past this CPU's last tick). For waits and durations in tests
-/// (KUnit); the stream's time stamps are [`now`].
-#[cfg(oprofile_rs_kunit)]
-pub(crate) fn mono_ns() -> u64 {
-    // SAFETY: plain call; ktime_get_mono_fast_ns() is safe in any context.
-    unsafe { kernel::bindings::ktime_get_mono_fast_ns() }
-}
-
-/// pid, tgid and comm of the current task (any context, NMI included).
-pub(crate) fn current_task() -> (u32, u32, [u8; 16]) {
-    let (mut pid, mut tgid, mut comm) = (0u32, 0u32, [0u8; 16]);
-    // SAFETY: the pointers are valid for the writes (comm: 16 bytes).
-    unsafe { crate::glue::oprofile_rs_current_task(&mut pid, &mut tgid, comm.as_mut_ptr()) };
-    (pid, tgid, comm)
-}
 
 /// A comm as two words, for a cheap comparison.
 fn comm_words(comm: &[u8; 16]) -> [u64; 2] {
@@ -267,15 +248,27 @@ impl Counters {
     }
 }
 
-/// Raises `a` to `v` if it is below (`fetch_max`, which the kernel's atomics
-/// do not have).
-pub(crate) fn store_max(a: &Atomic<u64>, v: u64) {
-    let mut old = a.load(Relaxed);
-    while old < v {
-        match a.cmpxchg(old, v, Relaxed) {
-            Ok(_) => return,
-            Err(cur) => old = cur,
-        }
+/// KUnit builds only: a hook a suite sets, which [`CpuSampler::log_sample`]
+/// calls after it decided whether to name the task and before it reserves
+/// the SAMPLE (`kunit/sampler_nmi.rs` ends an emulated snapshot's pause
+/// there, as a snapshot may on another CPU while a handler runs). The sample
+/// path names no test code: the suite hands its function in.
+#[cfg(oprofile_rs_kunit)]
+pub(crate) struct SampleHook(pub(crate) fn(&CpuSampler));
+
+/// The hook in force (null: none); only ever a `&'static SampleHook`.
+#[cfg(oprofile_rs_kunit)]
+pub(crate) static BEFORE_SAMPLE: Atomic<*mut SampleHook> = Atomic::new(core::ptr::null_mut());
+
+/// Calls the hook in force, if any.
+#[cfg(oprofile_rs_kunit)]
+fn before_sample_hook(s: &CpuSampler) {
+    let hook = BEFORE_SAMPLE.load(Acquire);
+    if !hook.is_null() {
+        // SAFETY: `BEFORE_SAMPLE` only ever holds a `&'static SampleHook`
+        // (see its documentation), never freed and only read.
+        let hook = unsafe { &*hook };
+        (hook.0)(s);
     }
 }
 
@@ -284,7 +277,7 @@ pub(crate) struct CpuSampler {
     pub(crate) cpu: u32,
     pub(crate) buffer: CpuBuffer<'static, Storage>,
     /// The cgroup filter this CPU's samples are tested against.
-    cgroup: &'static crate::cgroup::InForce,
+    cgroup: &'static crate::path::cgroup::InForce,
     /// pid of the task the last COMM record on this CPU named (u64::MAX: none).
     last_pid: Atomic<u64>,
     /// The comm that COMM record gave, as two native-endian words: a task
@@ -321,7 +314,7 @@ pub(crate) struct CpuSampler {
     /// Whether the CPU has its buffers: its ring's storage of
     /// `cpu_buffer_size` bytes and its stack copy area (allocated when it
     /// first comes online, kept when it goes offline, see
-    /// [`crate::sync::Buffers::provision`]); until then the ring is a
+    /// [`crate::path::sync::Buffers::provision`]); until then the ring is a
     /// placeholder of [`PLACEHOLDER_BYTES`]. Set (release) before `up` is
     /// first set, never cleared.
     provisioned: Atomic<bool>,
@@ -334,7 +327,7 @@ impl CpuSampler {
         depth: u32,
         user_depth: u32,
         switches: Switches<'static>,
-        cgroup: &'static crate::cgroup::InForce,
+        cgroup: &'static crate::path::cgroup::InForce,
         overwrite: bool,
     ) -> Result<Self> {
         let ring = (new_storage(bytes)?, Scratch::new()?);
@@ -358,7 +351,7 @@ impl CpuSampler {
         depth: u32,
         user_depth: u32,
         switches: Switches<'static>,
-        cgroup: &'static crate::cgroup::InForce,
+        cgroup: &'static crate::path::cgroup::InForce,
         overwrite: bool,
     ) -> Result<Self> {
         let ring = (new_storage(PLACEHOLDER_BYTES)?, Scratch::without_stack());
@@ -378,7 +371,7 @@ impl CpuSampler {
         (storage, scratch): (Storage, Scratch),
         (depth, user_depth): (u32, u32),
         switches: Switches<'static>,
-        cgroup: &'static crate::cgroup::InForce,
+        cgroup: &'static crate::path::cgroup::InForce,
         overwrite: bool,
         provisioned: bool,
     ) -> Result<Self> {
@@ -590,7 +583,7 @@ impl CpuSampler {
         }
         // KUnit: a snapshot's pause may end here (`kunit/sampler_nmi.rs`).
         #[cfg(oprofile_rs_kunit)]
-        crate::kunit::sampler_nmi::before_sample(self);
+        before_sample_hook(self);
         if pc == 0 {
             self.received(throttled);
             c.sample_invalid_eip.add(1, Relaxed);

@@ -24,7 +24,6 @@
 use kernel::{
     bindings,
     cpu::{nr_cpu_ids, CpuId},
-    cpumask::Cpumask,
     new_mutex,
     prelude::*,
     sync::{
@@ -34,29 +33,25 @@ use kernel::{
 };
 
 use crate::{
-    counter_table::CounterTable,
-    cpu_work::CpuWorks,
+    control::{
+        counter_table::CounterTable,
+        params::{Config, EventChoice, RecordMode},
+        settings::Settings,
+        task_counters::TaskCounters,
+    },
     format::MAX_EVENTS,
-    hotplug::{self, HotplugHandler},
-    params::{Config, EventChoice, RecordMode},
-    perf::{Counter, Event, Target, Trampoline},
-    ratelimit::pr_ratelimited,
-    reader_state::ReaderState,
+    path::{reader_state::ReaderState, sampler::CpuSampler, sync::Buffers},
     ringbuf::{RecordSwitch, Switches},
-    sampler::CpuSampler,
-    settings::Settings,
-    sync::Buffers,
-    task_counters::{TaskCounters, TaskRef},
-    work_item::{WorkHandler, WorkItem},
+    shims::{
+        cpu::cpu_online,
+        cpu_work::CpuWorks,
+        hotplug::{self, HotplugHandler},
+        perf::{Counter, Event, Target, Trampoline},
+        ratelimit::pr_ratelimited,
+        task::TaskRef,
+        work_item::{WorkHandler, WorkItem},
+    },
 };
-
-/// Whether `cpu` is online (the kernel's `cpu_online()`).
-pub(crate) fn cpu_online(cpu: CpuId) -> bool {
-    // SAFETY: `__cpu_online_mask` is a valid cpumask for the kernel's
-    // lifetime, only read here.
-    let online = unsafe { Cpumask::from_raw(&raw const bindings::__cpu_online_mask) };
-    online.test(cpu)
-}
 
 /// The global record switch, bound to debugfs `tracing_on`.
 pub(crate) static TRACING_ON: RecordSwitch = RecordSwitch::new(true);
@@ -153,12 +148,15 @@ pub(crate) struct Profiler {
     pub(crate) reader_open: Atomic<bool>,
     /// The cgroup filter in force (`config.cgroup` is its id); set under
     /// `control`. Removed when the profiler goes, after its counters.
-    pub(crate) filter: crate::cgroup::Filter,
+    pub(crate) filter: crate::path::cgroup::Filter,
 }
 
 impl Profiler {
     /// Allocates everything and starts sampling.
-    pub(crate) fn new(config: Config, filter: Option<crate::cgroup::Cgroup>) -> Result<Arc<Self>> {
+    pub(crate) fn new(
+        config: Config,
+        filter: Option<crate::path::cgroup::Cgroup>,
+    ) -> Result<Arc<Self>> {
         TRACING_ON.set(true);
         let n = nr_cpu_ids();
         let switches = Switches {
@@ -180,7 +178,7 @@ impl Profiler {
                     config.backtrace_depth,
                     config.user_backtrace_depth,
                     switches,
-                    &crate::cgroup::IN_FORCE,
+                    &crate::path::cgroup::IN_FORCE,
                     overwrite,
                 )?
             } else {
@@ -189,7 +187,7 @@ impl Profiler {
                     config.backtrace_depth,
                     config.user_backtrace_depth,
                     switches,
-                    &crate::cgroup::IN_FORCE,
+                    &crate::path::cgroup::IN_FORCE,
                     overwrite,
                 )?
             };
@@ -237,7 +235,7 @@ impl Profiler {
                 starting: Atomic::new(false),
                 hotplug <- new_mutex!(None),
                 reader_open: Atomic::new(false),
-                filter: crate::cgroup::Filter::new(filter),
+                filter: crate::path::cgroup::Filter::new(filter),
             }? Error),
             GFP_KERNEL,
         )?;
@@ -350,7 +348,7 @@ impl Profiler {
         self.set_counted(settings);
         self.reader
             .lock()
-            .set_initial_config(settings.record(crate::sampler::now()));
+            .set_initial_config(settings.record(crate::shims::clock::now()));
         RUNNING.set(true);
         let registration = self.register().inspect_err(|_| {
             RUNNING.set(false);
@@ -467,7 +465,7 @@ impl Profiler {
     /// `EINVAL` in consume mode (logged), `ENOSPC` if the event buffer
     /// cannot take it (read the stream and retry). Serialised with the other
     /// snapshots and `tracing_on` changes.
-    pub(crate) fn snapshot(&self) -> Result<crate::snapshot::SnapshotStats> {
+    pub(crate) fn snapshot(&self) -> Result<crate::path::snapshot::SnapshotStats> {
         let _control = self.control.lock();
         self.buffers
             .snapshot(&RUNNING, TRACING_ON.is_on())

@@ -64,7 +64,7 @@ impl RateLimit {
 /// [`INTERVAL_NS`].
 macro_rules! pr_ratelimited {
     ($pr:ident, $($arg:tt)*) => {{
-        static RL: $crate::ratelimit::RateLimit = $crate::ratelimit::RateLimit::new();
+        static RL: $crate::shims::ratelimit::RateLimit = $crate::shims::ratelimit::RateLimit::new();
         let (print, suppressed) = RL.check();
         if suppressed > 0 {
             kernel::$pr!("{} log lines suppressed (rate limit)\n", suppressed);

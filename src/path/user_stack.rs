@@ -9,7 +9,7 @@
 //! the return address, read with `copy_from_user_nmi()` (range checked,
 //! `nmi_uaccess_okay()`, page faults disabled: a page that is not present
 //! ends the walk, nothing sleeps or faults anything in). The policy is here,
-//! in Rust ([`walk`]); C ([`crate::glue`]) only finds the registers. The walk
+//! in Rust ([`walk`]); C ([`crate::shims::glue`]) only finds the registers. The walk
 //! is bounded whatever the user stack holds: at most the depth asked for,
 //! and it stops at a frame pointer of 0 (the outermost frame), at one that
 //! is not 8-aligned, not above the previous frame record (so loops and
@@ -25,7 +25,7 @@
 
 use kernel::{bindings, ffi::c_void};
 
-use crate::{glue, perf::Regs};
+use crate::shims::{glue, perf::Regs};
 
 /// Bytes of a frame record: the caller's frame pointer, then the return
 /// address.

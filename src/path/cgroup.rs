@@ -31,9 +31,11 @@ use kernel::{
 };
 
 use crate::{
-    glue::{self, RawCgroup},
-    params::parse_u64,
-    ratelimit::pr_ratelimited,
+    format::parse_u64,
+    shims::{
+        glue::{self, RawCgroup},
+        ratelimit::pr_ratelimited,
+    },
 };
 
 /// Longest path accepted (the kernel's `PATH_MAX`, its NUL included).

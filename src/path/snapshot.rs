@@ -46,10 +46,13 @@ use kernel::{
 
 use crate::{
     format::{self, Endian},
-    ratelimit::pr_ratelimited,
+    path::{
+        event_buffer::EventBuffer,
+        sampler::{CpuSampler, PAUSE_GEN},
+        snapshot_plan::{self, CpuPlan, Staged},
+    },
     ringbuf::{ReadError, RecordSwitch},
-    sampler::{now, CpuSampler, PAUSE_GEN},
-    snapshot_plan::{self, CpuPlan, Staged},
+    shims::{clock::now, ratelimit::pr_ratelimited},
 };
 
 /// Where a staged record lies.
@@ -276,7 +279,7 @@ impl SnapshotState {
     }
 
     /// Gives CPU `cpu` the staging area `area` (a CPU that came online:
-    /// [`crate::sync::Buffers::provision`]); between snapshots, which
+    /// [`crate::path::sync::Buffers::provision`]); between snapshots, which
     /// leave every area empty.
     pub(crate) fn set_staging(&mut self, cpu: usize, area: StagedCpu) {
         if let Some(s) = self.staged.get_mut(cpu) {
@@ -324,8 +327,8 @@ impl SnapshotState {
 }
 
 /// Turns `running` off and waits until every overflow handler that may have
-/// seen it on has returned, as [`crate::profiler::stop_recording`] does, but
-/// with an expedited grace period (same guarantee: it waits for every
+/// seen it on has returned, as `stop_recording` (`control/profiler.rs`)
+/// does, but with an expedited grace period (same guarantee: it waits for every
 /// hard-IRQ and NMI handler in flight; faster, at the cost of an IPI to each
 /// CPU): the pause loses fewer samples. Process context only.
 fn pause_recording(running: &RecordSwitch) {
@@ -347,41 +350,27 @@ fn resched() {
     // SAFETY: called only from `snapshot` (`Profiler::snapshot`: an ioctl
     // or a debugfs write, process context), after recording is back on,
     // holding mutexes only (control, snapshot, event buffer).
-    unsafe { crate::glue::oprofile_rs_cond_resched() }
+    unsafe { crate::shims::glue::oprofile_rs_cond_resched() }
 }
 
-impl crate::sync::Buffers {
-    /// Takes a snapshot (see the module's documentation): `running` is the
-    /// buffer set's switch, paused during the cut when `recording` (if
-    /// `tracing_on` is off nothing is recorded and there is nothing to
-    /// pause). The caller serialises snapshots and `tracing_on` changes.
-    ///
-    /// `EINVAL` in consume mode; `ENOSPC` if the event buffer cannot take
-    /// the framing (nothing changes then).
-    pub(crate) fn snapshot(
-        &self,
+impl SnapshotState {
+    /// Takes a snapshot (see the module's documentation) of `cpus` into
+    /// `events`, keeping `keep` bytes free there (the sync's reserve):
+    /// `running` is the buffer set's switch, paused during the cut when
+    /// `recording` (if `tracing_on` is off nothing is recorded and there is
+    /// nothing to pause). The caller (`Buffers::snapshot` in `sync.rs`)
+    /// checked that `events` has room for the [`framing_bytes`], and
+    /// serialises snapshots and `tracing_on` changes. Returns the snapshot's
+    /// time; its figures are in `stats`.
+    pub(crate) fn take(
+        &mut self,
+        cpus: &[CpuSampler],
         running: &RecordSwitch,
         recording: bool,
-    ) -> Result<SnapshotStats> {
-        if !self.overwrite() {
-            return Err(EINVAL);
-        }
-        let n = self.cpus.len();
-        let mut st = self.snap.lock();
-        let st = &mut *st;
-        let framing = framing_bytes(n);
-        {
-            let mut eb = self.events.lock();
-            let room =
-                self.write_pending_on(&mut eb) && eb.free() >= self.reserve_bytes() + framing;
-            if !room {
-                drop(eb);
-                // The reader has a full buffer to take.
-                self.wake_readers();
-                return Err(ENOSPC);
-            }
-        }
-
+        events: &Mutex<EventBuffer>,
+        keep: usize,
+    ) -> u64 {
+        let st = self;
         // The cut: its time is when recording has stopped (a handler that
         // read its clock before may still have committed its record).
         let start = now();
@@ -390,12 +379,7 @@ impl crate::sync::Buffers {
             pause_recording(running);
         }
         let cut = now();
-        for ((cpu, staged), at) in self
-            .cpus
-            .iter()
-            .zip(st.staged.iter_mut())
-            .zip(st.cut.iter_mut())
-        {
+        for ((cpu, staged), at) in cpus.iter().zip(st.staged.iter_mut()).zip(st.cut.iter_mut()) {
             staged.drain(cpu);
             cpu.forget_comm();
             // After the copy, which counts the records it skips as overrun.
@@ -420,7 +404,7 @@ impl crate::sync::Buffers {
             .max()
             .unwrap_or(0);
         let time = cut.max(newest);
-        let mut eb = self.events.lock();
+        let mut eb = events.lock();
         let (mut nr_lost, mut nr_begin) = (0, 0);
         for (c, at) in st.cut.iter().enumerate() {
             if st.lost_reported.get(c).is_some_and(|r| at.lost > *r) {
@@ -435,13 +419,12 @@ impl crate::sync::Buffers {
         }
         let budget = eb
             .free()
-            .saturating_sub(self.reserve_bytes())
+            .saturating_sub(keep)
             .saturating_sub(nr_lost * format::LOST_LEN + (nr_begin + 1) * format::SNAPSHOT_LEN);
         snapshot_plan::plan(&st.staged, budget, &mut st.plans, &mut resched);
 
         let e = Endian::native();
-        let keep = self.reserve_bytes();
-        let push = |eb: &mut crate::event_buffer::EventBuffer, rec: &[u8]| {
+        let push = |eb: &mut EventBuffer, rec: &[u8]| {
             if !eb.push_keeping(rec, keep) {
                 // Cannot happen: the budget and the framing check leave room.
                 pr_ratelimited!(pr_err, "snapshot: event buffer full: a record dropped\n");
@@ -513,7 +496,6 @@ impl crate::sync::Buffers {
         };
         push(&mut eb, &end.encoded(e));
         drop(eb);
-        crate::sampler::store_max(&self.last_ts, time);
         for s in st.staged.iter_mut() {
             s.clear();
         }
@@ -525,12 +507,6 @@ impl crate::sync::Buffers {
             pause_ns: pause,
             max_pause_ns: st.stats.max_pause_ns.max(pause),
         };
-        self.wake_readers();
-        Ok(st.stats)
-    }
-
-    /// The last snapshot's figures.
-    pub(crate) fn snapshot_stats(&self) -> SnapshotStats {
-        self.snap.lock().stats
+        time
     }
 }

@@ -4,7 +4,7 @@
  * Rust cannot reach through the kernel crate's bindings. Every function here
  * only forwards (the unwinder's loop included: what to record is decided by
  * the Rust caller); each says why Rust cannot do it. Rust declares them once,
- * in src/glue.rs, with the types of glue.h.
+ * in src/shims/glue.rs, with the types of glue.h.
  */
 #include <linux/cgroup.h>
 #include <linux/err.h>
@@ -24,7 +24,7 @@
 
 #include "glue.h"
 
-/* ---- perf counters (src/perf.rs) ---------------------------------------- */
+/* ---- perf counters (src/shims/perf.rs) ---------------------------------------- */
 
 /*
  * The overflow handler: perf's callback type has struct perf_sample_data,
@@ -60,7 +60,7 @@ static void overflow_handler(struct perf_event *event, struct perf_sample_data *
 }
 
 /*
- * The kernel callchain of a sample (src/perf.rs, Regs::kernel_backtrace):
+ * The kernel callchain of a sample (src/shims/perf.rs, Regs::kernel_backtrace):
  * struct unwind_state is not in the bindings, and unwind_start(),
  * unwind_done() and unwind_error() are inline. The walk perf's
  * perf_callchain_kernel() does, safe in NMI context (the ORC unwinder reads
@@ -98,7 +98,7 @@ bool oprofile_rs_unwind_kernel(struct pt_regs *regs, bool (*frame)(void *ctx, un
 }
 
 /*
- * The user registers a user-space stack walk starts from (src/user_stack.rs):
+ * The user registers a user-space stack walk starts from (src/path/user_stack.rs):
  * task_pt_regs(), current, user_64bit_mode() and TASK_SIZE_MAX are macros or
  * inline functions, and the task's mm and flags are fields of struct
  * task_struct, whose layout bindgen gets wrong (see oprofile_rs_current_task).
@@ -126,7 +126,7 @@ bool oprofile_rs_user_regs(struct pt_regs *regs, u64 *ip, u64 *sp, u64 *bp, u64 
 	return true;
 }
 
-/* instruction_pointer() and user_mode() are inline (src/perf.rs, Regs). */
+/* instruction_pointer() and user_mode() are inline (src/shims/perf.rs, Regs). */
 unsigned long oprofile_rs_regs_ip(struct pt_regs *regs)
 {
 	return instruction_pointer(regs);
@@ -161,7 +161,7 @@ struct perf_event *oprofile_rs_perf_create(int cpu, struct task_struct *task, u3
 		/*
 		 * A counter bound to a task (cpu -1) follows it onto every CPU
 		 * and is copied into every task it creates from now on (perf's
-		 * inherit, as perf record -- CMD): src/task_counters.rs.
+		 * inherit, as perf record -- CMD): src/control/task_counters.rs.
 		 */
 		.inherit = task != NULL,
 	};
@@ -171,7 +171,7 @@ struct perf_event *oprofile_rs_perf_create(int cpu, struct task_struct *task, u3
 
 /*
  * The threads of the process with id pid in the caller's pid namespace
- * (src/task_counters.rs): find_vpid(), pid_task() and for_each_thread() need
+ * (src/control/task_counters.rs): find_vpid(), pid_task() and for_each_thread() need
  * RCU and struct task_struct's fields, whose layout bindgen gets wrong (see
  * oprofile_rs_current_task). Stores up to max threads in out, each with a
  * reference held (oprofile_rs_task_put() drops it), and returns how many;
@@ -218,7 +218,7 @@ void oprofile_rs_task_put(struct task_struct *task)
 }
 
 /*
- * The current task's pid, tgid and comm (src/sampler.rs), safe in NMI
+ * The current task's pid, tgid and comm (src/path/sampler.rs), safe in NMI
  * context. Not in Rust (kernel::current!() and Task::pid()): the kernel crate
  * reads struct task_struct with the layout bindgen (clang) computes, which on
  * the GCC-built test kernels is not the kernel's (measured on 7.3: pid at
@@ -251,7 +251,7 @@ const char *oprofile_rs_event_param(void)
 }
 
 /*
- * ---- sample_period= and sample_freq= (src/oprofile.rs, src/params.rs): one
+ * ---- sample_period= and sample_freq= (src/oprofile.rs, src/control/params.rs): one
  * value or a comma list with one per event, strings as event=.
  */
 
@@ -277,7 +277,7 @@ const char *oprofile_rs_sample_freq_param(void)
 }
 
 /*
- * ---- the mode= parameter (src/oprofile.rs, src/params.rs): a string, as event=.
+ * ---- the mode= parameter (src/oprofile.rs, src/control/params.rs): a string, as event=.
  */
 
 static char *mode = "consume";
@@ -298,7 +298,7 @@ void oprofile_rs_perf_release(struct perf_event *event)
 
 /*
  * perf_event_enable() and perf_event_disable() are not in the bindings either:
- * a counter that stands still while recording is off (src/counter_table.rs).
+ * a counter that stands still while recording is off (src/control/counter_table.rs).
  */
 void oprofile_rs_perf_enable(struct perf_event *event, bool on)
 {
@@ -317,20 +317,20 @@ u64 oprofile_rs_clock(void)
 	return local_clock();
 }
 
-/* The machine's RAM in bytes (src/buffer_memory.rs): totalram_pages() is inline. */
+/* The machine's RAM in bytes (src/path/buffer_memory.rs): totalram_pages() is inline. */
 u64 oprofile_rs_totalram_bytes(void)
 {
 	return (u64)totalram_pages() << PAGE_SHIFT;
 }
 
-/* cond_resched() is a macro (src/snapshot.rs: the snapshot's plan and merge). */
+/* cond_resched() is a macro (src/path/snapshot.rs: the snapshot's plan and merge). */
 void oprofile_rs_cond_resched(void)
 {
 	cond_resched();
 }
 
 /*
- * ---- the cgroup filter (src/cgroup.rs): struct cgroup is opaque to Rust's
+ * ---- the cgroup filter (src/path/cgroup.rs): struct cgroup is opaque to Rust's
  * bindings (linux/cgroup.h is not included there), and cgroup_put(),
  * cgroup_id(), cgroup_path(), cgroup_parent(), task_dfl_cgroup() and
  * cgroup_is_descendant() are inline. Without CONFIG_CGROUPS every task is
@@ -430,7 +430,7 @@ const char *oprofile_rs_cgroup_param(void)
 	return cgroup ? cgroup : "";
 }
 
-/* ---- the device's files (src/poll_misc.rs): bindgen cannot evaluate
+/* ---- the device's files (src/shims/poll_misc.rs): bindgen cannot evaluate
  * FMODE_READ (a __force cast), and the kernel crate's File has no f_mode. */
 
 bool oprofile_rs_file_readable(const struct file *file)

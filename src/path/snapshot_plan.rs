@@ -3,7 +3,7 @@
 //! Which records a flight-recorder snapshot keeps, and in which order it
 //! writes them: pure logic over the records staged from each CPU buffer.
 //!
-//! This file is both a module of the kernel crate (`src/snapshot.rs` uses it)
+//! This file is both a module of the kernel crate (`src/path/snapshot.rs` uses it)
 //! and the root of the host crate `oprofile-snapshot-plan`
 //! (`crates/snapshot`), whose unit and property tests check it. It uses only
 //! `core`: no allocation, no panicking code path.

@@ -15,7 +15,7 @@ use kernel::{
     prelude::*,
 };
 
-use crate::glue;
+use crate::shims::glue;
 
 // Stable UAPI values from include/uapi/linux/perf_event.h (not in the
 // kernel crate's bindings).
@@ -382,7 +382,7 @@ pub(crate) enum Target<'a> {
     Cpu(u32),
     /// One task, on whichever CPU it runs, and every task it creates from
     /// now on (perf's inherit): its overflows come on the CPU of the moment.
-    Task(&'a crate::task_counters::TaskRef),
+    Task(&'a crate::shims::task::TaskRef),
 }
 
 impl Counter {

@@ -11,7 +11,10 @@
 
 use kernel::prelude::*;
 
-use crate::{perf::Event, ratelimit::pr_ratelimited};
+use crate::{
+    format::parse_u64,
+    shims::{perf::Event, ratelimit::pr_ratelimited},
+};
 
 /// Limits of each parameter, shared by the check and its error message.
 pub(crate) mod limits {
@@ -282,19 +285,6 @@ pub(crate) fn parse_events(text: &[u8]) -> Result<Names> {
     Ok(names)
 }
 
-/// Parses a decimal number (digits only, no sign, no overflow).
-pub(crate) fn parse_u64(text: &[u8]) -> Option<u64> {
-    if text.is_empty() {
-        return None;
-    }
-    text.iter().try_fold(0u64, |v, &c| {
-        if !c.is_ascii_digit() {
-            return None;
-        }
-        v.checked_mul(10)?.checked_add(u64::from(c - b'0'))
-    })
-}
-
 /// Parses a `sample_period=`/`sample_freq=` list (`name` for the message):
 /// `None` for the empty text (not given), else 1..[`MAX_EVENTS`] decimal
 /// numbers separated by commas.
@@ -460,7 +450,7 @@ pub(crate) struct Config {
     /// Each copy stops after the first frame record when the frame
     /// pointer's record looks like one (`user_stack.rs`, [`fit_len`]).
     ///
-    /// [`fit_len`]: crate::user_stack::fit_len
+    /// [`fit_len`]: crate::path::user_stack::fit_len
     pub(crate) user_stack_fit: bool,
     /// The profiled process (0: every task, on every CPU; see
     /// `task_counters.rs`): runtime only, 0 at load.

@@ -35,14 +35,19 @@ use kernel::{
 };
 
 use crate::{
-    cpu_work::CpuWorkHandler,
-    event_buffer::EventBuffer,
     format::{self, Endian},
-    ratelimit::pr_ratelimited,
-    ringbuf::{ControlError, Mode, ReadError},
-    sampler::{now, CpuSampler, Storage},
-    snapshot::{SnapshotState, StagedCpu},
-    sync_stage::Stage,
+    path::{
+        event_buffer::EventBuffer,
+        sampler::{CpuSampler, Storage},
+        snapshot::{framing_bytes, SnapshotState, SnapshotStats, StagedCpu},
+        sync_stage::Stage,
+    },
+    ringbuf::{ControlError, Mode, ReadError, RecordSwitch},
+    shims::{
+        clock::{now, store_max},
+        cpu_work::CpuWorkHandler,
+        ratelimit::pr_ratelimited,
+    },
 };
 
 /// Upper bound of records moved by one sync of one CPU, so that a flood
@@ -194,7 +199,7 @@ fn stage_cpu(t: &Target<'_>, st: &mut CpuSync) -> bool {
             !more
         });
     if let Some(ts) = max_ts {
-        crate::sampler::store_max(&t.b.last_ts, ts);
+        store_max(&t.b.last_ts, ts);
     }
     match read {
         Ok(_) | Err(ReadError::Empty | ReadError::Busy | ReadError::Contended) => {}
@@ -567,7 +572,7 @@ impl Buffers {
 /// consume mode, and in overwrite mode a snapshot's framing besides.
 fn min_size(min_consume: usize, nr_cpus: usize, overwrite: bool) -> usize {
     if overwrite {
-        min_consume + crate::snapshot::framing_bytes(nr_cpus)
+        min_consume + framing_bytes(nr_cpus)
     } else {
         min_consume
     }
@@ -711,7 +716,7 @@ impl Buffers {
         let mut v = KVVec::with_capacity(self.cpus.len(), GFP_KERNEL)?;
         for s in self.cpus.iter() {
             let st = if s.is_provisioned() {
-                Some(crate::sampler::new_storage(bytes)?)
+                Some(crate::path::sampler::new_storage(bytes)?)
             } else {
                 None
             };
@@ -732,7 +737,7 @@ impl Buffers {
     ) -> Result {
         for (s, slot) in self.cpus.iter().zip(storages.iter_mut()) {
             if slot.is_none() && s.is_provisioned() && s.buffer.capacity_words() * 8 != bytes {
-                *slot = Some(crate::sampler::new_storage(bytes)?);
+                *slot = Some(crate::path::sampler::new_storage(bytes)?);
             }
         }
         Ok(())
@@ -816,7 +821,7 @@ impl Buffers {
             return Ok(());
         }
         if ring {
-            crate::buffer_memory::check(
+            crate::path::buffer_memory::check(
                 self.cpu_buffers() + 1,
                 bytes,
                 self.buffer_size.load(Relaxed),
@@ -825,8 +830,8 @@ impl Buffers {
         }
         let own = if ring {
             Some((
-                crate::sampler::new_storage(bytes)?,
-                crate::sampler::new_stack_area()?,
+                crate::path::sampler::new_storage(bytes)?,
+                crate::path::sampler::new_stack_area()?,
             ))
         } else {
             None
@@ -872,17 +877,17 @@ impl Buffers {
         for (s, sync) in self.cpus.iter().zip(self.cpu_sync.iter()) {
             m.ring_bytes += s.buffer_bytes();
             if !s.is_provisioned() {
-                m.bookkeeping_bytes += crate::sampler::PLACEHOLDER_BYTES;
+                m.bookkeeping_bytes += crate::path::sampler::PLACEHOLDER_BYTES;
             }
             let sync = sync.lock();
             m.staging_bytes += sync.scratch.len();
             if sync.stage.is_allocated() {
-                m.staging_bytes += crate::sync_stage::STAGE_BYTES;
+                m.staging_bytes += crate::path::sync_stage::STAGE_BYTES;
             }
         }
         m.staging_bytes += self.snap.lock().staging_bytes();
         let size = self.events.lock().capacity();
-        m.event_bytes = crate::buffer_memory::event_buffer_bytes(size);
+        m.event_bytes = crate::path::buffer_memory::event_buffer_bytes(size);
         m
     }
 
@@ -1092,6 +1097,52 @@ impl Buffers {
 }
 
 /// A CPU's periodic sync work.
+impl Buffers {
+    /// Takes a snapshot (`snapshot.rs`): `running` is the buffer set's
+    /// switch, paused during the cut when `recording` (if `tracing_on` is off
+    /// nothing is recorded and there is nothing to pause). The caller
+    /// serialises snapshots and `tracing_on` changes.
+    ///
+    /// `EINVAL` in consume mode; `ENOSPC` if the event buffer cannot take
+    /// the framing (nothing changes then).
+    pub(crate) fn snapshot(
+        &self,
+        running: &RecordSwitch,
+        recording: bool,
+    ) -> Result<SnapshotStats> {
+        if !self.overwrite() {
+            return Err(EINVAL);
+        }
+        let mut st = self.snap.lock();
+        {
+            let mut eb = self.events.lock();
+            let room = self.write_pending_on(&mut eb)
+                && eb.free() >= self.reserve_bytes() + framing_bytes(self.cpus.len());
+            if !room {
+                drop(eb);
+                // The reader has a full buffer to take.
+                self.wake_readers();
+                return Err(ENOSPC);
+            }
+        }
+        let time = st.take(
+            &self.cpus,
+            running,
+            recording,
+            &self.events,
+            self.reserve_bytes(),
+        );
+        store_max(&self.last_ts, time);
+        self.wake_readers();
+        Ok(st.stats)
+    }
+
+    /// The last snapshot's figures.
+    pub(crate) fn snapshot_stats(&self) -> SnapshotStats {
+        self.snap.lock().stats
+    }
+}
+
 impl CpuWorkHandler for Buffers {
     fn run(&self, cpu: u32) {
         self.sync_one(cpu);

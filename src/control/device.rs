@@ -64,14 +64,20 @@ use kernel::{
 };
 
 use crate::{
-    event_buffer::EventBuffer,
+    control::{
+        profiler::{Profiler, TRACING_ON},
+        settings::Settings,
+    },
     format::{self, Endian},
-    perf::Event,
-    poll_misc::{map_read_only, mask, opened_for_reading, PollMiscDevice, PollMiscRegistration},
-    profiler::{Profiler, TRACING_ON},
-    ratelimit::pr_ratelimited,
-    sampler::now,
-    settings::Settings,
+    path::event_buffer::EventBuffer,
+    shims::{
+        clock::now,
+        perf::Event,
+        poll_misc::{
+            map_read_only, mask, opened_for_reading, PollMiscDevice, PollMiscRegistration,
+        },
+        ratelimit::pr_ratelimited,
+    },
 };
 
 /// The name of the device; devtmpfs creates `/dev/oprofile/buffer`.
@@ -436,11 +442,11 @@ impl PollMiscDevice for BufferReader {
             }
             ioctl::SET_CONFIG => {
                 let (ptr, len) = config_text(arg)?;
-                if len > crate::config::MAX_TEXT {
+                if len > crate::control::config::MAX_TEXT {
                     pr_ratelimited!(
                         pr_info,
                         "SET_CONFIG: {len} bytes of text, more than {} (EINVAL)\n",
-                        crate::config::MAX_TEXT
+                        crate::control::config::MAX_TEXT
                     );
                     return Err(EINVAL);
                 }
@@ -453,7 +459,7 @@ impl PollMiscDevice for BufferReader {
             ioctl::GET_CONFIG => {
                 let (ptr, len) = config_text(arg)?;
                 let mut text = KVec::new();
-                crate::settings::write_config_text(&p.settings(), &mut text)?;
+                crate::control::settings::write_config_text(&p.settings(), &mut text)?;
                 if text.len() + 1 > len {
                     return Err(ERANGE);
                 }

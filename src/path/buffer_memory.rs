@@ -21,7 +21,7 @@
 
 use kernel::prelude::*;
 
-use crate::{format, ratelimit::pr_ratelimited, sync_stage::STAGE_BYTES};
+use crate::{format, path::sync_stage::STAGE_BYTES, shims::ratelimit::pr_ratelimited};
 
 /// Bytes of a CPU's scratch areas besides its ring: the sampler's user
 /// stack copy area and the sync's record scratch.
@@ -48,7 +48,7 @@ pub(crate) fn event_buffer_bytes(buffer_size: usize) -> usize {
 pub(crate) fn online_cpus() -> usize {
     (0..kernel::cpu::nr_cpu_ids())
         .filter_map(kernel::cpu::CpuId::from_u32)
-        .filter(|c| crate::profiler::cpu_online(*c))
+        .filter(|c| crate::shims::cpu::cpu_online(*c))
         .count()
 }
 
@@ -78,7 +78,7 @@ pub(crate) fn buffer_bytes(
 /// The most the buffers may take: a quarter of the machine's RAM.
 pub(crate) fn cap() -> usize {
     // SAFETY: reads a counter; no precondition.
-    let ram = unsafe { crate::glue::oprofile_rs_totalram_bytes() };
+    let ram = unsafe { crate::shims::glue::oprofile_rs_totalram_bytes() };
     usize::try_from(ram / 4).unwrap_or(usize::MAX)
 }
 

@@ -5,7 +5,7 @@
 //! `glue.c` holds only what Rust cannot reach through the kernel crate: inline
 //! functions and macros, and declarations missing from its bindings (each
 //! function there says which). The safe wrappers are in `perf.rs` (counters,
-//! registers, the unwinder), `sampler.rs` (the clock), `oprofile.rs` (the
+//! registers, the unwinder), `clock.rs`, `task.rs`, `oprofile.rs` (the
 //! `event=` parameter) and `poll_misc.rs` (a file's read mode).
 
 use kernel::{
@@ -31,7 +31,7 @@ extern "C" {
     /// with `context`, on `cpu` (`task` null) or bound to `task` (`cpu` -1,
     /// inherited by the tasks it creates); a counter or an `ERR_PTR`.
     ///
-    /// [`oprofile_rs_perf_overflow`]: crate::perf
+    /// [`oprofile_rs_perf_overflow`]: crate::shims::perf
     pub(crate) fn oprofile_rs_perf_create(
         cpu: c_int,
         task: *mut RawTask,

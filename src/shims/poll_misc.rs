@@ -80,7 +80,7 @@ pub(crate) trait PollMiscDevice: Sized + Send + Sync + 'static {
 pub(crate) fn opened_for_reading(file: &File) -> bool {
     // SAFETY: `file` is a valid file (a shared reference); its read mode is
     // set by the open and never changes afterwards.
-    unsafe { crate::glue::oprofile_rs_file_readable(file.as_ptr().cast()) }
+    unsafe { crate::shims::glue::oprofile_rs_file_readable(file.as_ptr().cast()) }
 }
 
 /// Fills the new mapping `vma` with pages of a window of `window` pages:

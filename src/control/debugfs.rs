@@ -38,12 +38,16 @@ use kernel::{
 };
 
 use crate::{
-    config::Changes,
-    debugfs_files::{DebugfsDir, FileSpec},
-    params::write_list,
-    profiler::{Profiler, TRACING_ON},
-    ratelimit::pr_ratelimited,
-    settings::{ConfigText, ValueText, KEYS},
+    control::{
+        config::Changes,
+        params::write_list,
+        profiler::{Profiler, TRACING_ON},
+        settings::{ConfigText, ValueText, KEYS},
+    },
+    shims::{
+        debugfs_files::{DebugfsDir, FileSpec},
+        ratelimit::pr_ratelimited,
+    },
 };
 
 /// Parses what user space wrote to a boolean switch file.
@@ -256,7 +260,7 @@ fn show_buffer_memory(p: &Arc<Profiler>, f: &mut fmt::Formatter<'_>) -> fmt::Res
         m.total(),
         m.cpu_buffers,
         p.buffers.cpus.len(),
-        crate::buffer_memory::online_cpus(),
+        crate::path::buffer_memory::online_cpus(),
         m.cpu_bytes,
         m.ring_bytes,
         m.staging_bytes,
@@ -275,7 +279,7 @@ fn show_sizes(p: &Arc<Profiler>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
 }
 
 /// The debugfs directory and its files; removed when dropped. Each open file
-/// keeps the module loaded (see [`crate::debugfs_files`]).
+/// keeps the module loaded (see [`crate::shims::debugfs_files`]).
 pub(crate) struct ControlFiles {
     _dir: DebugfsDir<Arc<Profiler>>,
 }

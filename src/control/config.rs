@@ -65,12 +65,15 @@
 use kernel::prelude::*;
 
 use crate::{
+    control::{
+        params::{self, limits, Config, Names, RecordMode},
+        profiler::{Profiler, TRACING_ON},
+        settings::{Settings, KEYS},
+    },
     format,
-    params::{self, limits, parse_u64, Config, Names, RecordMode},
-    profiler::{Profiler, TRACING_ON},
-    ratelimit::pr_ratelimited,
-    settings::{Settings, KEYS},
-    sync::{CpusReadLock, ModeStorage},
+    format::parse_u64,
+    path::sync::{CpusReadLock, ModeStorage},
+    shims::ratelimit::pr_ratelimited,
 };
 
 /// Longest text of one change (the SET ioctl's limit).
@@ -273,7 +276,7 @@ impl Profiler {
         // The cgroup filter named, looked up (a reference held) before
         // anything changes: `None` if not given, `Some(None)` for every task.
         let filter = match ch.get("cgroup") {
-            Some(v) => Some(crate::cgroup::Cgroup::named(v)?),
+            Some(v) => Some(crate::path::cgroup::Cgroup::named(v)?),
             None => None,
         };
         if let Some(f) = &filter {
@@ -298,7 +301,7 @@ impl Profiler {
         // The process's threads, references held, before anything changes:
         // ESRCH for no such process, E2BIG for too many threads.
         let threads = if new.pid != 0 && counters_changed {
-            Some(crate::task_counters::threads(new.pid).inspect_err(|e| {
+            Some(crate::shims::task::threads(new.pid).inspect_err(|e| {
                 let why = if *e == ESRCH {
                     "no such process"
                 } else if *e == E2BIG {
@@ -357,15 +360,17 @@ impl Profiler {
         // The buffers stay within their cap (a quarter of RAM, ENOMEM): for
         // the CPUs online and the offline ones that have buffers (a CPU
         // that comes online later is checked then).
-        crate::buffer_memory::check(
-            crate::buffer_memory::online_cpus().max(self.buffers.cpu_buffers()),
+        crate::path::buffer_memory::check(
+            crate::path::buffer_memory::online_cpus().max(self.buffers.cpu_buffers()),
             new.cpu_buffer_size,
             new.buffer_size,
             to_overwrite,
         )?;
         // Everything that allocates, before anything changes.
         let new_events = if new.buffer_size != cur.config.buffer_size {
-            Some(crate::event_buffer::EventBuffer::new(new.buffer_size)?)
+            Some(crate::path::event_buffer::EventBuffer::new(
+                new.buffer_size,
+            )?)
         } else {
             None
         };
@@ -534,7 +539,7 @@ impl Profiler {
     /// that none comes online before what this tops up is installed.
     fn top_up(
         &self,
-        storages: Option<&mut KVVec<Option<crate::sampler::Storage>>>,
+        storages: Option<&mut KVVec<Option<crate::path::sampler::Storage>>>,
         mode_storage: Option<&mut ModeStorage>,
         bytes: usize,
         cpus_lock: &CpusReadLock,
@@ -558,7 +563,7 @@ impl Profiler {
     /// modes succeeds.
     fn restore_counters(
         &self,
-        hotplug: &mut Option<crate::hotplug::Registration<Profiler>>,
+        hotplug: &mut Option<crate::shims::hotplug::Registration<Profiler>>,
         cur: &Settings,
         undo: Option<ModeStorage>,
     ) {
@@ -586,8 +591,8 @@ impl Profiler {
         // now (the tasks it created meanwhile are not: see
         // `task_counters.rs`).
         if cur.config.pid != 0 {
-            let bound = crate::task_counters::threads(cur.config.pid)
-                .and_then(|t| self.bind_tasks(&t, cur));
+            let bound =
+                crate::shims::task::threads(cur.config.pid).and_then(|t| self.bind_tasks(&t, cur));
             if let Err(e) = bound {
                 pr_ratelimited!(
                     pr_err,
@@ -631,7 +636,7 @@ fn next_settings(
 fn encoded(s: &Settings) -> Result<([u8; format::CONFIG_MAX_LEN], usize)> {
     let mut rec = [0u8; format::CONFIG_MAX_LEN];
     let len = s
-        .record(crate::sampler::now())
+        .record(crate::shims::clock::now())
         .encode(format::Endian::native(), &mut rec)
         .ok_or(EINVAL)?;
     Ok((rec, len))
@@ -641,8 +646,8 @@ fn encoded(s: &Settings) -> Result<([u8; format::CONFIG_MAX_LEN], usize)> {
 #[kunit_tests(oprofile_rs_config)]
 mod tests {
     use super::*;
-    use crate::params::{EventChoice, Raw};
-    use crate::perf::Event;
+    use crate::control::params::{EventChoice, Raw};
+    use crate::shims::perf::Event;
 
     fn load() -> Result<Config> {
         Config::validate(Raw {

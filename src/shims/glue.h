@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * The functions of glue.c, called from Rust, and the one Rust function glue.c
- * calls. src/glue.rs declares each of them once for Rust, with these types.
+ * calls. src/shims/glue.rs declares each of them once for Rust, with these types.
  */
 #ifndef OPROFILE_RS_GLUE_H
 #define OPROFILE_RS_GLUE_H
@@ -13,25 +13,25 @@ struct perf_event;
 struct pt_regs;
 struct task_struct;
 
-/* src/perf.rs */
+/* src/shims/perf.rs */
 struct perf_event *oprofile_rs_perf_create(int cpu, struct task_struct *task, u32 type,
 					   u64 config, u64 period_or_freq, bool freq,
 					   bool exclude_user, bool exclude_kernel, bool disabled,
 					   void *context);
 void oprofile_rs_perf_release(struct perf_event *event);
 void oprofile_rs_perf_enable(struct perf_event *event, bool on);
-/* Implemented in Rust (src/perf.rs); runs in NMI, hard-IRQ or task context, preemption off. */
+/* Implemented in Rust (src/shims/perf.rs); runs in NMI, hard-IRQ or task context, preemption off. */
 void oprofile_rs_perf_overflow(void *context, struct pt_regs *regs, u64 period, bool throttled);
 bool oprofile_rs_unwind_kernel(struct pt_regs *regs, bool (*frame)(void *ctx, unsigned long addr),
 			       void *ctx);
 unsigned long oprofile_rs_regs_ip(struct pt_regs *regs);
 bool oprofile_rs_regs_user_mode(struct pt_regs *regs);
-/* src/task_counters.rs */
+/* src/control/task_counters.rs */
 int oprofile_rs_process_threads(u32 pid, struct task_struct **out, u32 max);
 void oprofile_rs_task_put(struct task_struct *task);
-/* src/user_stack.rs */
+/* src/path/user_stack.rs */
 bool oprofile_rs_user_regs(struct pt_regs *regs, u64 *ip, u64 *sp, u64 *bp, u64 *limit);
-/* src/sampler.rs */
+/* src/path/sampler.rs */
 u64 oprofile_rs_clock(void);
 u64 oprofile_rs_totalram_bytes(void);
 void oprofile_rs_cond_resched(void);
@@ -40,7 +40,7 @@ void oprofile_rs_current_task(u32 *pid, u32 *tgid, char comm[16]);
 const char *oprofile_rs_event_param(void);
 const char *oprofile_rs_mode_param(void);
 const char *oprofile_rs_cgroup_param(void);
-/* src/cgroup.rs */
+/* src/path/cgroup.rs */
 struct cgroup *oprofile_rs_cgroup_get_path(const char *path);
 struct cgroup *oprofile_rs_cgroup_get_id(u64 id);
 void oprofile_rs_cgroup_put(struct cgroup *cgrp);
@@ -50,7 +50,7 @@ int oprofile_rs_cgroup_path(struct cgroup *cgrp, char *buf, size_t len);
 bool oprofile_rs_current_in_cgroup(struct cgroup *ancestor);
 const char *oprofile_rs_sample_period_param(void);
 const char *oprofile_rs_sample_freq_param(void);
-/* src/poll_misc.rs */
+/* src/shims/poll_misc.rs */
 bool oprofile_rs_file_readable(const struct file *file);
 
 #endif

@@ -67,7 +67,7 @@ impl ReaderState {
         self.prefix_read = 0;
         let mut config = [0u8; format::CONFIG_MAX_LEN];
         let restated = format::Config {
-            time: crate::sampler::now(),
+            time: crate::shims::clock::now(),
             ..self.config
         };
         let len = restated.encode(Endian::native(), &mut config).unwrap_or(0);
@@ -83,7 +83,7 @@ impl ReaderState {
             // switch happened before.
             let rec = format::Tracing {
                 cpu: 0,
-                time: crate::sampler::now(),
+                time: crate::shims::clock::now(),
                 on: false,
             }
             .encoded(Endian::native());
