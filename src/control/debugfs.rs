@@ -278,6 +278,60 @@ fn show_sizes(p: &Arc<Profiler>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     )
 }
 
+/// The names of the settings' debugfs files, in the order of [`KEYS`] (the
+/// C strings debugfs takes); the build fails if one differs from its key.
+const KEY_FILES: [&CStr; KEYS.len()] = [
+    c"event",
+    c"sample_period",
+    c"sample_freq",
+    c"backtrace_depth",
+    c"user_backtrace_depth",
+    c"cpu_buffer_size",
+    c"buffer_size",
+    c"buffer_watershed",
+    c"exclude_user",
+    c"exclude_kernel",
+    c"mode",
+    c"cgroup",
+    c"user_stack_size",
+    c"user_stack_fit",
+    c"pid",
+];
+
+const _: () = {
+    let mut i = 0;
+    while i < KEYS.len() {
+        assert!(same_name(KEYS[i], KEY_FILES[i]));
+        i += 1;
+    }
+};
+
+/// Whether `key` and the C string `file` are the same name (at build time).
+const fn same_name(key: &str, file: &CStr) -> bool {
+    let (a, b) = (key.as_bytes(), file.to_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+/// The debugfs file of setting `K` of [`KEYS`]: named after the key, showing
+/// its value and changing it.
+const fn key_file<const K: usize>() -> FileSpec<Arc<Profiler>> {
+    FileSpec {
+        name: const { KEY_FILES[K] },
+        show: Some(show_key::<K>),
+        store: Some(store_key::<K>),
+    }
+}
+
 /// The debugfs directory and its files; removed when dropped. Each open file
 /// keeps the module loaded (see [`crate::shims::debugfs_files`]).
 pub(crate) struct ControlFiles {
@@ -307,81 +361,21 @@ impl ControlFiles {
                 show: Some(show_stats),
                 store: None,
             },
-            FileSpec {
-                name: c"event",
-                show: Some(show_key::<0>),
-                store: Some(store_key::<0>),
-            },
-            FileSpec {
-                name: c"sample_period",
-                show: Some(show_key::<1>),
-                store: Some(store_key::<1>),
-            },
-            FileSpec {
-                name: c"sample_freq",
-                show: Some(show_key::<2>),
-                store: Some(store_key::<2>),
-            },
-            FileSpec {
-                name: c"backtrace_depth",
-                show: Some(show_key::<3>),
-                store: Some(store_key::<3>),
-            },
-            FileSpec {
-                name: c"user_backtrace_depth",
-                show: Some(show_key::<4>),
-                store: Some(store_key::<4>),
-            },
-            FileSpec {
-                name: c"cpu_buffer_size",
-                show: Some(show_key::<5>),
-                store: Some(store_key::<5>),
-            },
-            FileSpec {
-                name: c"buffer_size",
-                show: Some(show_key::<6>),
-                store: Some(store_key::<6>),
-            },
-            FileSpec {
-                name: c"buffer_watershed",
-                show: Some(show_key::<7>),
-                store: Some(store_key::<7>),
-            },
-            FileSpec {
-                name: c"exclude_user",
-                show: Some(show_key::<8>),
-                store: Some(store_key::<8>),
-            },
-            FileSpec {
-                name: c"exclude_kernel",
-                show: Some(show_key::<9>),
-                store: Some(store_key::<9>),
-            },
-            FileSpec {
-                name: c"mode",
-                show: Some(show_key::<10>),
-                store: Some(store_key::<10>),
-            },
-            FileSpec {
-                name: c"cgroup",
-                show: Some(show_key::<11>),
-                store: Some(store_key::<11>),
-            },
-            FileSpec {
-                name: c"user_stack_size",
-                show: Some(show_key::<12>),
-                store: Some(store_key::<12>),
-            },
-            FileSpec {
-                name: c"user_stack_fit",
-                show: Some(show_key::<13>),
-                store: Some(store_key::<13>),
-            },
-            FileSpec {
-                name: c"pid",
-                show: Some(show_key::<14>),
-                store: Some(store_key::<14>),
-            },
+            key_file::<0>(),
+            key_file::<1>(),
+            key_file::<2>(),
+            key_file::<3>(),
+            key_file::<4>(),
+            key_file::<5>(),
+            key_file::<6>(),
+            key_file::<7>(),
+            key_file::<8>(),
+            key_file::<9>(),
+            key_file::<10>(),
+            key_file::<11>(),
+            key_file::<12>(),
+            key_file::<13>(),
+            key_file::<14>(),
             FileSpec {
                 name: c"event_info",
                 show: Some(show_event_info),
