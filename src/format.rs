@@ -993,6 +993,239 @@ impl Tracing {
     }
 }
 
+/// What a change of a setting at run time does (`SET_CONFIG`, the debugfs
+/// files; always while recording is off): the module's steps, in the order
+/// it takes them (`src/control/config.rs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Apply {
+    /// The counters are made anew on every online CPU (or bound anew to the
+    /// process's threads).
+    Counters,
+    /// The counters are made anew, and the CPU buffers change mode (the
+    /// periodic syncs stop or start, the staging areas are replaced).
+    Mode,
+    /// The CPU buffers are resized.
+    CpuBuffers,
+    /// The event buffer is replaced (its waiting records kept).
+    EventBuffer,
+    /// Taken by the sample path or the sync from then on, nothing remade.
+    InPlace,
+}
+
+// Read by the host's tests, not the module.
+#[allow(dead_code)]
+impl Apply {
+    /// How the documentation's table of settings says it.
+    pub const fn describe(self) -> &'static str {
+        match self {
+            Apply::Counters => "counters made anew",
+            Apply::Mode => "counters made anew, CPU buffers change mode",
+            Apply::CpuBuffers => "CPU buffers resized",
+            Apply::EventBuffer => "event buffer replaced, records kept",
+            Apply::InPlace => "in place",
+        }
+    }
+}
+
+/// One setting of the module: its one definition, from which come the keys
+/// of the `config` text and of `SET_CONFIG` ([`CONFIG_KEYS`]), the names of
+/// the debugfs files, the limits the module checks, and the documentation's
+/// table of settings (`Documentation/design.md`, checked against this one by
+/// `crates/format/tests/settings.rs`, which also checks the load
+/// parameters' defaults in `src/oprofile.rs` and `src/shims/glue.c`).
+// The documentation's columns are read by the host's tests, not the module.
+#[allow(dead_code)]
+#[derive(Clone, Copy, Debug)]
+pub struct Setting {
+    /// The key: of the `config` text, the debugfs file and the load
+    /// parameter.
+    pub key: &'static str,
+    /// Whether it is also a load parameter (`insmod oprofile_rs.ko
+    /// key=value`).
+    pub load_param: bool,
+    /// The load parameter's default, as written on the command line.
+    pub default: &'static str,
+    /// What the default means, when the value alone does not say it.
+    pub default_means: &'static str,
+    /// The smallest and largest value of a number (`None`: not one number).
+    pub range: Option<(u64, u64)>,
+    /// The values it takes, in words (besides `range`).
+    pub values: &'static str,
+    /// What a change at run time does.
+    pub apply: Apply,
+}
+
+/// The module's settings, in the order of [`CONFIG_KEYS`].
+pub const SETTINGS: [Setting; 15] = [
+    Setting {
+        key: "event",
+        load_param: true,
+        default: "default",
+        default_means: "cycles, else cpu-clock",
+        range: None,
+        values: "a comma list of 1 to 8, none twice: cycles, instructions, cache-references, \
+                 cache-misses, branch-instructions, branch-misses (PMU), cpu-clock, task-clock \
+                 (clocks), page-faults, context-switches, cpu-migrations (task-context software \
+                 events); `default` alone",
+        apply: Apply::Counters,
+    },
+    Setting {
+        key: "sample_period",
+        load_param: true,
+        default: "",
+        default_means: "each event's own, 1,000,000 (PMU events; ns for the clocks: 1 kHz), 1,000 \
+                        (page-faults), 100 (context-switches), 1 (cpu-migrations)",
+        range: None,
+        values: "one value or one per event; the clocks and `default` 10,000 .. 1,000,000,000, \
+                 the others 1 .. 1,000,000,000; 0: not given",
+        apply: Apply::Counters,
+    },
+    Setting {
+        key: "sample_freq",
+        load_param: true,
+        default: "",
+        default_means: "period mode",
+        range: None,
+        values: "one value or one per event; 1 .. 100,000 Hz; not with a period for the same \
+                 event; 0: not given",
+        apply: Apply::Counters,
+    },
+    Setting {
+        key: "backtrace_depth",
+        load_param: true,
+        default: "0",
+        default_means: "no kernel call stacks",
+        range: Some((0, MAX_DEPTH as u64)),
+        values: "kernel callchain entries per sample",
+        apply: Apply::InPlace,
+    },
+    Setting {
+        key: "user_backtrace_depth",
+        load_param: true,
+        default: "32",
+        default_means: "",
+        range: Some((0, MAX_USER_DEPTH as u64)),
+        values: "user callchain entries per sample, by frame pointers",
+        apply: Apply::InPlace,
+    },
+    Setting {
+        key: "cpu_buffer_size",
+        load_param: true,
+        default: "65536",
+        default_means: "",
+        range: Some((4096, 64 << 20)),
+        values: "bytes per CPU ring buffer, a power of two",
+        apply: Apply::CpuBuffers,
+    },
+    Setting {
+        key: "buffer_size",
+        load_param: true,
+        default: "1048576",
+        default_means: "",
+        range: Some((64 << 10, 256 << 20)),
+        values: "bytes of the event buffer behind `/dev/oprofile/buffer`",
+        apply: Apply::EventBuffer,
+    },
+    Setting {
+        key: "buffer_watershed",
+        load_param: true,
+        default: "0",
+        default_means: "`buffer_size`/4",
+        range: None,
+        values: "bytes waiting that wake a reader, below `buffer_size`",
+        apply: Apply::InPlace,
+    },
+    Setting {
+        key: "exclude_user",
+        load_param: true,
+        default: "0",
+        default_means: "",
+        range: Some((0, 1)),
+        values: "1 drops the samples taken in user mode; not with `exclude_kernel`",
+        apply: Apply::Counters,
+    },
+    Setting {
+        key: "exclude_kernel",
+        load_param: true,
+        default: "0",
+        default_means: "",
+        range: Some((0, 1)),
+        values: "1 drops the samples taken in kernel mode; not with `exclude_user`",
+        apply: Apply::Counters,
+    },
+    Setting {
+        key: "mode",
+        load_param: true,
+        default: "consume",
+        default_means: "",
+        range: None,
+        values: "`consume` (drained continuously) or `overwrite` (the flight recorder: snapshots)",
+        apply: Apply::Mode,
+    },
+    Setting {
+        key: "cgroup",
+        load_param: true,
+        default: "",
+        default_means: "`/`, every task",
+        range: None,
+        values: "a path below the cgroup2 root or a cgroup id",
+        apply: Apply::InPlace,
+    },
+    Setting {
+        key: "user_stack_size",
+        load_param: true,
+        default: "0",
+        default_means: "no copy",
+        range: Some((0, MAX_USER_STACK as u64)),
+        values: "bytes of user stack copied per sample, a multiple of 8; the CPU buffers hold two \
+                 such samples",
+        apply: Apply::InPlace,
+    },
+    Setting {
+        key: "user_stack_fit",
+        load_param: true,
+        default: "0",
+        default_means: "",
+        range: Some((0, 1)),
+        values: "1 stops each copy after the first frame record (the hybrid)",
+        apply: Apply::InPlace,
+    },
+    Setting {
+        key: "pid",
+        load_param: false,
+        default: "0",
+        default_means: "every task",
+        range: None,
+        values: "a process profiled alone, its threads and children (run time only)",
+        apply: Apply::Counters,
+    },
+];
+
+/// The setting `key`, if there is one (a `const fn`: the module takes its
+/// limits from here at build time).
+pub const fn setting(key: &str) -> Option<Setting> {
+    let mut rest: &[Setting] = &SETTINGS;
+    while let [s, tail @ ..] = rest {
+        if same_bytes(s.key.as_bytes(), key.as_bytes()) {
+            return Some(*s);
+        }
+        rest = tail;
+    }
+    None
+}
+
+/// Whether `a` and `b` hold the same bytes (`==` is not `const`).
+const fn same_bytes(mut a: &[u8], mut b: &[u8]) -> bool {
+    while let ([x, a_tail @ ..], [y, b_tail @ ..]) = (a, b) {
+        if *x != *y {
+            return false;
+        }
+        a = a_tail;
+        b = b_tail;
+    }
+    a.is_empty() && b.is_empty()
+}
+
 /// The names of the settings a [`Config`] record carries that can be
 /// changed while recording is off: the module's debugfs files and the
 /// `key=value` words of its `SET_CONFIG`/`GET_CONFIG` text (the user guide),
@@ -1005,23 +1238,17 @@ impl Tracing {
 /// every event; `mode` is the record's byte 7; `cgroup` and `pid`, added
 /// after `mode`, are the record's extension, [`Config::cgroup`] and
 /// [`Config::pid`].)
-pub const CONFIG_KEYS: [&str; 15] = [
-    "event",
-    "sample_period",
-    "sample_freq",
-    "backtrace_depth",
-    "user_backtrace_depth",
-    "cpu_buffer_size",
-    "buffer_size",
-    "buffer_watershed",
-    "exclude_user",
-    "exclude_kernel",
-    "mode",
-    "cgroup",
-    "user_stack_size",
-    "user_stack_fit",
-    "pid",
-];
+// Evaluated at build time (a `const`): the indexing cannot fail at run time.
+#[allow(clippy::indexing_slicing)]
+pub const CONFIG_KEYS: [&str; SETTINGS.len()] = {
+    let mut keys = [""; SETTINGS.len()];
+    let mut i = 0;
+    while i < SETTINGS.len() {
+        keys[i] = SETTINGS[i].key;
+        i += 1;
+    }
+    keys
+};
 
 /// Bytes of a CONFIG record's fixed part (each event adds
 /// [`EVENT_DESC_LEN`]).

@@ -16,12 +16,23 @@ use crate::{
     shims::{perf::Event, ratelimit::pr_ratelimited},
 };
 
-/// Limits of each parameter, shared by the check and its error message.
+/// Limits of each parameter, shared by the check and its error message: a
+/// number setting's from the table of settings (`format::SETTINGS`), the
+/// list settings' per value here.
 pub(crate) mod limits {
+    /// The range of number setting `key` in the table of settings; the build
+    /// fails for a key that is not one (only used in constants).
+    const fn range(key: &str) -> (u64, u64) {
+        match crate::format::setting(key) {
+            Some(crate::format::Setting { range: Some(r), .. }) => r,
+            _ => panic!("not a number setting"),
+        }
+    }
+
     /// Bytes per per-CPU ring buffer (a power of two).
-    pub(crate) const CPU_BUFFER_SIZE: (u64, u64) = (4096, 64 << 20);
+    pub(crate) const CPU_BUFFER_SIZE: (u64, u64) = range("cpu_buffer_size");
     /// Bytes of the global event buffer.
-    pub(crate) const BUFFER_SIZE: (u64, u64) = (64 << 10, 256 << 20);
+    pub(crate) const BUFFER_SIZE: (u64, u64) = range("buffer_size");
     /// Sample period of the clocks (cpu-clock, task-clock, and `default`,
     /// which may be cpu-clock): ns, 10 µs .. 1 s.
     pub(crate) const CLOCK_PERIOD: (u64, u64) = (10_000, 1_000_000_000);
@@ -33,12 +44,12 @@ pub(crate) mod limits {
     pub(crate) const SAMPLE_FREQ: (u64, u64) = (1, 100_000);
     /// Kernel callchain entries recorded per sample (the stream format's
     /// limit).
-    pub(crate) const BACKTRACE_DEPTH: (u64, u64) = (0, crate::format::MAX_DEPTH as u64);
+    pub(crate) const BACKTRACE_DEPTH: (u64, u64) = range("backtrace_depth");
     /// User callchain entries recorded per sample (the stream format's
     /// limit).
-    pub(crate) const USER_BACKTRACE_DEPTH: (u64, u64) = (0, crate::format::MAX_USER_DEPTH as u64);
+    pub(crate) const USER_BACKTRACE_DEPTH: (u64, u64) = range("user_backtrace_depth");
     /// Bytes of user stack copied per sample (a multiple of 8; 0: none).
-    pub(crate) const USER_STACK_SIZE: (u64, u64) = (0, crate::format::MAX_USER_STACK as u64);
+    pub(crate) const USER_STACK_SIZE: (u64, u64) = range("user_stack_size");
 }
 
 /// Events sampled at once, at most (the stream format's CONFIG record).
@@ -649,22 +660,26 @@ pub(crate) fn write_list<T: core::fmt::Display>(
 mod tests {
     use super::*;
 
+    /// The load parameters at their defaults, as the table of settings
+    /// (`format::SETTINGS`) gives them.
     fn good() -> Raw<'static> {
+        let d = |key| crate::format::setting(key).map_or(&b"?"[..], |s| s.default.as_bytes());
+        // Not a number: out of every range, so that validation fails.
+        let n = |key| parse_u64(d(key)).unwrap_or(u64::MAX);
         Raw {
-            cpu_buffer_size: 65536,
-            buffer_size: 1 << 20,
-            buffer_watershed: 0,
-            event: b"default",
-            sample_period: b"",
-            sample_freq: b"",
-            exclude_user: false,
-            exclude_kernel: false,
-            backtrace_depth: 0,
-            // The parameter's default (oprofile.rs): user stacks are on.
-            user_backtrace_depth: 32,
-            user_stack_size: 0,
-            user_stack_fit: false,
-            mode: b"consume",
+            cpu_buffer_size: n("cpu_buffer_size"),
+            buffer_size: n("buffer_size"),
+            buffer_watershed: n("buffer_watershed"),
+            event: d("event"),
+            sample_period: d("sample_period"),
+            sample_freq: d("sample_freq"),
+            exclude_user: n("exclude_user") == 1,
+            exclude_kernel: n("exclude_kernel") == 1,
+            backtrace_depth: n("backtrace_depth"),
+            user_backtrace_depth: n("user_backtrace_depth"),
+            user_stack_size: n("user_stack_size"),
+            user_stack_fit: n("user_stack_fit") == 1,
+            mode: d("mode"),
         }
     }
 
@@ -680,7 +695,12 @@ mod tests {
     #[test]
     fn defaults_are_valid() {
         let c = Config::validate(good());
-        assert_eq!(c.map(|c| c.buffer_watershed), Ok(1 << 18));
+        assert_eq!(c.as_ref().map(|c| c.buffer_watershed), Ok(1 << 18));
+        // User stacks are on by default, kernel stacks off.
+        assert_eq!(
+            c.map(|c| (c.user_backtrace_depth, c.backtrace_depth)),
+            Ok((32, 0))
+        );
     }
 
     #[test]

@@ -217,9 +217,11 @@ mod tests {
     /// in its order, with their kind.
     #[test]
     fn the_list_is_the_modules_events() {
-        let src =
-            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../src/shims/perf.rs"))
-                .unwrap();
+        let src = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../src/shims/perf.rs"
+        ))
+        .unwrap();
         let body = &src[src
             .find("fn name(self) -> &'static str {\n        match self {\n            Event::")
             .unwrap()..];
