@@ -671,6 +671,45 @@ mod tests {
         changed(&load()?, &Changes::parse(text)?)
     }
 
+    /// The `config` text (`GET_CONFIG`) read back as a change (`SET_CONFIG`)
+    /// gives the configuration it shows, every key changed at once: a key of
+    /// the table of settings (`format::SETTINGS`) that [`changed`] forgot to
+    /// read would keep its old value here. (`cgroup` is read where the
+    /// filter is looked up, not by [`changed`]: 0 on both sides.)
+    #[test]
+    fn the_config_text_read_back_is_the_same_config() {
+        // Every key away from `load()`'s, made by the load-time path (not
+        // by `changed`, which is under test).
+        let other = Config::validate(Raw {
+            cpu_buffer_size: 131072,
+            buffer_size: 2 << 20,
+            buffer_watershed: 4096,
+            event: b"cpu-clock",
+            sample_period: b"300000",
+            sample_freq: b"",
+            exclude_user: false,
+            exclude_kernel: true,
+            backtrace_depth: 5,
+            user_backtrace_depth: 7,
+            user_stack_size: 1024,
+            user_stack_fit: true,
+            mode: b"overwrite",
+        })
+        .map(|c| Config { pid: 1, ..c });
+        let base = load();
+        let (Ok(base), Ok(other)) = (&base, &other) else {
+            assert!(base.is_ok() && other.is_ok());
+            return;
+        };
+        let (base, other) = (*base, *other);
+        assert_ne!(base, other);
+        let mut text = KVec::new();
+        let settings = Settings::new(other, Event::CpuClock, 1);
+        assert!(crate::control::settings::write_config_text(&settings, &mut text).is_ok());
+        let back = Changes::parse(&text).and_then(|ch| changed(&base, &ch));
+        assert_eq!(back, Ok(other));
+    }
+
     #[test]
     fn generation_wraps_at_u32_max() {
         assert_eq!(next_generation(1), 2);
