@@ -1214,8 +1214,9 @@ pub const fn setting(key: &str) -> Option<Setting> {
     None
 }
 
-/// Whether `a` and `b` hold the same bytes (`==` is not `const`).
-const fn same_bytes(mut a: &[u8], mut b: &[u8]) -> bool {
+/// Whether `a` and `b` hold the same bytes (`==` is not `const`; the module
+/// compares names at build time with it).
+pub const fn same_bytes(mut a: &[u8], mut b: &[u8]) -> bool {
     while let ([x, a_tail @ ..], [y, b_tail @ ..]) = (a, b) {
         if *x != *y {
             return false;

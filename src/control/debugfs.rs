@@ -301,26 +301,13 @@ const KEY_FILES: [&CStr; KEYS.len()] = [
 const _: () = {
     let mut i = 0;
     while i < KEYS.len() {
-        assert!(same_name(KEYS[i], KEY_FILES[i]));
+        assert!(crate::format::same_bytes(
+            KEYS[i].as_bytes(),
+            KEY_FILES[i].to_bytes()
+        ));
         i += 1;
     }
 };
-
-/// Whether `key` and the C string `file` are the same name (at build time).
-const fn same_name(key: &str, file: &CStr) -> bool {
-    let (a, b) = (key.as_bytes(), file.to_bytes());
-    if a.len() != b.len() {
-        return false;
-    }
-    let mut i = 0;
-    while i < a.len() {
-        if a[i] != b[i] {
-            return false;
-        }
-        i += 1;
-    }
-    true
-}
 
 /// The debugfs file of setting `K` of [`KEYS`]: named after the key, showing
 /// its value and changing it.

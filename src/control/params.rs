@@ -25,7 +25,7 @@ pub(crate) mod limits {
     const fn range(key: &str) -> (u64, u64) {
         match crate::format::setting(key) {
             Some(crate::format::Setting { range: Some(r), .. }) => r,
-            _ => panic!("not a number setting"),
+            _ => kernel::build_error!("not a number setting"),
         }
     }
 
