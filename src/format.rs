@@ -1749,6 +1749,211 @@ pub mod ioctl {
     /// Write the `config` text (NUL-terminated) to the buffer; returns its
     /// length.
     pub const GET_CONFIG: u32 = ioc(READ | WRITE, 34, CONFIG_TEXT_LEN);
+    /// Bytes of `struct oprofile_rs_unwind_table { __u64 ptr; __u64 len; }`
+    /// (an unwind table's bytes, [`super::unwind`]).
+    pub const UNWIND_TABLE_LEN: u32 = 16;
+    /// Bytes of `struct oprofile_rs_unwind_map` ([`super::unwind::MAP_LEN`]).
+    pub const UNWIND_MAP_LEN: u32 = 40;
+    /// Load an unwind table ([`super::unwind`]); returns its number (1 or
+    /// more) for [`UNWIND_MAP`].
+    pub const UNWIND_TABLE: u32 = ioc(WRITE, 35, UNWIND_TABLE_LEN);
+    /// Unwind a mapping of a process with a table loaded through the same
+    /// open file.
+    pub const UNWIND_MAP: u32 = ioc(WRITE, 36, UNWIND_MAP_LEN);
+    /// Drop every table and mapping loaded through this open file (as its
+    /// last close does).
+    pub const UNWIND_RESET: u32 = ioc(NONE, 37, 0);
+}
+
+/// Unwind tables for the overflow handler's user stack walk (`Documentation/
+/// design.md`, "In-kernel unwinding"): the call frame information of a
+/// binary (`.eh_frame`), reduced to the three rules x86-64 code needs, loaded
+/// by the tool for the mappings of the processes it profiles. With them the
+/// handler finds the callers of code without frame pointers, and of leaf
+/// functions, without copying the stack.
+///
+/// A table is [`TABLE_HEAD_LEN`] bytes of head, then its rows: [`ROW_LEN`]
+/// bytes each, native-endian, sorted by strictly increasing `addr`. A row
+/// holds from its `addr` up to the next row's; the last row must be
+/// [`UNKNOWN`] (the table's end). Addresses are the binary's own (its ELF
+/// virtual addresses); a mapping gives the bias to add at run time.
+///
+/// For the frame at instruction pointer `ip` (the sampled one for the first
+/// frame, a return address minus one for the others), the row holding
+/// `ip - bias` says where the frame's canonical frame address (CFA) is; the
+/// return address is the word at `CFA - 8`; the caller's stack pointer is
+/// the CFA; its frame pointer the word at `CFA + 8 * bp` (`bp < 0`) or, for
+/// `bp == 0`, the callee's.
+pub mod unwind {
+    /// Bytes of a table's head: `u32` [`MAGIC`], `u32` rows, `u64` reserved (0).
+    pub const TABLE_HEAD_LEN: usize = 16;
+    /// The head's first word.
+    pub const MAGIC: u32 = 0x4f52_5501;
+    /// Bytes of a row: `u32` addr, `u8` rule, `i8` bp, `u16` CFA offset
+    /// (bytes).
+    pub const ROW_LEN: usize = 8;
+    /// Rows a table may have (4 Mi rows, 32 MiB).
+    pub const MAX_ROWS: u32 = 1 << 22;
+    /// Bytes of rows all the tables loaded through the device may hold
+    /// together (refused with `ENOSPC` beyond).
+    pub const MAX_TOTAL_BYTES: usize = 64 << 20;
+    /// Mappings that may be unwound with tables at once (`ENOSPC` beyond).
+    pub const MAX_MAPS: usize = 1 << 16;
+    /// Rule: no frame to unwind here; the walk ends cleanly (the outermost
+    /// frame, whose return address the CFI leaves undefined).
+    pub const END: u8 = 0;
+    /// Rule: `CFA = sp + offset`.
+    pub const CFA_SP: u8 = 1;
+    /// Rule: `CFA = bp + offset`.
+    pub const CFA_BP: u8 = 2;
+    /// Rule: not expressible here (or no CFI): the walk is cut.
+    pub const UNKNOWN: u8 = 3;
+    /// The lowest `bp` (the saved frame pointer at most 128 words below the
+    /// CFA).
+    pub const MIN_BP: i8 = -128;
+
+    /// Bytes of `struct oprofile_rs_unwind_map`: `u32` pid, `u32` table (as
+    /// [`super::ioctl::UNWIND_TABLE`] returned it), `u64` start, `u64` end
+    /// (the mapping's addresses: `[start, end)`), `u64` bias (run-time
+    /// address minus the table's address), `u64` inode (of the mapped
+    /// file: the module checks that the process maps it executable there).
+    pub const MAP_LEN: usize = 40;
+
+    /// One row.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct Row {
+        /// The first address the row holds for (the binary's own).
+        pub addr: u32,
+        /// [`END`], [`CFA_SP`], [`CFA_BP`] or [`UNKNOWN`].
+        pub rule: u8,
+        /// Where the caller's frame pointer was saved, in words from the
+        /// CFA (`< 0`), or 0: not saved (unchanged).
+        pub bp: i8,
+        /// The CFA's offset from the register of `rule`, in bytes.
+        pub cfa: u16,
+    }
+
+    impl Row {
+        /// The row's bytes, native-endian.
+        pub fn encoded(&self) -> [u8; ROW_LEN] {
+            let [a0, a1, a2, a3] = self.addr.to_ne_bytes();
+            let [c0, c1] = self.cfa.to_ne_bytes();
+            [a0, a1, a2, a3, self.rule, self.bp as u8, c0, c1]
+        }
+
+        /// The row in `b` (native-endian), whatever its values; `None` if
+        /// `b` is shorter than a row.
+        pub fn decode(b: &[u8]) -> Option<Row> {
+            let b: &[u8; ROW_LEN] = b.get(..ROW_LEN)?.try_into().ok()?;
+            let [a0, a1, a2, a3, rule, bp, c0, c1] = *b;
+            Some(Row {
+                addr: u32::from_ne_bytes([a0, a1, a2, a3]),
+                rule,
+                bp: bp as i8,
+                cfa: u16::from_ne_bytes([c0, c1]),
+            })
+        }
+
+        /// Whether the row's values are ones the walk knows.
+        pub fn valid(&self) -> bool {
+            match self.rule {
+                END | UNKNOWN => true,
+                CFA_SP | CFA_BP => self.bp <= 0,
+                _ => false,
+            }
+        }
+    }
+
+    /// A table's head for `rows` rows.
+    pub fn head(rows: u32) -> [u8; TABLE_HEAD_LEN] {
+        let [m0, m1, m2, m3] = MAGIC.to_ne_bytes();
+        let [r0, r1, r2, r3] = rows.to_ne_bytes();
+        [m0, m1, m2, m3, r0, r1, r2, r3, 0, 0, 0, 0, 0, 0, 0, 0]
+    }
+
+    /// Why a table's bytes are refused (`EINVAL` from the ioctl).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum TableError {
+        /// Shorter than its head, or its length is not the head's rows.
+        Length,
+        /// Not [`MAGIC`], or a reserved word not 0.
+        Head,
+        /// No rows, or more than [`MAX_ROWS`].
+        Rows,
+        /// A row with an unknown rule or a positive `bp`.
+        Rule,
+        /// Rows not in strictly increasing order of `addr`.
+        Order,
+        /// The last row is not [`UNKNOWN`].
+        End,
+    }
+
+    /// Checks a table's bytes (head and rows); returns its rows' bytes.
+    pub fn check(bytes: &[u8]) -> Result<&[u8], TableError> {
+        let (head, body) = match (bytes.get(..TABLE_HEAD_LEN), bytes.get(TABLE_HEAD_LEN..)) {
+            (Some(h), Some(b)) => (h, b),
+            _ => return Err(TableError::Length),
+        };
+        let word = |i: usize| {
+            head.get(i..i + 4)
+                .and_then(|w| w.try_into().ok())
+                .map_or(u32::MAX, u32::from_ne_bytes)
+        };
+        if word(0) != MAGIC || word(8) != 0 || word(12) != 0 {
+            return Err(TableError::Head);
+        }
+        let rows = word(4);
+        if rows == 0 || rows > MAX_ROWS {
+            return Err(TableError::Rows);
+        }
+        if body.len() != rows as usize * ROW_LEN {
+            return Err(TableError::Length);
+        }
+        let mut last: Option<Row> = None;
+        for chunk in body.chunks_exact(ROW_LEN) {
+            let row = Row::decode(chunk).ok_or(TableError::Length)?;
+            if !row.valid() {
+                return Err(TableError::Rule);
+            }
+            if last.is_some_and(|l| l.addr >= row.addr) {
+                return Err(TableError::Order);
+            }
+            last = Some(row);
+        }
+        match last {
+            Some(r) if r.rule == UNKNOWN => Ok(body),
+            _ => Err(TableError::End),
+        }
+    }
+
+    /// The row of `rows` (a checked table's rows' bytes) holding `addr`,
+    /// or `None` below the first row.
+    pub fn find(rows: &[u8], addr: u64) -> Option<Row> {
+        let n = rows.len() / ROW_LEN;
+        let at = |i: usize| Row::decode(rows.get(i * ROW_LEN..)?);
+        // The number of rows whose addr is <= addr.
+        let (mut lo, mut hi) = (0usize, n);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if u64::from(at(mid)?.addr) <= addr {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        at(lo.checked_sub(1)?)
+    }
+
+    /// One caller step: the CFA the row gives for the registers `sp`, `bp`
+    /// (`None` for [`END`] and [`UNKNOWN`] rows, or an overflow).
+    pub fn cfa(row: &Row, sp: u64, bp: u64) -> Option<u64> {
+        let base = match row.rule {
+            CFA_SP => sp,
+            CFA_BP => bp,
+            _ => return None,
+        };
+        base.checked_add(u64::from(row.cfa))
+    }
 }
 
 /// The first page of a mapping of the device (`Documentation/mmap.md`):
