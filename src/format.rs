@@ -1811,6 +1811,12 @@ pub mod unwind {
     /// The lowest `bp` (the saved frame pointer at most 128 words below the
     /// CFA).
     pub const MIN_BP: i8 = -128;
+    /// The user callchain entry after the last frame of a walk with tables
+    /// that was cut (no rule for an address, a fault, a frame out of
+    /// bounds): `-1024`, among perf's context markers (at or above
+    /// `PERF_CONTEXT_MAX`, none of which it is), so readers that do not know
+    /// it skip it.
+    pub const CHAIN_CUT: u64 = (-1024i64) as u64;
 
     /// Bytes of `struct oprofile_rs_unwind_map`: `u32` pid, `u32` table (as
     /// [`super::ioctl::UNWIND_TABLE`] returned it), `u64` start, `u64` end

@@ -221,6 +221,51 @@ struct oprofile_rs_consume {
 	__u64 new_tail;
 };
 
+/*
+ * An unwind table (UNWIND_TABLE): struct oprofile_rs_unwind_table_head,
+ * then rows rows of struct oprofile_rs_unwind_row sorted by strictly
+ * increasing addr, the last one OPROFILE_RS_UNWIND_UNKNOWN
+ * (Documentation/design.md, "In-kernel unwinding").
+ */
+struct oprofile_rs_unwind_table {
+	__u64 ptr;
+	__u64 len;
+};
+
+#define OPROFILE_RS_UNWIND_MAGIC 0x4f525501
+#define OPROFILE_RS_UNWIND_MAX_ROWS (1 << 22)
+
+struct oprofile_rs_unwind_table_head {
+	__u32 magic;		/* OPROFILE_RS_UNWIND_MAGIC */
+	__u32 rows;
+	__u64 reserved;		/* 0 */
+};
+
+#define OPROFILE_RS_UNWIND_END 0	/* the outermost frame */
+#define OPROFILE_RS_UNWIND_CFA_SP 1	/* CFA = sp + cfa */
+#define OPROFILE_RS_UNWIND_CFA_BP 2	/* CFA = bp + cfa */
+#define OPROFILE_RS_UNWIND_UNKNOWN 3	/* no rule: the walk is cut */
+
+struct oprofile_rs_unwind_row {
+	__u32 addr;	/* the binary's own address where the row starts */
+	__u8 rule;	/* OPROFILE_RS_UNWIND_* */
+	__s8 bp;	/* caller's rbp at CFA + 8 * bp (< 0), or 0: unchanged */
+	__u16 cfa;	/* CFA offset, bytes */
+};
+
+/* Unwind [start, end) of process pid with table (as UNWIND_TABLE returned it). */
+struct oprofile_rs_unwind_map {
+	__u32 pid;
+	__u32 table;
+	__u64 start;
+	__u64 end;
+	__u64 bias;	/* run-time address minus the table's */
+	__u64 inode;	/* of the mapped file */
+};
+
+/* The user callchain entry after the last frame of a cut walk with tables. */
+#define OPROFILE_RS_CHAIN_CUT ((__u64)-1024)
+
 #define OPROFILE_RS_IOC_TRACING_ON _IO(OPROFILE_RS_IOC_MAGIC, 1)
 #define OPROFILE_RS_IOC_TRACING_OFF _IO(OPROFILE_RS_IOC_MAGIC, 2)
 #define OPROFILE_RS_IOC_FLUSH _IO(OPROFILE_RS_IOC_MAGIC, 3)
@@ -229,6 +274,9 @@ struct oprofile_rs_consume {
 #define OPROFILE_RS_IOC_SNAPSHOT _IO(OPROFILE_RS_IOC_MAGIC, 32)
 #define OPROFILE_RS_IOC_SET_CONFIG _IOW(OPROFILE_RS_IOC_MAGIC, 33, struct oprofile_rs_config_text)
 #define OPROFILE_RS_IOC_GET_CONFIG _IOWR(OPROFILE_RS_IOC_MAGIC, 34, struct oprofile_rs_config_text)
+#define OPROFILE_RS_IOC_UNWIND_TABLE _IOW(OPROFILE_RS_IOC_MAGIC, 35, struct oprofile_rs_unwind_table)
+#define OPROFILE_RS_IOC_UNWIND_MAP _IOW(OPROFILE_RS_IOC_MAGIC, 36, struct oprofile_rs_unwind_map)
+#define OPROFILE_RS_IOC_UNWIND_RESET _IO(OPROFILE_RS_IOC_MAGIC, 37)
 
 /* ------------------------------------------------------------ mmap */
 

@@ -31,7 +31,9 @@
 //! when the event buffer cannot take it), `OPROFILE_RS_IOC_SET_CONFIG` and
 //! `OPROFILE_RS_IOC_GET_CONFIG` (runtime configuration, `config.rs`: the
 //! text of `struct oprofile_rs_config_text { __u64 ptr; __u64 len; }`).
-//! Other commands get `ENOTTY`.
+//! `OPROFILE_RS_IOC_UNWIND_TABLE`, `_UNWIND_MAP` and `_UNWIND_RESET` load
+//! unwind tables for the sample path's user stack walk, owned by the file
+//! (`unwind_loader.rs`). Other commands get `ENOTTY`.
 //!
 //!
 //! Zero-copy reading (`Documentation/mmap.md`): a reader may `mmap` the
@@ -90,6 +92,7 @@ pub(crate) const DEVICE_NAME: &CStr = c"oprofile!buffer";
 pub(crate) mod ioctl {
     pub(crate) use crate::format::ioctl::{
         CONSUME, FLUSH, GET_CONFIG, GET_TRACING, SET_CONFIG, SNAPSHOT, TRACING_OFF, TRACING_ON,
+        UNWIND_MAP, UNWIND_RESET, UNWIND_TABLE,
     };
     use kernel::ioctl::{_IO, _IOR, _IOW, _IOWR};
 
@@ -103,6 +106,9 @@ pub(crate) mod ioctl {
         assert!(SNAPSHOT == _IO(MAGIC, 32));
         assert!(SET_CONFIG == _IOW::<[u64; 2]>(MAGIC, 33));
         assert!(GET_CONFIG == _IOWR::<[u64; 2]>(MAGIC, 34));
+        assert!(UNWIND_TABLE == _IOW::<[u64; 2]>(MAGIC, 35));
+        assert!(UNWIND_MAP == _IOW::<[u64; 5]>(MAGIC, 36));
+        assert!(UNWIND_RESET == _IO(MAGIC, 37));
     };
 }
 
@@ -140,6 +146,12 @@ fn may_profile_system() -> Result {
 }
 
 impl BufferReader {
+    /// This open file's identity, which owns the unwind tables loaded
+    /// through it (the box does not move while the file is open).
+    fn owner(&self) -> usize {
+        core::ptr::from_ref(self) as usize
+    }
+
     /// Whether a blocking read would return now (the condition `poll` reports).
     fn readable(&self, eb: &EventBuffer) -> bool {
         let flushed = eb.flush_seq != self.seen_flush.load(Relaxed);
@@ -334,6 +346,8 @@ impl PollMiscDevice for BufferReader {
     }
 
     fn release(me: KBox<Self>, _file: &File) {
+        // The tables this file loaded go with it.
+        me.profiler.unwind.lock().reset(me.owner());
         // No mapping outlives the file (each holds it): their `close`
         // already gave the event buffer back to `buffer_size` changes.
         if me.reads {
@@ -469,6 +483,12 @@ impl PollMiscDevice for BufferReader {
                     .write_slice(&text)?;
                 return Ok((text.len() - 1) as isize);
             }
+            ioctl::UNWIND_TABLE => {
+                let id = p.unwind.lock().load_table(me.owner(), arg)?;
+                return Ok(id as isize);
+            }
+            ioctl::UNWIND_MAP => p.unwind.lock().map(me.owner(), arg)?,
+            ioctl::UNWIND_RESET => p.unwind.lock().reset(me.owner()),
             ioctl::GET_TRACING => {
                 let v = u32::from(TRACING_ON.is_on());
                 UserSlice::new(UserPtr::from_addr(arg), core::mem::size_of::<u32>())

@@ -17,6 +17,7 @@
 //! | `profiler.rs` | the profiler: start, stop, `tracing_on`, CPU hotplug, the periodic sync |
 //! | `counter_table.rs` | the per-CPU counters, one per (CPU, event) |
 //! | `task_counters.rs` | counters bound to one process (`pid=N`) |
+//! | `unwind_loader.rs` | the unwind tables loaded through the device, published to the sample path |
 
 pub(crate) mod config;
 pub(crate) mod counter_table;
@@ -26,3 +27,4 @@ pub(crate) mod params;
 pub(crate) mod profiler;
 pub(crate) mod settings;
 pub(crate) mod task_counters;
+pub(crate) mod unwind_loader;

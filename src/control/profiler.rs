@@ -149,6 +149,10 @@ pub(crate) struct Profiler {
     /// The cgroup filter in force (`config.cgroup` is its id); set under
     /// `control`. Removed when the profiler goes, after its counters.
     pub(crate) filter: crate::path::cgroup::Filter,
+    /// The unwind tables loaded through the device (`unwind_loader.rs`): a
+    /// leaf lock, held across a grace period when the registry changes.
+    #[pin]
+    pub(crate) unwind: Mutex<crate::control::unwind_loader::UnwindLoader>,
 }
 
 impl Profiler {
@@ -234,6 +238,7 @@ impl Profiler {
                 tasks <- new_mutex!(None),
                 starting: Atomic::new(false),
                 hotplug <- new_mutex!(None),
+                unwind <- new_mutex!(crate::control::unwind_loader::UnwindLoader::new()),
                 reader_open: Atomic::new(false),
                 filter: crate::path::cgroup::Filter::new(filter),
             }? Error),

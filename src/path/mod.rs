@@ -11,6 +11,7 @@
 //! |---|---|
 //! | `sampler.rs` | the overflow handler's work: a SAMPLE (and COMM) into this CPU's ring buffer |
 //! | `user_stack.rs` | user callchains by frame pointers, and copies of the user stack |
+//! | `unwind_tables.rs` | user callchains with the tool's unwind tables (code without frame pointers) |
 //! | `cgroup.rs` | the cgroup filter the sampler tests first |
 //! | `sync.rs` | the per-CPU buffers and the delayed-work sync that drains them |
 //! | `sync_stage.rs` | a sync's staging area: records ordered by time before the event buffer |
@@ -32,4 +33,5 @@ pub(crate) mod snapshot;
 pub(crate) mod snapshot_plan;
 pub(crate) mod sync;
 pub(crate) mod sync_stage;
+pub(crate) mod unwind_tables;
 pub(crate) mod user_stack;

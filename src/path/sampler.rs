@@ -27,7 +27,10 @@ use kernel::{
 
 use crate::{
     format::{self, Endian, MAX_DEPTH, MAX_EVENTS, MAX_USER_DEPTH},
-    path::user_stack::{self, UserRegs},
+    path::{
+        unwind_tables,
+        user_stack::{self, UserRegs},
+    },
     ringbuf::{CpuBuffer, Mode, ReserveError, Switches},
     shims::{
         perf::{Overflow, OverflowHandler, Regs},
@@ -648,12 +651,25 @@ impl CpuSampler {
                     let mut first = None;
                     if let Some(start) = user.as_ref().filter(|_| user_depth > 0) {
                         let out = chain.get_mut(k..k + user_depth).unwrap_or(&mut []);
-                        let (n, stop) = user_stack::walk(start, out, |fp| {
-                            let r = user_stack::read_frame(fp);
-                            if fp == start.bp && first.is_none() {
-                                first = r;
+                        let (n, stop) = unwind_tables::IN_FORCE.with_current(|tables| {
+                            match tables {
+                                // The process's unwind tables, where the
+                                // tool loaded them.
+                                Some((reg, mm)) => unwind_tables::walk(
+                                    start,
+                                    out,
+                                    |a| reg.lookup(mm, a),
+                                    unwind_tables::read_word,
+                                    user_stack::read_frame,
+                                ),
+                                None => user_stack::walk(start, out, |fp| {
+                                    let r = user_stack::read_frame(fp);
+                                    if fp == start.bp && first.is_none() {
+                                        first = r;
+                                    }
+                                    r
+                                }),
                             }
-                            r
                         });
                         if stop.aborted() {
                             cut |= CUT_USER_ABORTED;

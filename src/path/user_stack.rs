@@ -148,20 +148,27 @@ pub(crate) fn walk(
 /// Reads the frame record at user address `fp` of the current task, in any
 /// context (NMI included), without faulting pages in.
 pub(crate) fn read_frame(fp: u64) -> Option<[u64; 2]> {
-    let mut frame = [0u64; 2];
-    // SAFETY: `frame` is valid for 16 bytes of writes. copy_from_user_nmi()
-    // may be called in any context with any address: it checks that the
-    // range is user space and that the current mm is the loaded one
-    // (nmi_uaccess_okay()), and copies with page faults disabled (a fault
-    // ends the copy through the exception table, nothing sleeps).
+    read_user(fp)
+}
+
+/// Reads `N` words at user address `addr` of the current task, in any
+/// context (NMI included), without faulting pages in.
+pub(crate) fn read_user<const N: usize>(addr: u64) -> Option<[u64; N]> {
+    let mut words = [0u64; N];
+    // SAFETY: `words` is valid for its size in bytes of writes.
+    // copy_from_user_nmi() may be called in any context with any address:
+    // it checks that the range is user space and that the current mm is
+    // the loaded one (nmi_uaccess_okay()), and copies with page faults
+    // disabled (a fault ends the copy through the exception table, nothing
+    // sleeps).
     let left = unsafe {
         bindings::copy_from_user_nmi(
-            frame.as_mut_ptr().cast::<c_void>(),
-            fp as usize as *const c_void,
-            core::mem::size_of_val(&frame),
+            words.as_mut_ptr().cast::<c_void>(),
+            addr as usize as *const c_void,
+            core::mem::size_of_val(&words),
         )
     };
-    (left == 0).then_some(frame)
+    (left == 0).then_some(words)
 }
 
 /// The frame record at the user frame pointer (`start.bp`) of the current

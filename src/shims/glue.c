@@ -6,17 +6,20 @@
  * the Rust caller); each says why Rust cannot do it. Rust declares them once,
  * in src/shims/glue.rs, with the types of glue.h.
  */
+#include <linux/capability.h>
 #include <linux/cgroup.h>
 #include <linux/err.h>
 #include <linux/fs.h>
 #include <linux/hardirq.h>
 #include <linux/mm.h>
+#include <linux/mmap_lock.h>
 #include <linux/moduleparam.h>
 #include <linux/perf_event.h>
 #include <linux/pid.h>
 #include <linux/ptrace.h>
 #include <linux/sched.h>
 #include <linux/sched/clock.h>
+#include <linux/sched/mm.h>
 #include <linux/sched/signal.h>
 #include <linux/sched/task.h>
 #include <linux/string.h>
@@ -436,4 +439,68 @@ const char *oprofile_rs_cgroup_param(void)
 bool oprofile_rs_file_readable(const struct file *file)
 {
 	return file->f_mode & FMODE_READ;
+}
+
+/* ---- address spaces for the unwind tables (src/shims/mm.rs): mmgrab(),
+ * mmdrop(), perfmon_capable(), the vma walk and `current->mm` are inline
+ * or need the mm's lock and struct layout. */
+
+/*
+ * The address space of process pid (caller's pid namespace), counted with
+ * mmgrab() (the struct stays, not the mappings), if it maps [start, end)
+ * executable, as one mapping of the file with inode number ino; else an
+ * ERR_PTR: -EPERM (the caller may not read other users' processes'
+ * memory, CAP_PERFMON), -ESRCH (no such process, or a kernel thread),
+ * -ENOENT (no such mapping). Sleeps (the mm's lock).
+ */
+struct mm_struct *oprofile_rs_mm_get(u32 pid, u64 start, u64 end, u64 ino)
+{
+	struct task_struct *task;
+	struct mm_struct *mm;
+	struct vm_area_struct *vma;
+	struct pid *p;
+	bool found;
+
+	if (!perfmon_capable())
+		return ERR_PTR(-EPERM);
+	if (pid == 0 || pid > PID_MAX_LIMIT || start >= end || end > TASK_SIZE_MAX)
+		return ERR_PTR(-ESRCH);
+	p = find_get_pid(pid);
+	task = p ? get_pid_task(p, PIDTYPE_TGID) : NULL;
+	put_pid(p);
+	if (!task)
+		return ERR_PTR(-ESRCH);
+	mm = get_task_mm(task);
+	put_task_struct(task);
+	if (!mm)
+		return ERR_PTR(-ESRCH);
+	if (mmap_read_lock_killable(mm)) {
+		mmput(mm);
+		return ERR_PTR(-EINTR);
+	}
+	vma = vma_lookup(mm, start);
+	found = vma && vma->vm_start == start && vma->vm_end == end && (vma->vm_flags & VM_EXEC) &&
+		vma->vm_file && file_inode(vma->vm_file)->i_ino == ino;
+	mmap_read_unlock(mm);
+	if (found)
+		mmgrab(mm);
+	mmput(mm);
+	return found ? mm : ERR_PTR(-ENOENT);
+}
+
+void oprofile_rs_mm_drop(struct mm_struct *mm)
+{
+	mmdrop(mm);
+}
+
+/* Whether the address space still has users (its process has not exited). */
+bool oprofile_rs_mm_alive(struct mm_struct *mm)
+{
+	return atomic_read(&mm->mm_users) > 0;
+}
+
+/* The current task's address space (NULL for a kernel thread): any context. */
+struct mm_struct *oprofile_rs_current_mm(void)
+{
+	return current->mm;
 }

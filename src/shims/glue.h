@@ -9,6 +9,7 @@
 
 struct cgroup;
 struct file;
+struct mm_struct;
 struct perf_event;
 struct pt_regs;
 struct task_struct;
@@ -52,5 +53,10 @@ const char *oprofile_rs_sample_period_param(void);
 const char *oprofile_rs_sample_freq_param(void);
 /* src/shims/poll_misc.rs */
 bool oprofile_rs_file_readable(const struct file *file);
+/* src/shims/mm.rs */
+struct mm_struct *oprofile_rs_mm_get(u32 pid, u64 start, u64 end, u64 ino);
+void oprofile_rs_mm_drop(struct mm_struct *mm);
+bool oprofile_rs_mm_alive(struct mm_struct *mm);
+struct mm_struct *oprofile_rs_current_mm(void);
 
 #endif

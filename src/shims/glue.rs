@@ -19,6 +19,12 @@ pub(crate) struct RawCgroup {
     _opaque: [u8; 0],
 }
 
+/// `struct mm_struct`, opaque here (its layout is the kernel's business).
+#[repr(C)]
+pub(crate) struct RawMm {
+    _opaque: [u8; 0],
+}
+
 /// `struct task_struct`, opaque here: the bindings' layout of it is not the
 /// kernel's on GCC-built kernels (see `oprofile_rs_current_task`).
 #[repr(C)]
@@ -115,4 +121,14 @@ extern "C" {
     /// `file->f_mode & FMODE_READ` of a `struct file *` (passed as `void`:
     /// `bindings::file` holds a zero-sized array Rust does not call FFI-safe).
     pub(crate) fn oprofile_rs_file_readable(file: *const c_void) -> bool;
+    /// The address space of process `pid`, counted (`mmgrab`), if it maps
+    /// `[start, end)` executable from the file with inode number `ino`; an
+    /// `ERR_PTR` (`-EPERM`, `-ESRCH`, `-ENOENT`, `-EINTR`) otherwise. Sleeps.
+    pub(crate) fn oprofile_rs_mm_get(pid: u32, start: u64, end: u64, ino: u64) -> *mut RawMm;
+    /// `mmdrop(mm)`: releases a count of `oprofile_rs_mm_get`.
+    pub(crate) fn oprofile_rs_mm_drop(mm: *mut RawMm);
+    /// Whether `mm` (counted) still has users.
+    pub(crate) fn oprofile_rs_mm_alive(mm: *mut RawMm) -> bool;
+    /// `current->mm`: null for a kernel thread. Any context.
+    pub(crate) fn oprofile_rs_current_mm() -> *mut RawMm;
 }

@@ -15,6 +15,7 @@
 //! | `task.rs` | the current task's ids and name; counted references to a process's threads |
 //! | `clock.rs` | the stream's clock, a monotonic clock for the suites, a "newest time" atomic |
 //! | `cpu.rs` | whether a CPU is online |
+//! | `mm.rs` | counted references to address spaces, the current one's identity |
 //! | `hotplug.rs` | CPU hotplug callbacks (a dynamic cpuhp state) |
 //! | `cpu_work.rs` | a self-rearming delayed work per possible CPU |
 //! | `work_item.rs` | one work item run in process context, queued from any context |
@@ -28,6 +29,7 @@ pub(crate) mod cpu_work;
 pub(crate) mod debugfs_files;
 pub(crate) mod glue;
 pub(crate) mod hotplug;
+pub(crate) mod mm;
 pub(crate) mod perf;
 pub(crate) mod poll_misc;
 pub(crate) mod ratelimit;

@@ -88,6 +88,16 @@ fn constants() -> Vec<(&'static str, u64)> {
         ("OPROFILE_RS_IOC_SNAPSHOT", ioctl::SNAPSHOT.into()),
         ("OPROFILE_RS_IOC_SET_CONFIG", ioctl::SET_CONFIG.into()),
         ("OPROFILE_RS_IOC_GET_CONFIG", ioctl::GET_CONFIG.into()),
+        ("OPROFILE_RS_IOC_UNWIND_TABLE", ioctl::UNWIND_TABLE.into()),
+        ("OPROFILE_RS_IOC_UNWIND_MAP", ioctl::UNWIND_MAP.into()),
+        ("OPROFILE_RS_IOC_UNWIND_RESET", ioctl::UNWIND_RESET.into()),
+        ("OPROFILE_RS_UNWIND_MAGIC", unwind::MAGIC.into()),
+        ("OPROFILE_RS_UNWIND_MAX_ROWS", unwind::MAX_ROWS.into()),
+        ("OPROFILE_RS_UNWIND_END", unwind::END.into()),
+        ("OPROFILE_RS_UNWIND_CFA_SP", unwind::CFA_SP.into()),
+        ("OPROFILE_RS_UNWIND_CFA_BP", unwind::CFA_BP.into()),
+        ("OPROFILE_RS_UNWIND_UNKNOWN", unwind::UNKNOWN.into()),
+        ("OPROFILE_RS_CHAIN_CUT", unwind::CHAIN_CUT),
         ("OPROFILE_RS_META_VERSION", meta::VERSION.into()),
     ]
 }
@@ -165,6 +175,13 @@ const STRUCTS: &[(&str, &[&str])] = &[
     ),
     ("config_text", &["ptr", "len"]),
     ("consume", &["tail", "new_tail"]),
+    ("unwind_table", &["ptr", "len"]),
+    ("unwind_table_head", &["magic", "rows", "reserved"]),
+    ("unwind_row", &["addr", "rule", "bp", "cfa"]),
+    (
+        "unwind_map",
+        &["pid", "table", "start", "end", "bias", "inode"],
+    ),
     (
         "meta",
         &[
@@ -333,6 +350,10 @@ fn the_headers_structures_have_the_records_sizes() {
         ("config_text", ioctl::CONFIG_TEXT_LEN as usize),
         ("consume", ioctl::CONSUME_LEN as usize),
         ("meta", meta::LEN),
+        ("unwind_table", ioctl::UNWIND_TABLE_LEN as usize),
+        ("unwind_table_head", unwind::TABLE_HEAD_LEN),
+        ("unwind_row", unwind::ROW_LEN),
+        ("unwind_map", unwind::MAP_LEN),
     ] {
         assert_eq!(c.sizeof(s), len, "sizeof(struct oprofile_rs_{s})");
     }
@@ -533,4 +554,42 @@ fn the_headers_meta_page_is_the_modules() {
     }
     assert_eq!(c.field("consume", "new_tail"), (8, 8));
     assert_eq!(c.field("config_text", "len"), (8, 8));
+}
+
+#[test]
+fn the_headers_unwind_structures_are_the_modules() {
+    let c = c_view();
+    // A row as the tool encodes it, read through the header's fields.
+    let row = unwind::Row {
+        addr: 0x1234_5678,
+        rule: unwind::CFA_BP,
+        bp: -2,
+        cfa: 0x1f0,
+    };
+    let b = row.encoded();
+    assert_eq!(c.read("unwind_row", "addr", &b), 0x1234_5678);
+    assert_eq!(c.read("unwind_row", "rule", &b), unwind::CFA_BP.into());
+    assert_eq!(c.read("unwind_row", "bp", &b) as u8 as i8, -2);
+    assert_eq!(c.read("unwind_row", "cfa", &b), 0x1f0);
+    let h = unwind::head(7);
+    assert_eq!(
+        c.read("unwind_table_head", "magic", &h),
+        unwind::MAGIC.into()
+    );
+    assert_eq!(c.read("unwind_table_head", "rows", &h), 7);
+    // The map request, in the order the module reads it.
+    for (f, at, size) in [
+        ("pid", 0, 4),
+        ("table", 4, 4),
+        ("start", 8, 8),
+        ("end", 16, 8),
+        ("bias", 24, 8),
+        ("inode", 32, 8),
+    ] {
+        assert_eq!(
+            c.field("unwind_map", f),
+            (at, size),
+            "oprofile_rs_unwind_map.{f}"
+        );
+    }
 }
