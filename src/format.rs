@@ -1822,7 +1822,8 @@ pub mod unwind {
     /// [`super::ioctl::UNWIND_TABLE`] returned it), `u64` start, `u64` end
     /// (the mapping's addresses: `[start, end)`), `u64` bias (run-time
     /// address minus the table's address), `u64` inode (of the mapped
-    /// file: the module checks that the process maps it executable there).
+    /// file, or 0 for a mapping of no file, the vDSO: the module checks that
+    /// the process maps it executable there).
     pub const MAP_LEN: usize = 40;
 
     /// One row.

@@ -260,7 +260,7 @@ struct oprofile_rs_unwind_map {
 	__u64 start;
 	__u64 end;
 	__u64 bias;	/* run-time address minus the table's */
-	__u64 inode;	/* of the mapped file */
+	__u64 inode;	/* of the mapped file; 0: of none (the vDSO) */
 };
 
 /* The user callchain entry after the last frame of a cut walk with tables. */

@@ -448,7 +448,8 @@ bool oprofile_rs_file_readable(const struct file *file)
 /*
  * The address space of process pid (caller's pid namespace), counted with
  * mmgrab() (the struct stays, not the mappings), if it maps [start, end)
- * executable, as one mapping of the file with inode number ino; else an
+ * executable, as one mapping of the file with inode number ino (ino 0: of
+ * no file, as the vDSO); else an
  * ERR_PTR: -EPERM (the caller may not read other users' processes'
  * memory, CAP_PERFMON), -ESRCH (no such process, or a kernel thread),
  * -ENOENT (no such mapping). Sleeps (the mm's lock).
@@ -480,7 +481,7 @@ struct mm_struct *oprofile_rs_mm_get(u32 pid, u64 start, u64 end, u64 ino)
 	}
 	vma = vma_lookup(mm, start);
 	found = vma && vma->vm_start == start && vma->vm_end == end && (vma->vm_flags & VM_EXEC) &&
-		vma->vm_file && file_inode(vma->vm_file)->i_ino == ino;
+		(ino ? vma->vm_file && file_inode(vma->vm_file)->i_ino == ino : !vma->vm_file);
 	mmap_read_unlock(mm);
 	if (found)
 		mmgrab(mm);

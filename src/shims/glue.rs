@@ -122,7 +122,8 @@ extern "C" {
     /// `bindings::file` holds a zero-sized array Rust does not call FFI-safe).
     pub(crate) fn oprofile_rs_file_readable(file: *const c_void) -> bool;
     /// The address space of process `pid`, counted (`mmgrab`), if it maps
-    /// `[start, end)` executable from the file with inode number `ino`; an
+    /// `[start, end)` executable from the file with inode number `ino` (0:
+    /// from no file, the vDSO); an
     /// `ERR_PTR` (`-EPERM`, `-ESRCH`, `-ENOENT`, `-EINTR`) otherwise. Sleeps.
     pub(crate) fn oprofile_rs_mm_get(pid: u32, start: u64, end: u64, ino: u64) -> *mut RawMm;
     /// `mmdrop(mm)`: releases a count of `oprofile_rs_mm_get`.

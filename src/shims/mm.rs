@@ -29,7 +29,8 @@ unsafe impl Sync for MmRef {}
 
 impl MmRef {
     /// The address space of process `pid` (the caller's pid namespace) if
-    /// it maps `[start, end)` executable from the file of inode `ino`:
+    /// it maps `[start, end)` executable from the file of inode `ino` (0:
+    /// from no file, the vDSO):
     /// `EPERM` without `CAP_PERFMON`, `ESRCH` for no such user process,
     /// `ENOENT` for no such mapping. Sleeps.
     pub(crate) fn of_mapping(pid: u32, start: u64, end: u64, ino: u64) -> Result<Self> {

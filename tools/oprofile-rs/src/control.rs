@@ -231,9 +231,16 @@ pub struct CallGraph {
     /// `hybrid`: the copies fit the frame-pointer chain (the module's
     /// `user_stack_fit`).
     pub fit: bool,
+    /// `cfi`, and `record`'s default: the module walks the profiled
+    /// processes' stacks with the unwind tables `record` loads
+    /// ([`crate::unwind_load`]); `fp`, the depths, `dwarf` and `hybrid`
+    /// turn them off.
+    pub tables: bool,
 }
 
-/// `--call-graph`: `KDEPTH[,UDEPTH]`, `fp`, `no` (see [`parse_call_graph`])
+/// `--call-graph`: `cfi` (the chains of `-g`, the user one walked with the
+/// unwind tables `record` loads: the default's user walk, with kernel
+/// chains), `KDEPTH[,UDEPTH]`, `fp`, `no` (see [`parse_call_graph`])
 /// or `dwarf[,SIZE]` as perf takes it: the depths of `-g` (the user
 /// frame-pointer chain is kept, for samples the unwind cannot help) and
 /// `SIZE` bytes of user stack per sample (default 8192; a multiple of 8,
@@ -252,6 +259,14 @@ pub fn parse_call_graph_arg(s: &str) -> Result<CallGraph, String> {
         None => (t, None),
     };
     let (default, fit) = match mode {
+        "cfi" if size.is_none() => {
+            return Ok(CallGraph {
+                depths: DEFAULT_CALL_GRAPH,
+                user_stack: Some(0),
+                fit: false,
+                tables: true,
+            })
+        }
         "dwarf" => (DEFAULT_USER_STACK, false),
         "hybrid" => (DEFAULT_HYBRID_STACK, true),
         _ => {
@@ -259,6 +274,7 @@ pub fn parse_call_graph_arg(s: &str) -> Result<CallGraph, String> {
                 depths,
                 user_stack: None,
                 fit: false,
+                tables: false,
             })
         }
     };
@@ -270,6 +286,7 @@ pub fn parse_call_graph_arg(s: &str) -> Result<CallGraph, String> {
         depths: DEFAULT_CALL_GRAPH,
         user_stack: Some(size),
         fit,
+        tables: false,
     })
 }
 
@@ -1652,6 +1669,7 @@ mod tests {
             depths: DEFAULT_CALL_GRAPH,
             user_stack: Some(n),
             fit: false,
+            tables: false,
         };
         assert_eq!(parse_call_graph_arg("dwarf"), Ok(dwarf(8192)));
         assert_eq!(parse_call_graph_arg("dwarf,4096"), Ok(dwarf(4096)));
@@ -1671,6 +1689,7 @@ mod tests {
                     depths,
                     user_stack: None,
                     fit: false,
+                    tables: false,
                 }),
                 "{arg}"
             );
@@ -1701,6 +1720,7 @@ mod tests {
             depths: DEFAULT_CALL_GRAPH,
             user_stack: Some(n),
             fit: true,
+            tables: false,
         };
         assert_eq!(parse_call_graph_arg("hybrid"), Ok(hybrid(1024)));
         assert_eq!(parse_call_graph_arg("hybrid,512"), Ok(hybrid(512)));

@@ -30,3 +30,5 @@ pub mod spelling;
 pub mod symbols;
 pub mod text;
 pub mod unwind;
+pub mod unwind_load;
+pub mod unwind_table;

@@ -162,11 +162,16 @@ struct RecordArgs {
     )]
     freq: Vec<u64>,
     /// Record kernel and user call stacks by frame pointers alone (32
-    /// entries each; no stack copy; see --call-graph).
+    /// entries each; no stack copy, no unwind tables; see --call-graph).
     #[arg(short = 'g', conflicts_with = "call_graph")]
     callchains: bool,
-    /// Call stacks: KDEPTH[,UDEPTH] (kernel callchain and user call stack
-    /// entries, 0 to 64; UDEPTH defaults to KDEPTH), `fp` (as -g), `no`
+    /// Call stacks. By default the module walks the recorded processes'
+    /// user stacks with unwind tables this command builds from their
+    /// binaries' .eh_frame and loads (callers of code without frame
+    /// pointers and of leaf functions, no stack copy); `cfi` is that with
+    /// kernel callchains too (the depths of -g). KDEPTH[,UDEPTH] (kernel
+    /// callchain and user call stack entries, 0 to 64; UDEPTH defaults to
+    /// KDEPTH) and `fp` (as -g) walk frame pointers alone; `no`
     /// (none), or `dwarf[,SIZE]` as perf takes it: as -g, and SIZE bytes of
     /// the user stack copied into every sample (default 8192: a multiple of
     /// 8, at most 8192; K suffix) that the analyses unwind with the
@@ -182,7 +187,7 @@ struct RecordArgs {
     /// the chain: where the frame pointer holds a plausible frame record,
     /// the copy stops after it (tens of bytes for code built with frame
     /// pointers), otherwise it is SIZE bytes.
-    #[arg(long, value_name = "KDEPTH[,UDEPTH]|fp|dwarf[,SIZE]|hybrid[,SIZE]|no", value_parser = control::parse_call_graph_arg)]
+    #[arg(long, value_name = "cfi|KDEPTH[,UDEPTH]|fp|dwarf[,SIZE]|hybrid[,SIZE]|no", value_parser = control::parse_call_graph_arg)]
     call_graph: Option<control::CallGraph>,
     /// Bytes of each CPU's ring buffer (K, M, G suffixes).
     #[arg(long, value_name = "BYTES", value_parser = control::parse_size)]
@@ -860,6 +865,12 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 cgroup: a.cgroup.as_deref().map(control::cgroup_value).transpose()?,
                 // The command's or the -p process's: record decides.
                 pid: None,
+            };
+            // The unwind tables: the default, and `--call-graph cfi`.
+            o.unwind_tables = match a.call_graph {
+                _ if a.callchains => false,
+                Some(c) => c.tables,
+                None => true,
             };
             o.snapshot = a.snapshot;
             o.keep_backlog = a.keep_backlog;

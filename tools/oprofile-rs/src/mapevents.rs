@@ -518,6 +518,8 @@ pub struct Collector {
     page: usize,
     /// How the records are laid out: learnt from the very attr opened.
     info: RecordParseInfo,
+    /// `events` already looked at by [`Collector::new_exec_maps`].
+    exec_seen: usize,
 }
 
 /// What reading the rings skipped: a record that cannot be decoded is
@@ -663,6 +665,7 @@ impl Collector {
             build_ids: true,
             page,
             info,
+            exec_seen: 0,
         };
         let mut open = |build_id: bool, cpu: i32| match fault(build_id, cpu) {
             Some(e) => Err(e),
@@ -764,8 +767,24 @@ impl Collector {
         }
     }
 
+    /// The processes with executable mappings among the records since the
+    /// last call (each once).
+    pub fn new_exec_maps(&mut self) -> Vec<u32> {
+        let mut pids = Vec::new();
+        for e in self.events.get(self.exec_seen..).unwrap_or(&[]) {
+            if let MapEvent::Mmap { pid, prot, .. } = e {
+                if prot & libc::PROT_EXEC as u32 != 0 && !pids.contains(pid) {
+                    pids.push(*pid);
+                }
+            }
+        }
+        self.exec_seen = self.events.len();
+        pids
+    }
+
     /// The records, sorted by time.
     pub fn take_sorted(&mut self) -> Vec<MapEvent> {
+        self.exec_seen = 0;
         let mut v = std::mem::take(&mut self.events);
         v.sort_by_key(|e| e.time());
         v

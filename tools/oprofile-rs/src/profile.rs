@@ -16,6 +16,9 @@ use crate::unwind::{DwarfUnwinder, UnwindStats};
 /// Addresses at or above this are perf context markers (`PERF_CONTEXT_*`),
 /// not code: they are dropped from callchains.
 pub const PERF_CONTEXT_MAX: u64 = (-4095i64) as u64;
+/// The user chain's entry after a cut walk with unwind tables
+/// (`format::unwind::CHAIN_CUT`).
+pub const CHAIN_CUT: u64 = oprofile_stream::oprofile_format::unwind::CHAIN_CUT;
 
 #[derive(Debug, Clone, Default)]
 pub struct LoadOptions {
@@ -66,9 +69,10 @@ pub struct ResolvedSample {
     /// ([`Resolver::resolve_return`]). The user part ends with a
     /// [`Frame::truncated`] frame at the first address in no executable
     /// mapping of the process at the sample's time
-    /// ([`Resolver::user_code_at`]; [`ResolvedSample::truncated`]), or at
+    /// ([`Resolver::user_code_at`]; [`ResolvedSample::truncated`]), at
     /// address 0 where the stack copy ended before the outermost frame and
-    /// the frame-pointer chain did not go on from there.
+    /// the frame-pointer chain did not go on from there, or at
+    /// [`CHAIN_CUT`] where the module's walk with unwind tables was cut.
     ///
     /// [`Resolver::resolve_return`]: crate::symbols::Resolver::resolve_return
     pub callchain: Vec<Rc<Frame>>,
@@ -94,6 +98,14 @@ impl ResolvedSample {
     /// frame).
     pub fn truncated(&self) -> bool {
         self.callchain.last().is_some_and(|f| f.is_truncated())
+    }
+
+    /// Whether the module's walk with unwind tables cut the user call stack
+    /// (a [`Frame::truncated`] frame at [`CHAIN_CUT`]).
+    pub fn cut_by_tables(&self) -> bool {
+        self.callchain
+            .last()
+            .is_some_and(|f| f.is_truncated() && f.addr == CHAIN_CUT)
     }
 
     /// Whether the user call stack was cut where its copy ended (a
@@ -1052,6 +1064,13 @@ impl Profile {
                         .map_or(&s.user_callchain[..], |u| &u.chain[..]);
                     let mut cut_at_copy_end = unwound.as_ref().is_some_and(|u| u.cut);
                     for (i, &a) in user_chain.iter().enumerate() {
+                        if a == CHAIN_CUT {
+                            // The module's walk with unwind tables was cut
+                            // here (no rule, a fault): marked.
+                            callchain.push(Rc::new(Frame::truncated(CHAIN_CUT)));
+                            cut_at_copy_end = false;
+                            break;
+                        }
                         if a == 0 || a >= PERF_CONTEXT_MAX {
                             continue;
                         }

@@ -62,6 +62,10 @@ pub struct RecordOptions {
     /// `-e`, `-c`, `-F`, `-g`, buffer sizes: set before recording, put back
     /// after ([`crate::control`]).
     pub settings: ModuleSettings,
+    /// Load unwind tables for the processes recorded, for the module's
+    /// user stack walk ([`crate::unwind_load`]): the default; off with
+    /// `-g`, `--call-graph fp`, the depths, `dwarf` and `hybrid`.
+    pub unwind_tables: bool,
 }
 
 use crate::control::{IOC_FLUSH, IOC_SNAPSHOT};
@@ -138,6 +142,7 @@ impl RecordOptions {
             snapshot: false,
             keep_backlog: false,
             settings: ModuleSettings::default(),
+            unwind_tables: false,
         }
     }
 }
@@ -742,6 +747,20 @@ fn wait_any(dev: &File, others: &[i32], ms: i32) -> bool {
 
 /// A pidfd of process `pid` (readable when it exits); `None` where the
 /// kernel has none (before 5.3) or the process is gone.
+/// Waits until process `pid` runs a program other than this tool (the
+/// trampoline's exec), at most `max`; whether it does.
+fn wait_exec(proc_root: &Path, pid: u32, max: Duration) -> bool {
+    let own = std::fs::read_link("/proc/self/exe").ok();
+    let start = Instant::now();
+    loop {
+        match std::fs::read_link(proc_root.join(format!("{pid}/exe"))) {
+            Ok(exe) if Some(&exe) != own.as_ref() => return true,
+            Ok(_) if start.elapsed() < max => std::thread::sleep(Duration::from_millis(2)),
+            _ => return false,
+        }
+    }
+}
+
 fn pidfd_open(pid: u32) -> Option<OwnedFd> {
     // SAFETY: pidfd_open takes a pid and flags and returns a new fd.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
@@ -1330,6 +1349,34 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
         ),
         None => "profiled: every task (system-wide)".into(),
     });
+    // The unwind tables for the module's walk of the recorded processes'
+    // stacks (`unwind_load.rs`): loaded as processes are seen, dropped when
+    // the loader's control file closes at the end.
+    let mut tables = if opts.unwind_tables {
+        match crate::unwind_load::TableLoader::open(&opts.device) {
+            Ok(l) => Some(l),
+            Err(e) => {
+                info.push(format!("unwind-tables: none ({e})"));
+                None
+            }
+        }
+    } else {
+        None
+    };
+    if let (Some(l), Some(c)) = (tables.as_mut(), opts.command.first()) {
+        l.prepare(c);
+    }
+    let own_pid = std::process::id();
+    macro_rules! load_tables {
+        ($pid:expr) => {{
+            let pid: u32 = $pid;
+            if pid != own_pid {
+                if let Some(l) = tables.as_mut() {
+                    l.load_process(&opts.proc_root, pid);
+                }
+            }
+        }};
+    }
     if sc_dir.exists() {
         std::fs::remove_dir_all(&sc_dir)
             .with_context(|| format!("cannot replace {}", sc_dir.display()))?;
@@ -1341,6 +1388,7 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
     );
     for &p in &opts.pids {
         tracker.track(p);
+        load_tables!(p);
     }
     let mut bytes = 0u64;
     let mut scanner = Scanner {
@@ -1351,6 +1399,7 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
         bytes += scanner.feed_into(&pre, &mut out)?;
         for t in scanner.take_new_tgids() {
             tracker.track(t);
+            load_tables!(t);
         }
         info.push(format!(
             "read before the settings: {} bytes (the event buffer had no room for the CONFIG record)",
@@ -1424,6 +1473,7 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
                 bytes += scanner.feed_into(d, &mut out)?;
                 for t in scanner.take_new_tgids() {
                     tracker.track(t);
+                    load_tables!(t);
                 }
                 Ok(())
             })? {}
@@ -1475,6 +1525,11 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
                 }
             };
             tracker.track(c.id());
+            // Its tables once it runs its own program (the exec the
+            // trampoline was held before).
+            if wait_exec(&opts.proc_root, c.id(), Duration::from_millis(500)) {
+                load_tables!(c.id());
+            }
             info.push(format!(
                 "command: {} (pid {})",
                 opts.command.join(" "),
@@ -1593,11 +1648,19 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
         }
         if let Some(c) = collector.as_mut() {
             c.poll();
+            // New code mapped (dlopen) by a process with tables: its new
+            // mappings' tables.
+            for pid in c.new_exec_maps() {
+                if tables.as_ref().is_some_and(|l| l.knows(pid)) {
+                    load_tables!(pid);
+                }
+            }
         }
         let got = pull(&mut dev, &mut buf, &mut |d: &[u8]| {
             bytes += scanner.feed_into(d, &mut out)?;
             for t in scanner.take_new_tgids() {
                 tracker.track(t);
+                load_tables!(t);
             }
             Ok(())
         })?;
@@ -1697,6 +1760,19 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
         }
     }
     drop(collector);
+    if let Some(l) = tables.take() {
+        let st = &l.stats;
+        info.push(format!(
+            "unwind-tables: {} processes, {} mappings, {} tables ({} bytes), {} binaries without, {} mappings refused{}",
+            st.processes,
+            st.maps,
+            st.tables,
+            st.table_bytes,
+            st.no_table,
+            st.refused,
+            st.disabled.as_deref().map(|d| format!("; stopped: {d}")).unwrap_or_default()
+        ));
+    }
     if let Some(c) = child.as_mut() {
         if command_status.is_none() {
             command_status = stop_child(c);

@@ -927,7 +927,8 @@ pub fn truncated_samples(p: &Profile) -> u64 {
 pub fn truncated_note(p: &Profile) -> Option<String> {
     let n = truncated_samples(p);
     let at_copy_end = p.samples.iter().filter(|s| s.cut_at_copy_end()).count() as u64;
-    let not_code = n - at_copy_end;
+    let by_tables = p.samples.iter().filter(|s| s.cut_by_tables()).count() as u64;
+    let not_code = n - at_copy_end - by_tables;
     (n > 0).then(|| {
         let mut why = Vec::new();
         if not_code > 0 {
@@ -936,6 +937,14 @@ pub fn truncated_note(p: &Profile) -> Option<String> {
                  (a frame-pointer walk through code built without frame pointers reads data as \
                  frames): build the program with -fno-omit-frame-pointer, or record with \
                  --call-graph dwarf"
+            ));
+        }
+        if by_tables > 0 {
+            why.push(format!(
+                "{by_tables} where the module's walk with the binaries' unwind tables found no \
+                 rule for an address or could not read the stack (code without call frame \
+                 information, a stack page not in memory): record with --call-graph dwarf for \
+                 those stacks"
             ));
         }
         if at_copy_end > 0 {

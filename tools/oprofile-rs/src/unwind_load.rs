@@ -1,0 +1,307 @@
+//! `record`'s side of in-kernel unwinding: the unwind tables of the
+//! profiled processes' executable mappings, built from their binaries'
+//! `.eh_frame` ([`crate::unwind_table`]) and loaded into the module
+//! (`OPROFILE_RS_IOC_UNWIND_TABLE`, `_UNWIND_MAP`; `Documentation/design.md`,
+//! "In-kernel unwinding"), so that the module's walk of each sample's user
+//! stack finds the callers of code without frame pointers and of leaf
+//! functions.
+//!
+//! Tables belong to the file they were loaded through: the loader keeps
+//! its own control file of the device open for the recording, and its close
+//! (the end of `record`, or its death) drops them. A table is built once
+//! per binary (device, inode) and mapped for every process that maps it.
+//! Processes are loaded when `record` first sees them (the command after
+//! its exec, `-p` targets, any process a sample names), and again when a
+//! map record says one of them mapped new code (`dlopen`).
+//!
+//! Nothing here is fatal: a module without the ioctls (older), a binary
+//! without `.eh_frame`, a process that exited, a mapping that changed in
+//! between: each leaves those samples to the frame-pointer walk and is
+//! counted in [`LoadStats`], which `record` writes to the side-car.
+
+use std::collections::{HashMap, HashSet};
+use std::fs::File;
+use std::os::fd::AsRawFd;
+use std::path::Path;
+
+use oprofile_stream::oprofile_format::{ioctl, unwind};
+
+use crate::maps::{parse_maps, MapEntry};
+
+/// What loading did, for the side-car and `record`'s summary.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct LoadStats {
+    /// Processes whose mappings were loaded at least once.
+    pub processes: u64,
+    /// Mappings the module took.
+    pub maps: u64,
+    /// Tables built and loaded, and their bytes.
+    pub tables: u64,
+    pub table_bytes: u64,
+    /// Binaries without usable call frame information (or unreadable).
+    pub no_table: u64,
+    /// Mappings the module refused (changed or gone in between, ...).
+    pub refused: u64,
+    /// Why loading stopped altogether, if it did (the module has no such
+    /// ioctls, or refused one for a reason that would repeat).
+    pub disabled: Option<String>,
+}
+
+/// A binary whose table is loaded.
+struct Binary {
+    /// The module's number for its table.
+    id: u32,
+    /// Its loadable segments: (file offset, file size, virtual address).
+    segments: Vec<(u64, u64, u64)>,
+}
+
+/// The tables loaded through one control file of the device.
+pub struct TableLoader {
+    ctl: File,
+    /// By (inode, path) of the binary: the module's table number and the
+    /// binary's loadable segments, or `None` where no table could be built
+    /// or loaded.
+    tables: HashMap<(u64, String), Option<Binary>>,
+    /// Per process, the mappings (start, end) already loaded or refused.
+    done: HashMap<u32, HashSet<(u64, u64)>>,
+    pub stats: LoadStats,
+}
+
+impl TableLoader {
+    /// A loader with a control file of `device` of its own (`O_WRONLY`:
+    /// no reader slot).
+    pub fn open(device: &Path) -> std::io::Result<TableLoader> {
+        let ctl = std::fs::OpenOptions::new().write(true).open(device)?;
+        Ok(TableLoader {
+            ctl,
+            tables: HashMap::new(),
+            done: HashMap::new(),
+            stats: LoadStats::default(),
+        })
+    }
+
+    /// Builds and loads, ahead of its mapping, the table of the program
+    /// `path` (resolved against `PATH` without a `/`) and the vDSO's: so
+    /// that a command started next is unwound with tables from its first
+    /// samples on, once [`TableLoader::load_process`] maps them (only the
+    /// mapping is then left to do).
+    pub fn prepare(&mut self, path: &str) {
+        use std::os::unix::fs::MetadataExt;
+        let found = if path.contains('/') {
+            Some(std::path::PathBuf::from(path))
+        } else {
+            std::env::var_os("PATH").and_then(|p| {
+                std::env::split_paths(&p)
+                    .map(|d| d.join(path))
+                    .find(|f| f.is_file())
+            })
+        };
+        let mut keys = vec![];
+        if let Some(f) = found.and_then(|f| f.canonicalize().ok()) {
+            if let (Ok(md), Some(name)) = (std::fs::metadata(&f), f.to_str()) {
+                keys.push(((md.ino(), name.to_string()), std::fs::read(&f).map_err(|e| e.to_string())));
+            }
+        }
+        keys.push((
+            (0, "[vdso]".to_string()),
+            crate::record::own_vdso().ok_or_else(|| "no vDSO".to_string()),
+        ));
+        for (key, bytes) in keys {
+            if self.active() && !self.tables.contains_key(&key) {
+                let b = self.load_table(bytes);
+                self.tables.insert(key, b);
+            }
+        }
+    }
+
+    /// Whether it still loads tables.
+    pub fn active(&self) -> bool {
+        self.stats.disabled.is_none()
+    }
+
+    /// Whether `pid`'s mappings were loaded (see [`TableLoader::load_process`]).
+    pub fn knows(&self, pid: u32) -> bool {
+        self.done.contains_key(&pid)
+    }
+
+    /// Loads the executable file mappings of process `pid` (as
+    /// `proc_root/PID/maps` lists them now) not loaded yet.
+    pub fn load_process(&mut self, proc_root: &Path, pid: u32) {
+        if !self.active() {
+            return;
+        }
+        let Ok(text) = std::fs::read_to_string(proc_root.join(format!("{pid}/maps"))) else {
+            return;
+        };
+        let first = !self.done.contains_key(&pid);
+        let maps = parse_maps(&text);
+        for m in maps.iter().filter(|m| {
+            m.perms.contains('x') && ((m.is_file() && m.inode != 0) || m.path == "[vdso]")
+        }) {
+            if !self.done.entry(pid).or_default().insert((m.start, m.end)) {
+                continue;
+            }
+            self.load_map(proc_root, pid, m);
+            if !self.active() {
+                return;
+            }
+        }
+        if first && self.done.contains_key(&pid) {
+            self.stats.processes += 1;
+        }
+    }
+
+    fn load_map(&mut self, proc_root: &Path, pid: u32, m: &MapEntry) {
+        let key = (m.inode, m.path.clone());
+        if !self.tables.contains_key(&key) {
+            // The binary as the process sees it (its mount namespace); the
+            // vDSO is the kernel's, the same image in every process: this
+            // one's.
+            let bytes = if m.path == "[vdso]" {
+                crate::record::own_vdso().ok_or_else(|| "no vDSO".to_string())
+            } else {
+                let file = proc_root.join(format!("{pid}/root{}", m.path));
+                std::fs::read(file).map_err(|e| e.to_string())
+            };
+            let b = self.load_table(bytes);
+            self.tables.insert(key.clone(), b);
+        }
+        let Some(Some(b)) = self.tables.get(&key) else {
+            return;
+        };
+        let id = b.id;
+        let Some(bias) = bias_of(&b.segments, m) else {
+            self.stats.refused += 1;
+            return;
+        };
+        let mut req = [0u8; unwind::MAP_LEN];
+        req[0..4].copy_from_slice(&pid.to_ne_bytes());
+        req[4..8].copy_from_slice(&id.to_ne_bytes());
+        req[8..16].copy_from_slice(&m.start.to_ne_bytes());
+        req[16..24].copy_from_slice(&m.end.to_ne_bytes());
+        req[24..32].copy_from_slice(&bias.to_ne_bytes());
+        req[32..40].copy_from_slice(&m.inode.to_ne_bytes());
+        match self.ioctl(ioctl::UNWIND_MAP, req.as_ptr() as usize) {
+            Ok(_) => self.stats.maps += 1,
+            Err(e) => match e.raw_os_error() {
+                // Gone or changed since the maps were read: that mapping
+                // or process only.
+                Some(libc::ENOENT) | Some(libc::ESRCH) | Some(libc::EINTR) => {
+                    self.stats.refused += 1
+                }
+                _ => self.disable(format!("the module refused a mapping: {e}")),
+            },
+        }
+    }
+
+    /// Builds and loads the table of a binary's `bytes`.
+    fn load_table(&mut self, bytes: Result<Vec<u8>, String>) -> Option<Binary> {
+        let built = bytes.and_then(|b| {
+            let t = crate::unwind_table::build(&b)?;
+            Ok((t, segments(&b)))
+        });
+        let (bytes, segments) = match built {
+            Ok((t, segs)) if !t.rows.is_empty() && !segs.is_empty() => (t.bytes(), segs),
+            _ => {
+                self.stats.no_table += 1;
+                return None;
+            }
+        };
+        let arg: [u64; 2] = [bytes.as_ptr() as u64, bytes.len() as u64];
+        match self.ioctl(ioctl::UNWIND_TABLE, arg.as_ptr() as usize) {
+            Ok(id) => {
+                self.stats.tables += 1;
+                self.stats.table_bytes += bytes.len() as u64;
+                Some(Binary {
+                    id: u32::try_from(id).ok()?,
+                    segments,
+                })
+            }
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+                // This table only (the module's checks; a bug of ours).
+                self.stats.no_table += 1;
+                None
+            }
+            Err(e) => {
+                self.disable(format!("the module refused a table: {e}"));
+                None
+            }
+        }
+    }
+
+    fn disable(&mut self, why: String) {
+        self.stats.disabled.get_or_insert(why);
+    }
+
+    fn ioctl(&mut self, cmd: u32, arg: usize) -> std::io::Result<i64> {
+        // SAFETY: `arg` points to memory the caller keeps alive and sized
+        // as `cmd` says (the table's ptr/len pair naming a live buffer, or
+        // a whole map request).
+        let r = unsafe { libc::ioctl(self.ctl.as_raw_fd(), cmd as _, arg) };
+        if r < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.raw_os_error() == Some(libc::ENOTTY) {
+                self.disable("the module has no unwind tables (an older module)".into());
+            }
+            return Err(e);
+        }
+        Ok(i64::from(r))
+    }
+}
+
+/// The loadable segments of an ELF file: (file offset, file size, virtual
+/// address).
+fn segments(elf: &[u8]) -> Vec<(u64, u64, u64)> {
+    use object::{Object, ObjectSegment};
+    let Ok(f) = object::File::parse(elf) else {
+        return Vec::new();
+    };
+    f.segments()
+        .map(|s| {
+            let (off, size) = s.file_range();
+            (off, size, s.address())
+        })
+        .collect()
+}
+
+/// The bias of mapping `m` (run-time address minus the ELF's virtual
+/// address): from the loadable segment holding its file offset.
+fn bias_of(segments: &[(u64, u64, u64)], m: &MapEntry) -> Option<u64> {
+    segments.iter().find_map(|&(off, size, addr)| {
+        (off <= m.offset && m.offset < off.saturating_add(size.max(1)))
+            .then(|| m.start.wrapping_sub(addr).wrapping_sub(m.offset - off))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bias_of_a_mapping_is_its_segments() {
+        // The test binary itself, as its own maps show it.
+        let text = std::fs::read_to_string("/proc/self/maps").unwrap();
+        let exe = std::fs::read_link("/proc/self/exe").unwrap();
+        let maps = parse_maps(&text);
+        let m = maps
+            .iter()
+            .find(|m| m.perms.contains('x') && Path::new(&m.path) == exe)
+            .expect("the test's text mapping");
+        let data = std::fs::read(&exe).unwrap();
+        let bias = bias_of(&segments(&data), m).expect("a segment");
+        // A function of this binary, at its run-time address, is at its ELF
+        // address plus the bias: the ELF's symbol for it says where.
+        let here = the_bias_of_a_mapping_is_its_segments as usize as u64;
+        let elf = object::File::parse(&*data).unwrap();
+        use object::{Object, ObjectSymbol};
+        let sym = elf
+            .symbols()
+            .find(|s| {
+                s.name()
+                    .is_ok_and(|n| n.contains("the_bias_of_a_mapping_is_its_segments"))
+                    && s.address() != 0
+            })
+            .expect("the test's symbol");
+        assert_eq!(sym.address().wrapping_add(bias), here);
+    }
+}
