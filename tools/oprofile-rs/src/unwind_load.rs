@@ -52,7 +52,7 @@ struct Binary {
     /// The module's number for its table.
     id: u32,
     /// Its loadable segments: (file offset, file size, virtual address).
-    segments: Vec<(u64, u64, u64)>,
+    segments: Vec<Segment>,
 }
 
 /// The tables loaded through one control file of the device.
@@ -99,7 +99,10 @@ impl TableLoader {
         let mut keys = vec![];
         if let Some(f) = found.and_then(|f| f.canonicalize().ok()) {
             if let (Ok(md), Some(name)) = (std::fs::metadata(&f), f.to_str()) {
-                keys.push(((md.ino(), name.to_string()), std::fs::read(&f).map_err(|e| e.to_string())));
+                keys.push((
+                    (md.ino(), name.to_string()),
+                    std::fs::read(&f).map_err(|e| e.to_string()),
+                ));
             }
         }
         keys.push((
@@ -250,27 +253,54 @@ impl TableLoader {
 }
 
 /// The loadable segments of an ELF file: (file offset, file size, virtual
-/// address).
-fn segments(elf: &[u8]) -> Vec<(u64, u64, u64)> {
-    use object::{Object, ObjectSegment};
+/// address, executable).
+fn segments(elf: &[u8]) -> Vec<Segment> {
+    use object::{Object, ObjectSegment, SegmentFlags};
     let Ok(f) = object::File::parse(elf) else {
         return Vec::new();
     };
     f.segments()
         .map(|s| {
             let (off, size) = s.file_range();
-            (off, size, s.address())
+            let exec = matches!(s.flags(), SegmentFlags::Elf { p_flags } if p_flags & object::elf::PF_X != 0);
+            Segment {
+                off,
+                size,
+                addr: s.address(),
+                exec,
+            }
         })
         .collect()
 }
 
+/// A loadable segment of an ELF file.
+#[derive(Clone, Copy, Debug)]
+struct Segment {
+    off: u64,
+    size: u64,
+    addr: u64,
+    exec: bool,
+}
+
 /// The bias of mapping `m` (run-time address minus the ELF's virtual
-/// address): from the loadable segment holding its file offset.
-fn bias_of(segments: &[(u64, u64, u64)], m: &MapEntry) -> Option<u64> {
-    segments.iter().find_map(|&(off, size, addr)| {
-        (off <= m.offset && m.offset < off.saturating_add(size.max(1)))
-            .then(|| m.start.wrapping_sub(addr).wrapping_sub(m.offset - off))
-    })
+/// address): from the segment it maps. A segment's file offset need not be
+/// page aligned: the mapping starts at the page holding it (so its offset
+/// may lie in the previous segment's bytes too); an executable mapping maps
+/// an executable segment.
+fn bias_of(segments: &[Segment], m: &MapEntry) -> Option<u64> {
+    let page = |o: u64| o & !0xfff;
+    let holds =
+        |s: &&Segment| page(s.off) <= m.offset && m.offset < s.off.saturating_add(s.size.max(1));
+    let want_exec = m.perms.contains('x');
+    let s = segments
+        .iter()
+        .filter(holds)
+        .find(|s| s.exec == want_exec)
+        .or_else(|| segments.iter().find(holds))?;
+    // Run-time address of the segment's first byte: the mapping's start plus
+    // its distance from the mapping's offset.
+    let at = m.start.wrapping_add(s.off).wrapping_sub(m.offset);
+    Some(at.wrapping_sub(s.addr))
 }
 
 #[cfg(test)]
@@ -291,15 +321,17 @@ mod tests {
         let bias = bias_of(&segments(&data), m).expect("a segment");
         // A function of this binary, at its run-time address, is at its ELF
         // address plus the bias: the ELF's symbol for it says where.
-        let here = the_bias_of_a_mapping_is_its_segments as usize as u64;
+        let here = the_bias_of_a_mapping_is_its_segments as *const () as usize as u64;
         let elf = object::File::parse(&*data).unwrap();
         use object::{Object, ObjectSymbol};
         let sym = elf
             .symbols()
             .find(|s| {
-                s.name()
-                    .is_ok_and(|n| n.contains("the_bias_of_a_mapping_is_its_segments"))
-                    && s.address() != 0
+                // The function itself, not the harness's closure around it
+                // (legacy mangling: `...segments17h<hash>E`).
+                s.name().is_ok_and(|n| {
+                    n.contains("the_bias_of_a_mapping_is_its_segments17h") && n.ends_with('E')
+                }) && s.address() != 0
             })
             .expect("the test's symbol");
         assert_eq!(sym.address().wrapping_add(bias), here);
