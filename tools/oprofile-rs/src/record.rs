@@ -1763,11 +1763,12 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
     if let Some(l) = tables.take() {
         let st = &l.stats;
         info.push(format!(
-            "unwind-tables: {} processes, {} mappings, {} tables ({} bytes), {} binaries without, {} mappings refused{}",
+            "unwind-tables: {} processes, {} mappings, {} tables ({} bytes, {} from the cache), {} binaries without, {} mappings refused{}",
             st.processes,
             st.maps,
             st.tables,
             st.table_bytes,
+            st.cached,
             st.no_table,
             st.refused,
             st.disabled.as_deref().map(|d| format!("; stopped: {d}")).unwrap_or_default()

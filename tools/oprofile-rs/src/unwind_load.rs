@@ -22,7 +22,7 @@
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::os::fd::AsRawFd;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use oprofile_stream::oprofile_format::{ioctl, unwind};
 
@@ -40,6 +40,8 @@ pub struct LoadStats {
     pub table_bytes: u64,
     /// Binaries without usable call frame information (or unreadable).
     pub no_table: u64,
+    /// Tables read from the cache instead of built.
+    pub cached: u64,
     /// Mappings the module refused (changed or gone in between, ...).
     pub refused: u64,
     /// Why loading stopped altogether, if it did (the module has no such
@@ -64,6 +66,9 @@ pub struct TableLoader {
     tables: HashMap<(u64, String), Option<Binary>>,
     /// Per process, the mappings (start, end) already loaded or refused.
     done: HashMap<u32, HashSet<(u64, u64)>>,
+    /// Where built tables are kept across recordings ([`cache_dir`]):
+    /// `None` to build every time.
+    cache: Option<PathBuf>,
     pub stats: LoadStats,
 }
 
@@ -76,6 +81,7 @@ impl TableLoader {
             ctl,
             tables: HashMap::new(),
             done: HashMap::new(),
+            cache: Some(cache_dir()),
             stats: LoadStats::default(),
         })
     }
@@ -99,19 +105,13 @@ impl TableLoader {
         let mut keys = vec![];
         if let Some(f) = found.and_then(|f| f.canonicalize().ok()) {
             if let (Ok(md), Some(name)) = (std::fs::metadata(&f), f.to_str()) {
-                keys.push((
-                    (md.ino(), name.to_string()),
-                    std::fs::read(&f).map_err(|e| e.to_string()),
-                ));
+                keys.push(((md.ino(), name.to_string()), Source::File(f.clone())));
             }
         }
-        keys.push((
-            (0, "[vdso]".to_string()),
-            crate::record::own_vdso().ok_or_else(|| "no vDSO".to_string()),
-        ));
-        for (key, bytes) in keys {
+        keys.push(((0, "[vdso]".to_string()), Source::Vdso));
+        for (key, source) in keys {
             if self.active() && !self.tables.contains_key(&key) {
-                let b = self.load_table(bytes);
+                let b = self.load_table(source);
                 self.tables.insert(key, b);
             }
         }
@@ -160,13 +160,12 @@ impl TableLoader {
             // The binary as the process sees it (its mount namespace); the
             // vDSO is the kernel's, the same image in every process: this
             // one's.
-            let bytes = if m.path == "[vdso]" {
-                crate::record::own_vdso().ok_or_else(|| "no vDSO".to_string())
+            let source = if m.path == "[vdso]" {
+                Source::Vdso
             } else {
-                let file = proc_root.join(format!("{pid}/root{}", m.path));
-                std::fs::read(file).map_err(|e| e.to_string())
+                Source::File(proc_root.join(format!("{pid}/root{}", m.path)))
             };
-            let b = self.load_table(bytes);
+            let b = self.load_table(source);
             self.tables.insert(key.clone(), b);
         }
         let Some(Some(b)) = self.tables.get(&key) else {
@@ -197,17 +196,35 @@ impl TableLoader {
         }
     }
 
-    /// Builds and loads the table of a binary's `bytes`.
-    fn load_table(&mut self, bytes: Result<Vec<u8>, String>) -> Option<Binary> {
-        let built = bytes.and_then(|b| {
-            let t = crate::unwind_table::build(&b)?;
-            Ok((t, segments(&b)))
+    /// Builds (or finds in the cache) and loads the table of a binary.
+    fn load_table(&mut self, source: Source) -> Option<Binary> {
+        let cached = self.cache.as_deref().and_then(|dir| {
+            let name = source.cache_name()?;
+            Some((dir.join(name), source.clone()))
         });
-        let (bytes, segments) = match built {
-            Ok((t, segs)) if !t.rows.is_empty() && !segs.is_empty() => (t.bytes(), segs),
-            _ => {
-                self.stats.no_table += 1;
-                return None;
+        let (bytes, segments) = match cached.as_ref().and_then(|(f, _)| read_cached(f)) {
+            Some(hit) => {
+                self.stats.cached += 1;
+                hit
+            }
+            None => {
+                let built = source.bytes().and_then(|b| {
+                    let t = crate::unwind_table::build(&b)?;
+                    Ok((t, segments(&b)))
+                });
+                match built {
+                    Ok((t, segs)) if !t.rows.is_empty() && !segs.is_empty() => {
+                        let bytes = t.bytes();
+                        if let Some((f, _)) = &cached {
+                            write_cached(f, &bytes, &segs);
+                        }
+                        (bytes, segs)
+                    }
+                    _ => {
+                        self.stats.no_table += 1;
+                        return None;
+                    }
+                }
             }
         };
         let arg: [u64; 2] = [bytes.as_ptr() as u64, bytes.len() as u64];
@@ -249,6 +266,132 @@ impl TableLoader {
             return Err(e);
         }
         Ok(i64::from(r))
+    }
+}
+
+/// Where a binary's bytes come from.
+#[derive(Clone, Debug)]
+enum Source {
+    /// A file, as the process sees it (`/proc/PID/root/PATH`) or found on
+    /// `PATH`.
+    File(PathBuf),
+    /// The vDSO: the kernel's, the same image in every process (this one's).
+    Vdso,
+}
+
+impl Source {
+    fn bytes(&self) -> Result<Vec<u8>, String> {
+        match self {
+            Source::File(f) => std::fs::read(f).map_err(|e| e.to_string()),
+            Source::Vdso => crate::record::own_vdso().ok_or_else(|| "no vDSO".to_string()),
+        }
+    }
+
+    /// The name of its table in the cache: a hash of what identifies the
+    /// file's content (device, inode, size, modification time, path), or of
+    /// the vDSO's bytes (a new kernel, a new name); `None` if unknown.
+    fn cache_name(&self) -> Option<String> {
+        use std::os::unix::fs::MetadataExt;
+        let mut h = Fnv::new();
+        match self {
+            Source::File(f) => {
+                let md = std::fs::metadata(f).ok()?;
+                for v in [
+                    md.dev(),
+                    md.ino(),
+                    md.size(),
+                    md.mtime() as u64,
+                    md.mtime_nsec() as u64,
+                ] {
+                    h.write(&v.to_ne_bytes());
+                }
+                h.write(
+                    std::fs::canonicalize(f)
+                        .ok()?
+                        .as_os_str()
+                        .as_encoded_bytes(),
+                );
+            }
+            Source::Vdso => h.write(&crate::record::own_vdso()?),
+        }
+        Some(format!("{:016x}.{}.tbl", h.0, CACHE_VERSION))
+    }
+}
+
+/// The cache files' layout version (in their names and heads).
+const CACHE_VERSION: u32 = 1;
+
+/// FNV-1a, 64 bits.
+struct Fnv(u64);
+
+impl Fnv {
+    fn new() -> Fnv {
+        Fnv(0xcbf2_9ce4_8422_2325)
+    }
+    fn write(&mut self, b: &[u8]) {
+        for &x in b {
+            self.0 = (self.0 ^ u64::from(x)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+}
+
+/// Where built tables are kept: `$XDG_CACHE_HOME/oprofile-rs/unwind`, or
+/// `~/.cache/oprofile-rs/unwind`.
+pub fn cache_dir() -> PathBuf {
+    crate::archive_read::cache_dir()
+        .parent()
+        .map_or_else(|| PathBuf::from("/tmp"), Path::to_path_buf)
+        .join("unwind")
+}
+
+/// A cached table: `ORUT`, the version, the segments (count, then offset,
+/// size, address, executable as four u64s each), the table's bytes; or
+/// `None` if absent or not such a file (built again then).
+fn read_cached(f: &Path) -> Option<(Vec<u8>, Vec<Segment>)> {
+    let b = std::fs::read(f).ok()?;
+    let word =
+        |i: usize| -> Option<u64> { Some(u64::from_ne_bytes(b.get(i..i + 8)?.try_into().ok()?)) };
+    if b.get(..4)? != b"ORUT" || u32::from_ne_bytes(b.get(4..8)?.try_into().ok()?) != CACHE_VERSION
+    {
+        return None;
+    }
+    let n = usize::try_from(word(8)?).ok().filter(|&n| n <= 64)?;
+    let mut segs = Vec::with_capacity(n);
+    for i in 0..n {
+        let at = 16 + 32 * i;
+        segs.push(Segment {
+            off: word(at)?,
+            size: word(at + 8)?,
+            addr: word(at + 16)?,
+            exec: word(at + 24)? != 0,
+        });
+    }
+    let table = b.get(16 + 32 * n..)?.to_vec();
+    // The module checks it too; a damaged file is built again here.
+    unwind::check(&table).ok()?;
+    Some((table, segs))
+}
+
+/// Writes a cached table (atomically: a file of its own, renamed); errors
+/// leave the cache as it was.
+fn write_cached(f: &Path, table: &[u8], segs: &[Segment]) {
+    let Some(dir) = f.parent() else { return };
+    if std::fs::create_dir_all(dir).is_err() || segs.len() > 64 {
+        return;
+    }
+    let mut b = Vec::with_capacity(16 + 32 * segs.len() + table.len());
+    b.extend_from_slice(b"ORUT");
+    b.extend_from_slice(&CACHE_VERSION.to_ne_bytes());
+    b.extend_from_slice(&(segs.len() as u64).to_ne_bytes());
+    for s in segs {
+        for v in [s.off, s.size, s.addr, u64::from(s.exec)] {
+            b.extend_from_slice(&v.to_ne_bytes());
+        }
+    }
+    b.extend_from_slice(table);
+    let tmp = f.with_extension(format!("tmp{}", std::process::id()));
+    if std::fs::write(&tmp, &b).is_ok() && std::fs::rename(&tmp, f).is_err() {
+        let _ = std::fs::remove_file(&tmp);
     }
 }
 
@@ -306,6 +449,65 @@ fn bias_of(segments: &[Segment], m: &MapEntry) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cached_table_reads_back_and_a_damaged_one_is_refused() {
+        let dir = std::env::temp_dir().join(format!("oprofile-rs-ucache-{}", std::process::id()));
+        let f = dir.join("t.tbl");
+        let mut table = unwind::head(2).to_vec();
+        for r in [
+            unwind::Row {
+                addr: 0x10,
+                rule: unwind::CFA_SP,
+                bp: 0,
+                cfa: 8,
+            },
+            unwind::Row {
+                addr: 0x20,
+                rule: unwind::UNKNOWN,
+                bp: 0,
+                cfa: 0,
+            },
+        ] {
+            table.extend_from_slice(&r.encoded());
+        }
+        let segs = vec![Segment {
+            off: 0x1000,
+            size: 0x200,
+            addr: 0x401000,
+            exec: true,
+        }];
+        write_cached(&f, &table, &segs);
+        let (t, s) = read_cached(&f).expect("the cached table");
+        assert_eq!(t, table);
+        assert_eq!(
+            (s[0].off, s[0].size, s[0].addr, s[0].exec),
+            (0x1000, 0x200, 0x401000, true)
+        );
+        // Cut short, or another version: built again.
+        let b = std::fs::read(&f).unwrap();
+        std::fs::write(&f, &b[..b.len() - 1]).unwrap();
+        assert!(read_cached(&f).is_none());
+        let mut v = b.clone();
+        v[4] ^= 1;
+        std::fs::write(&f, &v).unwrap();
+        assert!(read_cached(&f).is_none());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_changed_file_gets_another_cache_name() {
+        let dir = std::env::temp_dir().join(format!("oprofile-rs-uname-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("bin");
+        std::fs::write(&f, b"one").unwrap();
+        let a = Source::File(f.clone()).cache_name().unwrap();
+        assert_eq!(Source::File(f.clone()).cache_name().unwrap(), a);
+        std::fs::write(&f, b"three").unwrap();
+        assert_ne!(Source::File(f.clone()).cache_name().unwrap(), a);
+        assert!(Source::File(dir.join("none")).cache_name().is_none());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn the_bias_of_a_mapping_is_its_segments() {
