@@ -132,10 +132,12 @@ pub struct Table {
 }
 
 impl Table {
-    /// The table as the module takes it (`oprofile_format::unwind::check`
-    /// accepts it): head, then the rows, native-endian.
+    /// The table as the module takes it: head, then the rows,
+    /// native-endian (`oprofile_format::unwind::check` accepts the bytes
+    /// of every table [`build`] returns).
     pub fn bytes(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(unwind::TABLE_HEAD_LEN + self.rows.len() * unwind::ROW_LEN);
+        let mut out =
+            Vec::with_capacity(unwind::TABLE_HEAD_LEN + self.rows.len() * unwind::ROW_LEN);
         // `build` refuses more than MAX_ROWS rows, so the count fits.
         let n = u32::try_from(self.rows.len()).unwrap_or(u32::MAX);
         out.extend_from_slice(&unwind::head(n));
@@ -447,7 +449,6 @@ mod tests {
     use super::*;
     use object::ObjectSymbol;
     use std::collections::HashMap;
-    use std::path::Path;
     use std::process::Command;
 
     fn row(addr: u32, rule: u8, bp: i8, cfa: u16) -> Row {
@@ -609,6 +610,9 @@ sp_frame_10:
 sp_frame_11:
 	.cfi_offset %rip, -16
 	nop
+sp_frame_11b:
+	.cfi_register %rip, %rdi
+	nop
 sp_frame_12:
 	.cfi_offset %rip, -8
 	.cfi_def_cfa %r12, 8
@@ -653,8 +657,8 @@ sp_frame_end:
             row(a("sp_frame_6"), UNKNOWN, 0, 0),
             sp(a("sp_frame_9"), 65535, 0),
             // Undefined rbp: the same row (merged).
-            // RA at CFA-16, CFA from r12, a CFA expression, rbp by an
-            // expression (merged).
+            // RA at CFA-16, RA in rdi (vfork's), CFA from r12, a CFA
+            // expression, rbp by an expression (merged).
             row(a("sp_frame_11"), UNKNOWN, 0, 0),
             sp(a("sp_frame_15"), 8, 0),
             row(a("sp_frame_end"), UNKNOWN, 0, 0),
@@ -682,7 +686,7 @@ sp_frame_end:
                 s.bp_rule,
                 s.above_u32
             ),
-            (1, 1, 2, 1, 4, 0),
+            (1, 1, 2, 2, 4, 0),
             "{s}"
         );
         assert_eq!((s.end_rows, s.unknown_rows), (1, 5), "{s}");
@@ -752,7 +756,12 @@ sp_frame_end:
 
     #[test]
     fn hostile_files() {
-        for bad in [&b""[..], b"not an ELF file at all", b"\x7fELF", &[0u8; 64][..]] {
+        for bad in [
+            &b""[..],
+            b"not an ELF file at all",
+            b"\x7fELF",
+            &[0u8; 64][..],
+        ] {
             let e = build(bad).unwrap_err();
             assert!(e.contains("not an ELF file"), "{e}");
         }
@@ -775,7 +784,8 @@ sp_frame_end:
         // Cut after its first FDE: the FDEs it has make a table.
         let mut cut = elf.clone();
         let first = 4 + u32::from_le_bytes(elf[off..off + 4].try_into().unwrap()) as usize;
-        let second = first + 4 + u32::from_le_bytes(elf[off + first..][..4].try_into().unwrap()) as usize;
+        let second =
+            first + 4 + u32::from_le_bytes(elf[off + first..][..4].try_into().unwrap()) as usize;
         cut[size_at..size_at + 8].copy_from_slice(&(second as u64).to_le_bytes());
         let t = build(&cut).unwrap();
         assert_eq!(t.stats.fdes, 1);
@@ -817,12 +827,14 @@ sp_frame_end:
         }
     }
 
-    /// A hand-made `.eh_frame`: a CIE (augmentation "", absolute 8-byte
+    /// A hand-made `.eh_frame`: CIEs (augmentation "", absolute 8-byte
     /// addresses, code alignment 1, data alignment `daf`, return address
-    /// register 16; CFA = rsp+8 and, if `ra`, RA at CFA-8), then FDEs,
-    /// then the terminator.
+    /// register 16; CFA = rsp+8 and, if `ra`, RA at CFA-8), FDEs of the
+    /// last CIE (or of one given), then the terminator.
     struct Cfi {
         bytes: Vec<u8>,
+        /// The offset of the last CIE.
+        cie_at: usize,
     }
 
     fn uleb(out: &mut Vec<u8>, mut v: u64) {
@@ -875,6 +887,15 @@ sp_frame_end:
 
     impl Cfi {
         fn new(daf: i8, ra: bool) -> Cfi {
+            Cfi {
+                bytes: Vec::new(),
+                cie_at: 0,
+            }
+            .cie(daf, ra)
+        }
+
+        /// Another CIE, the FDEs' from here on.
+        fn cie(mut self, daf: i8, ra: bool) -> Cfi {
             let mut body = vec![0, 0, 0, 0, 1, 0, 1];
             sleb(&mut body, daf.into());
             body.push(16);
@@ -882,14 +903,21 @@ sp_frame_end:
             if ra {
                 body.extend(offset_sf(16, -8 / i64::from(daf)));
             }
-            let mut bytes = (body.len() as u32).to_le_bytes().to_vec();
-            bytes.extend(body);
-            Cfi { bytes }
+            self.cie_at = self.bytes.len();
+            self.bytes.extend((body.len() as u32).to_le_bytes());
+            self.bytes.extend(body);
+            self
         }
 
-        fn fde(mut self, start: u64, len: u64, ins: &[&[u8]]) -> Cfi {
+        fn fde(self, start: u64, len: u64, ins: &[&[u8]]) -> Cfi {
+            let cie = self.cie_at;
+            self.fde_of(cie, start, len, ins)
+        }
+
+        /// An FDE of the CIE at `cie`.
+        fn fde_of(mut self, cie: usize, start: u64, len: u64, ins: &[&[u8]]) -> Cfi {
             let at = self.bytes.len();
-            let mut body = ((at + 4) as u32).to_le_bytes().to_vec();
+            let mut body = ((at + 4 - cie) as u32).to_le_bytes().to_vec();
             body.extend(start.to_le_bytes());
             body.extend(len.to_le_bytes());
             for i in ins {
@@ -968,11 +996,15 @@ sp_frame_end:
                     &def_cfa_offset(24),
                     &adv(20),
                     &def_cfa_offset(32),
+                    &adv(20),
+                    &def_cfa_offset(40),
                 ],
             )
             .finish();
         let t = table_of(&bytes).unwrap();
         assert_eq!(t.rows, vec![sp(0x3000, 24, 0), unknown(0x3008)]);
+        // Only the row that holds for an address counts.
+        assert_eq!(t.stats.cfi_rows, 1, "{}", t.stats);
     }
 
     /// Rows and FDEs at and above `u32::MAX`, and an FDE whose range wraps.
@@ -982,7 +1014,14 @@ sp_frame_end:
             .fde(
                 0xffff_fff0,
                 0x20,
-                &[&adv(8), &def_cfa_offset(16), &adv(0x10), &def_cfa_offset(24)],
+                &[
+                    &adv(8),
+                    &def_cfa_offset(16),
+                    &adv(7),
+                    &def_cfa_offset(24),
+                    &adv(9),
+                    &def_cfa_offset(32),
+                ],
             )
             .fde(0x1_0000_1000, 0x10, &[])
             .fde(0xffff_ffff_ffff_fff0, 0x20, &[])
@@ -997,7 +1036,12 @@ sp_frame_end:
             ]
         );
         let s = t.stats;
-        assert_eq!((s.fdes, s.fdes_bad, s.above_u32, s.cfi_rows), (3, 1, 2, 4), "{s}");
+        // Rows at 0xffffffff and 0x1_0000_0008, and the second FDE's.
+        assert_eq!(
+            (s.fdes, s.fdes_bad, s.above_u32, s.cfi_rows),
+            (3, 1, 3, 5),
+            "{s}"
+        );
         // Only above: one UNKNOWN row.
         let bytes = Cfi::new(-8, true).fde(0x1_0000_0000, 0x10, &[]).finish();
         assert_eq!(table_of(&bytes).unwrap().rows, vec![unknown(0)]);
@@ -1103,28 +1147,76 @@ sp_frame_end:
         assert_eq!((s.cfa_offset, s.cfa_register), (2, 1), "{s}");
     }
 
+    /// FDEs of two CIEs, interleaved: each gets its own CIE's rules.
+    #[test]
+    fn cies_interleaved() {
+        let cfi = Cfi::new(-8, true);
+        let first = cfi.cie_at;
+        let bytes = cfi
+            .fde(0x1000, 0x10, &[])
+            .cie(-8, false)
+            .fde(0x1010, 0x10, &[])
+            .fde_of(first, 0x1020, 0x10, &[])
+            .fde(0x1030, 0x10, &[&adv(1), &offset_sf(16, 1)])
+            .finish();
+        let t = table_of(&bytes).unwrap();
+        assert_eq!(
+            t.rows,
+            vec![
+                sp(0x1000, 8, 0),
+                unknown(0x1010),
+                sp(0x1020, 8, 0),
+                unknown(0x1030),
+                sp(0x1031, 8, 0),
+                unknown(0x1040),
+            ]
+        );
+        assert_eq!(t.stats.ra_rule, 2, "{}", t.stats);
+    }
+
     /// A CFA program gimli refuses: that FDE's range is UNKNOWN, its
     /// neighbours stand.
     #[test]
     fn bad_program() {
         let bytes = Cfi::new(-8, true)
             .fde(0x4ff0, 0x10, &[])
-            .fde(0x5000, 0x10, &[&adv(4), &def_cfa_offset(16), &adv(4), &[0x3c]])
+            .fde(
+                0x5000,
+                0x10,
+                &[&adv(4), &def_cfa_offset(16), &adv(4), &[0x3c]],
+            )
             .fde(0x5010, 0x10, &[])
             .finish();
         let t = table_of(&bytes).unwrap();
         assert_eq!(
             t.rows,
-            vec![sp(0x4ff0, 8, 0), unknown(0x5000), sp(0x5010, 8, 0), unknown(0x5020)]
+            vec![
+                sp(0x4ff0, 8, 0),
+                unknown(0x5000),
+                sp(0x5010, 8, 0),
+                unknown(0x5020)
+            ]
         );
         let s = t.stats;
         assert_eq!((s.fdes, s.fdes_bad, s.cfi_rows), (3, 1, 2), "{s}");
+        // The first FDE bad: UNKNOWN from its start (not "no row").
+        let bytes = Cfi::new(-8, true)
+            .fde(0x5000, 0x10, &[&[0x3c]])
+            .fde(0x5010, 0x10, &[])
+            .finish();
+        let t = table_of(&bytes).unwrap();
+        assert_eq!(
+            t.rows,
+            vec![unknown(0x5000), sp(0x5010, 8, 0), unknown(0x5020)]
+        );
     }
 
     #[test]
     fn hostile_sections() {
         // Only the terminator, or nothing.
-        assert!(table_of(&Cfi::new(-8, true).finish()).unwrap_err().contains("no FDE"));
+        assert!(table_of(&Cfi::new(-8, true).finish())
+            .unwrap_err()
+            .contains("no FDE"));
         assert!(table_of(&[0, 0, 0, 0]).unwrap_err().contains("no FDE"));
         assert!(table_of(&[]).unwrap_err().contains("no FDE"));
         let good = Cfi::new(-8, true)
