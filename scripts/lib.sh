@@ -91,24 +91,48 @@ module_build_dir() {
 # guest_bin SOURCE.c DIR: builds the guest program SOURCE.c, static, into
 # DIR/SOURCE, with include/uapi on the include path (the programs take the
 # device's interface from oprofile_rs.h). A program's own compiler flags
-# follow `// cflags:` on a line of its own (e.g. frame pointers). The program is replaced in one rename: a
-# run of this checkout packing DIR meanwhile (another script's vm-run) gets
-# the old one or the new one, never a file being written.
+# follow `// cflags:` on a line of its own (e.g. frame pointers). A line
+# `// dynamic: [LIB...]` links it dynamically instead, against the guest
+# libraries LIB (tests/guest/lib/LIB.c, built by guest_lib into DIR/LIB.so
+# first), with the rpath $ORIGIN: in the guest, it and they are in /tmp,
+# and scripts/vm-run carries the host's loader and C library it needs. The
+# program is replaced in one rename: a run of this checkout packing DIR
+# meanwhile (another script's vm-run) gets the old one or the new one, never
+# a file being written.
 guest_bin() {
-    local out
+    local out link=(-static) l
     out=$2/$(basename "$1" .c)
+    if grep -q '^// dynamic:' "$1"; then
+        # shellcheck disable=SC2016 # $ORIGIN is the loader's, not the shell's
+        link=(-L "$2" -Wl,-rpath,'$ORIGIN')
+        for l in $(sed -n 's|^// dynamic:||p' "$1" | head -1); do link+=("-l${l#lib}"); done
+    fi
     # shellcheck disable=SC2046 # the flags are words
-    gcc -static -O2 -Wall -Werror -I "$REPO/include/uapi" $(sed -n 's|^// cflags: ||p' "$1" | head -1) \
+    gcc -O2 -Wall -Werror -I "$REPO/include/uapi" $(sed -n 's|^// cflags: ||p' "$1" | head -1) \
+        -o "$out.new.$$" "$1" "${link[@]}" || { rm -f "$out.new.$$"; die "building $1 failed"; }
+    mv -f "$out.new.$$" "$out"
+}
+
+# guest_lib SOURCE.c DIR: builds the guest shared library SOURCE.c
+# (tests/guest/lib/NAME.c, with its `// cflags:`) into DIR/NAME.so, -fPIC,
+# its soname NAME.so; replaced in one rename, as guest_bin's programs.
+guest_lib() {
+    local name out
+    name=$(basename "$1" .c).so out=$2/$(basename "$1" .c).so
+    # shellcheck disable=SC2046 # the flags are words
+    gcc -O2 -Wall -Werror -fPIC -shared -Wl,-soname,"$name" $(sed -n 's|^// cflags: ||p' "$1" | head -1) \
         -o "$out.new.$$" "$1" || { rm -f "$out.new.$$"; die "building $1 failed"; }
     mv -f "$out.new.$$" "$out"
 }
 
-# guest_bins: builds the guest programs (tests/guest/*.c) of this checkout
-# into their own directory (two checkouts sharing a cache never run each
-# other's) and prints that directory.
+# guest_bins: builds the guest libraries (tests/guest/lib/*.c: DIR/NAME.so)
+# and programs (tests/guest/*.c) of this checkout into their own directory
+# (two checkouts sharing a cache never run each other's) and prints that
+# directory.
 guest_bins() {
     local dir=$CACHE/guest-bin/$(checkout_key) c
     mkdir -p "$dir"
+    for c in "$REPO"/tests/guest/lib/*.c; do guest_lib "$c" "$dir"; done
     for c in "$REPO"/tests/guest/*.c; do guest_bin "$c" "$dir"; done
     echo "$dir"
 }
