@@ -24,8 +24,11 @@ use kernel::prelude::*;
 use crate::{format, path::sync_stage::STAGE_BYTES, shims::ratelimit::pr_ratelimited};
 
 /// Bytes of a CPU's scratch areas besides its ring: the sampler's user
-/// stack copy area and the sync's record scratch.
-pub(crate) const SCRATCH_BYTES: usize = format::MAX_USER_STACK + format::MAX_STACK_RECORD;
+/// stack copy area and unwind-table lookup cache, and the sync's record
+/// scratch.
+pub(crate) const SCRATCH_BYTES: usize = format::MAX_USER_STACK
+    + crate::path::unwind_tables::LOOKUP_CACHE_BYTES
+    + format::MAX_STACK_RECORD;
 /// Bytes of a snapshot index entry (`snapshot.rs`), rounded up.
 const INDEX_ENTRY_BYTES: usize = 16;
 /// The fewest bytes a record takes in a ring (`snapshot.rs`'s bound).

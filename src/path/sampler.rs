@@ -50,7 +50,7 @@ const CHAIN_LEN: usize = MAX_DEPTH + MAX_USER_DEPTH;
 ///
 /// # Invariants
 ///
-/// `chain` and `stack` are only accessed between a successful acquire of
+/// `chain`, `stack` and `lookups` are only accessed between a successful acquire of
 /// `busy` and its release, so at most one `&mut` to each exists (an
 /// overflow that interrupts another on the same CPU finds it busy and
 /// records no callchain and no stack copy). `stack` holds
@@ -61,9 +61,14 @@ struct Scratch {
     busy: Atomic<bool>,
     chain: UnsafeCell<[u64; CHAIN_LEN]>,
     stack: UnsafeCell<KVVec<u64>>,
+    /// The CPU's last unwind-table lookups (on the heap: 2 KiB would weigh
+    /// on the stack frames that build samplers); none before the sampler
+    /// is provisioned.
+    lookups: UnsafeCell<Option<KBox<unwind_tables::LookupCache>>>,
 }
 
-// SAFETY: access to `chain` and `stack` is exclusive by the invariant.
+// SAFETY: access to `chain`, `stack` and `lookups` is exclusive by the
+// invariant.
 unsafe impl Sync for Scratch {}
 
 /// Words of a CPU's user stack copy area.
@@ -86,6 +91,7 @@ impl Scratch {
             busy: Atomic::new(false),
             chain: UnsafeCell::new([0; CHAIN_LEN]),
             stack: UnsafeCell::new(new_stack_area()?),
+            lookups: UnsafeCell::new(Some(unwind_tables::LookupCache::new_boxed()?)),
         })
     }
 
@@ -97,6 +103,7 @@ impl Scratch {
             busy: Atomic::new(false),
             chain: UnsafeCell::new([0; CHAIN_LEN]),
             stack: UnsafeCell::new(KVVec::new()),
+            lookups: UnsafeCell::new(None),
         }
     }
 
@@ -104,8 +111,15 @@ impl Scratch {
     /// `EBUSY` (nothing changed) if the scratch space is in use. Called
     /// before the CPU's sampler is up, when no overflow of it runs.
     fn set_stack(&self, area: KVVec<u64>) -> Result {
+        let cache = unwind_tables::LookupCache::new_boxed()?;
         if self.busy.xchg(true, Acquire) {
             return Err(EBUSY);
+        }
+        // SAFETY: `busy` was clear and is now ours: no other reference to
+        // `lookups` exists.
+        let lookups = unsafe { &mut *self.lookups.get() };
+        if lookups.is_none() {
+            *lookups = Some(cache);
         }
         // SAFETY: `busy` was clear and is now ours: no other reference to
         // `stack` exists.
@@ -116,9 +130,12 @@ impl Scratch {
         Ok(())
     }
 
-    /// Runs `f` on the scratch space (the chain, the stack copy area), or
-    /// returns `None` if it is in use.
-    fn with<R>(&self, f: impl FnOnce(&mut [u64; CHAIN_LEN], &mut [u64]) -> R) -> Option<R> {
+    /// Runs `f` on the scratch space (the chain, the stack copy area, the
+    /// lookup cache), or returns `None` if it is in use.
+    fn with<R>(
+        &self,
+        f: impl FnOnce(&mut [u64; CHAIN_LEN], &mut [u64], Option<&mut unwind_tables::LookupCache>) -> R,
+    ) -> Option<R> {
         if self.busy.xchg(true, Acquire) {
             return None;
         }
@@ -127,7 +144,9 @@ impl Scratch {
         let chain = unsafe { &mut *self.chain.get() };
         // SAFETY: as for `chain`: no other reference to `stack` exists.
         let stack = unsafe { &mut *self.stack.get() };
-        let r = f(chain, stack.as_mut_slice());
+        // SAFETY: as for `chain`: no other reference to `lookups` exists.
+        let lookups = unsafe { &mut *self.lookups.get() };
+        let r = f(chain, stack.as_mut_slice(), lookups.as_deref_mut());
         self.busy.store(false, Release);
         Some(r)
     }
@@ -634,7 +653,7 @@ impl CpuSampler {
         // buffer took or lost: not for one refused because recording is off.
         let (result, cut) = if want_kernel || user.is_some() {
             self.scratch
-                .with(|chain, stack| {
+                .with(|chain, stack, mut lookups| {
                     let mut cut = 0;
                     let mut k = 0;
                     if want_kernel {
@@ -658,7 +677,10 @@ impl CpuSampler {
                                 Some((reg, mm)) => unwind_tables::walk(
                                     start,
                                     out,
-                                    |a| reg.lookup(mm, a),
+                                    |a| match lookups.as_deref_mut() {
+                                        Some(c) => c.lookup(reg, mm, a),
+                                        None => reg.lookup(mm, a),
+                                    },
                                     unwind_tables::read_word,
                                     user_stack::read_frame,
                                 ),

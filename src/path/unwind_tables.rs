@@ -105,6 +105,72 @@ pub(crate) enum Lookup {
     Unmapped,
 }
 
+/// Entries of a [`LookupCache`] (a power of two).
+const CACHE_LEN: usize = 64;
+
+/// Bytes of a CPU's [`LookupCache`] (`buffer_memory.rs` counts them).
+pub(crate) const LOOKUP_CACHE_BYTES: usize = core::mem::size_of::<LookupCache>();
+
+/// One remembered lookup.
+#[derive(Clone, Copy)]
+struct CacheEntry {
+    /// The registry's generation (0: empty).
+    generation: u64,
+    mm: usize,
+    addr: u64,
+    found: Lookup,
+}
+
+/// A CPU's last lookups, for the sample path: the same few addresses (the
+/// sampled loop's, its callers' return addresses) come back sample after
+/// sample, and a hit costs a compare where a lookup costs two binary
+/// searches. Direct-mapped by address; an entry holds for one registry (its
+/// generation), so a change of the tables empties it. Owned by the CPU's
+/// scratch space (one user at a time).
+pub(crate) struct LookupCache {
+    entries: [CacheEntry; CACHE_LEN],
+}
+
+impl LookupCache {
+    /// An empty cache.
+    pub(crate) const fn new() -> Self {
+        const EMPTY: CacheEntry = CacheEntry {
+            generation: 0,
+            mm: 0,
+            addr: 0,
+            found: Lookup::Unmapped,
+        };
+        Self {
+            entries: [EMPTY; CACHE_LEN],
+        }
+    }
+
+    /// An empty cache, on the heap.
+    pub(crate) fn new_boxed() -> Result<KBox<Self>> {
+        Ok(KBox::new(Self::new(), GFP_KERNEL_ACCOUNT)?)
+    }
+
+    /// `reg.lookup(mm, addr)`, remembered.
+    pub(crate) fn lookup(&mut self, reg: &Registry, mm: usize, addr: u64) -> Lookup {
+        // Return addresses differ in their low bits; mix in a few higher.
+        let slot = ((addr ^ (addr >> 6) ^ (addr >> 12)) as usize) & (CACHE_LEN - 1);
+        let Some(e) = self.entries.get_mut(slot) else {
+            return reg.lookup(mm, addr);
+        };
+        if e.generation == reg.generation && e.mm == mm && e.addr == addr {
+            return e.found;
+        }
+        let found = reg.lookup(mm, addr);
+        *e = CacheEntry {
+            generation: reg.generation,
+            mm,
+            addr,
+            found,
+        };
+        found
+    }
+}
+
 /// The row `UNKNOWN` (no rule), for addresses a table does not cover.
 const NO_RULE: Row = Row {
     addr: 0,
@@ -118,10 +184,14 @@ const NO_RULE: Row = Row {
 /// # Invariants
 ///
 /// `maps` is sorted by [`Map::key`], and the mappings of one address space
-/// do not overlap.
+/// do not overlap. `generation` is not 0 and no other registry has it.
 pub(crate) struct Registry {
     maps: KVVec<Map>,
+    generation: u64,
 }
+
+/// The last registry generation given out.
+static GENERATION: Atomic<u64> = Atomic::new(0);
 
 impl Registry {
     /// A registry of `maps`, which the caller sorted by [`Map::key`] without
@@ -134,8 +204,10 @@ impl Registry {
                 }
             }
         }
-        // INVARIANT: checked above.
-        Ok(Self { maps })
+        // INVARIANT: checked above; the counter's next value (64 bits: it
+        // does not wrap to 0 in practice).
+        let generation = GENERATION.fetch_add(1, Full).wrapping_add(1);
+        Ok(Self { maps, generation })
     }
 
     /// Whether address space `mm` has any mapping here.
@@ -210,7 +282,7 @@ impl InForce {
 pub(crate) fn walk(
     start: &UserRegs,
     out: &mut [u64],
-    lookup: impl Fn(u64) -> Lookup,
+    mut lookup: impl FnMut(u64) -> Lookup,
     mut word: impl FnMut(u64) -> Option<u64>,
     mut pair: impl FnMut(u64) -> Option<[u64; 2]>,
 ) -> (usize, Stop) {
