@@ -741,16 +741,25 @@ struct Wakes {
     /// The progress line is drawn.
     progress: bool,
     /// Unwind tables are loaded from the kernel's map records
-    /// ([`crate::mapevents::Collector::new_exec_maps`]).
+    /// ([`crate::mapevents::Collector::new_exec_maps`]) and a process got
+    /// its first tables within [`TABLE_WATCH`]: its start, when it maps
+    /// its libraries and most plugins.
     table_loads: bool,
 }
 
+/// How long after a process got its first unwind tables the recording loop
+/// looks at the map records often ([`loop_nap`]).
+const TABLE_WATCH: Duration = Duration::from_secs(2);
+
 /// How long the recording loop sleeps at most when nothing wakes it.
-/// While it loads unwind tables, 100 ms: the kernel's record of a new
-/// mapping (a dlopen) wakes nobody (the rings wake the loop when half
-/// full), and until the loop reads it and loads the library's table, the
-/// module's walks of that code have no table (stacks cut there); with 1 s
-/// naps, 25 % of a 3-second program's samples were cut after its dlopen.
+/// In the first seconds of a process with unwind tables, 100 ms: the
+/// kernel's record of a new mapping (a dlopen) wakes nobody (the rings wake
+/// the loop when half full), and until the loop reads it and loads the
+/// library's table, the module's walks of that code have no table (stacks
+/// cut there); with 1 s naps, 25 % of a 3-second program's samples were cut
+/// after its dlopen. Not always: ten wake-ups a second cost the recorder
+/// about 4 % of a CPU in the test VM (bench-overhead), more than the tables'
+/// walk; a library loaded later waits up to a second for its table.
 fn loop_nap(w: Wakes) -> Duration {
     if w.polled_maps || !w.exits || w.table_loads {
         Duration::from_millis(100)
@@ -1613,12 +1622,13 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
     if let Some(c) = &collector {
         waits.extend(c.fds());
     }
-    let nap = loop_nap(Wakes {
+    let wakes = Wakes {
         polled_maps: tracker.keep_maps,
         exits: have_all_pidfds && wake.fd().is_some(),
         progress: pb.is_some(),
-        table_loads: tables.as_ref().is_some_and(|l| l.active()) && collector.is_some(),
-    });
+        table_loads: false,
+    };
+    let watch_maps = tables.as_ref().is_some_and(|l| l.active()) && collector.is_some();
     let mut command_status = None;
     let mut last_progress = Instant::now() - Duration::from_secs(1);
     let mut snapshots = 0u32;
@@ -1702,6 +1712,14 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
         // signal (the wake eventfd) or the duration ends; at most `nap`.
         // A file that polls readable with nothing to read (not the device)
         // gets 20 ms naps instead.
+        let nap = loop_nap(Wakes {
+            table_loads: watch_maps
+                && tables
+                    .as_ref()
+                    .and_then(|l| l.last_new_process())
+                    .is_some_and(|t| t.elapsed() < TABLE_WATCH),
+            ..wakes
+        });
         let mut ms = nap.as_millis() as i32;
         if let Some(d) = opts.duration {
             let left = d.saturating_sub(start.elapsed());
