@@ -286,16 +286,9 @@ pub(crate) fn walk(
     mut word: impl FnMut(u64) -> Option<u64>,
     mut pair: impl FnMut(u64) -> Option<[u64; 2]>,
 ) -> (usize, Stop) {
-    let mut n = 0;
-    if start.from_kernel {
-        match out.first_mut() {
-            Some(slot) => {
-                *slot = start.ip;
-                n = 1;
-            }
-            None => return (0, Stop::Depth),
-        }
-    }
+    let Some(mut n) = user_stack::entry(start, out) else {
+        return (0, Stop::Depth);
+    };
     let (mut ip, mut sp, mut bp) = (start.ip, start.sp, start.bp);
     let mut first = true;
     let stop = loop {

@@ -94,6 +94,18 @@ impl Stop {
     }
 }
 
+/// Writes the first entry of a user chain from `start` into `out`: for a
+/// kernel-mode sample the address where the task entered the kernel.
+/// Returns the entries written (0 or 1), or `None` if `out` had no room
+/// for it.
+pub(crate) fn entry(start: &UserRegs, out: &mut [u64]) -> Option<usize> {
+    if !start.from_kernel {
+        return Some(0);
+    }
+    *out.first_mut()? = start.ip;
+    Some(1)
+}
+
 /// Walks the user stack from `start` into `out`: for a kernel-mode sample
 /// `start.ip` first, then the return addresses of the frame records,
 /// innermost first. `read(fp)` reads the frame record at `fp` (the caller's
@@ -104,16 +116,9 @@ pub(crate) fn walk(
     out: &mut [u64],
     mut read: impl FnMut(u64) -> Option<[u64; 2]>,
 ) -> (usize, Stop) {
-    let mut n = 0;
-    if start.from_kernel {
-        match out.first_mut() {
-            Some(slot) => {
-                *slot = start.ip;
-                n = 1;
-            }
-            None => return (0, Stop::Depth),
-        }
-    }
+    let Some(mut n) = entry(start, out) else {
+        return (0, Stop::Depth);
+    };
     let last = start.limit.saturating_sub(FRAME_LEN);
     let mut fp = start.bp;
     // The lowest address the next frame record may start at.

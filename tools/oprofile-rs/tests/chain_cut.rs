@@ -8,7 +8,6 @@ mod common;
 use common::*;
 use oprofile_stream::oprofile_format::unwind::CHAIN_CUT;
 use oprofile_stream::{Comm, Encoder, Header, Record, Sample};
-use oprofile_tool::pprof;
 
 fn ret(name: &str, delta: u64) -> u64 {
     sym_addr(victim(), name, delta)
@@ -77,29 +76,17 @@ fn every_output_shows_the_cut() {
     );
     let p = d.path().join("p.pb.gz");
     run_tool(&["pprof", "-i", &f, "-o", p.to_str().unwrap()]);
-    let p = pprof::read(&std::fs::read(p).unwrap()).unwrap();
-    let name_of = |loc: u64| -> String {
-        let l = &p.location[loc as usize - 1];
-        let func = &p.function[l.line.last().unwrap().function_id as usize - 1];
-        p.string_table[func.name as usize].clone()
-    };
-    let stacks: Vec<String> = p
-        .sample
-        .iter()
-        .map(|s| {
-            s.location_id
-                .iter()
-                .map(|&l| name_of(l))
-                .collect::<Vec<_>>()
-                .join(" <- ")
-        })
-        .collect();
+    let stacks = pprof_stacks(&p);
     assert!(
         stacks.contains(&"beta <- alpha <- [truncated]".into()),
         "{stacks:?}"
     );
     let out = run_tool(&["script", "-i", &f, "--callchain"]);
-    assert_eq!(out.matches(" [truncated] ([truncated])").count(), 4, "{out}");
+    assert_eq!(
+        out.matches(" [truncated] ([truncated])").count(),
+        4,
+        "{out}"
+    );
     let ff = d.path().join("ff.json");
     run_tool(&["firefox", "-i", &f, "-o", ff.to_str().unwrap()]);
     assert!(std::fs::read_to_string(ff).unwrap().contains("[truncated]"));

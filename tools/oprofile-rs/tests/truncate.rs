@@ -8,7 +8,6 @@ mod common;
 
 use common::*;
 use oprofile_stream::{Comm, Encoder, Header, Record, Sample};
-use oprofile_tool::pprof;
 
 fn ret(name: &str, delta: u64) -> u64 {
     sym_addr(victim(), name, delta)
@@ -214,20 +213,7 @@ fn pprof_script_and_firefox_show_the_cut() {
     let (d, f) = recording();
     let out = d.path().join("p.pb.gz");
     run_tool(&["pprof", "-i", &f, "-o", out.to_str().unwrap()]);
-    let p = pprof::read(&std::fs::read(out).unwrap()).unwrap();
-    let name_of = |loc: u64| -> String {
-        let l = &p.location[loc as usize - 1];
-        let func = &p.function[l.line.last().unwrap().function_id as usize - 1];
-        p.string_table[func.name as usize].clone()
-    };
-    let stacks: Vec<String> = p
-        .sample
-        .iter()
-        .map(|s| {
-            let names: Vec<String> = s.location_id.iter().map(|&l| name_of(l)).collect();
-            names.join(" <- ")
-        })
-        .collect();
+    let stacks = pprof_stacks(&out);
     assert!(stacks.contains(&"beta <- [truncated]".into()), "{stacks:?}");
     assert!(
         stacks.contains(&"beta <- alpha <- [truncated]".into()),

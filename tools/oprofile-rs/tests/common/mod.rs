@@ -357,3 +357,24 @@ pub fn kernel_recording(dir: &Path, comm: &str, pcs: &[u64]) -> PathBuf {
     let v = victim();
     write_recording(dir, &e.finish(), &fake_maps(v, &v.path))
 }
+
+/// The stacks of a pprof file, each `leaf <- caller <- ...` by function name.
+#[allow(dead_code)]
+pub fn pprof_stacks(path: &Path) -> Vec<String> {
+    let p = oprofile_tool::pprof::read(&std::fs::read(path).unwrap()).unwrap();
+    let name_of = |loc: u64| -> String {
+        let l = &p.location[loc as usize - 1];
+        let func = &p.function[l.line.last().unwrap().function_id as usize - 1];
+        p.string_table[func.name as usize].clone()
+    };
+    p.sample
+        .iter()
+        .map(|s| {
+            s.location_id
+                .iter()
+                .map(|&l| name_of(l))
+                .collect::<Vec<_>>()
+                .join(" <- ")
+        })
+        .collect()
+}
