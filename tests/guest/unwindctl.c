@@ -173,7 +173,17 @@ int main(int argc, char **argv)
 	/* Another file cannot use this file's table. */
 	int fd2 = open(OPROFILE_RS_DEVICE, O_WRONLY);
 	say("map-other-files-table", map(fd2, getpid(), id, s, e, ino));
+	/* The cap: two tables of the most rows are more than all may hold. */
+	void *big = table(OPROFILE_RS_UNWIND_MAX_ROWS, 0, &len);
+	say("table-max-rows", load(fd, big, len));
+	say("table-over-the-cap", load(fd, big, len));
+	free(big);
+	b = table(4, 0, &len);
 	say("reset", ioctl(fd, OPROFILE_RS_IOC_UNWIND_RESET));
+	big = table(OPROFILE_RS_UNWIND_MAX_ROWS, 0, &len);
+	say("table-max-rows-after-reset", load(fd, big, len));
+	free(big);
+	b = table(4, 0, &len);
 	say("map-after-reset", map(fd, getpid(), id, s, e, ino));
 	say("reset-again", ioctl(fd, OPROFILE_RS_IOC_UNWIND_RESET));
 	/* An fd passed to an unprivileged process: no mapping. */

@@ -110,7 +110,10 @@ expect_eq "map-inode: ENOENT" "$(r map-inode)" "err ENOENT"
 expect_eq "map-range: ENOENT" "$(r map-range)" "err ENOENT"
 expect_eq "map-good" "$(r map-good)" ok
 expect_eq "map-again (replaces)" "$(r map-again)" ok
+expect_eq "a table of the most rows (32 MiB)" "$(r table-max-rows)" ok
+expect_eq "a second one: over the 64 MiB cap, ENOSPC" "$(r table-over-the-cap)" "err ENOSPC"
 expect_eq "reset" "$(r reset)" ok
+expect_eq "after the reset the cap has room again" "$(r table-max-rows-after-reset)" ok
 expect_eq "reset-again" "$(r reset-again)" ok
 expect_eq "map-unprivileged: EPERM" "$(r map-unprivileged)" "err EPERM"
 expect_eq "table-unprivileged (its own file's memory)" "$(r table-unprivileged)" ok
