@@ -1810,6 +1810,7 @@ pub mod unwind {
     pub const UNKNOWN: u8 = 3;
     /// The lowest `bp` (the saved frame pointer at most 128 words below the
     /// CFA).
+    #[allow(dead_code)] // The tool's (it builds the tables).
     pub const MIN_BP: i8 = -128;
     /// The user callchain entry after the last frame of a walk with tables
     /// that was cut (no rule for an address, a fault, a frame out of
@@ -1842,6 +1843,7 @@ pub mod unwind {
 
     impl Row {
         /// The row's bytes, native-endian.
+        #[allow(dead_code)] // The tool's (it builds the tables).
         pub fn encoded(&self) -> [u8; ROW_LEN] {
             let [a0, a1, a2, a3] = self.addr.to_ne_bytes();
             let [c0, c1] = self.cfa.to_ne_bytes();
@@ -1872,6 +1874,7 @@ pub mod unwind {
     }
 
     /// A table's head for `rows` rows.
+    #[allow(dead_code)] // The tool's (it builds the tables).
     pub fn head(rows: u32) -> [u8; TABLE_HEAD_LEN] {
         let [m0, m1, m2, m3] = MAGIC.to_ne_bytes();
         let [r0, r1, r2, r3] = rows.to_ne_bytes();

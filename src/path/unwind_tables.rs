@@ -326,13 +326,18 @@ pub(crate) fn walk(
             break Stop::Depth;
         }
         let ret = if row.bp == -2 {
-            // The common frame record: [saved rbp, return address].
-            let Some([saved, ret]) = pair(cfa - 16) else {
+            // The common frame record: [saved rbp, return address] (a CFA
+            // below 16 holds none: garbage registers).
+            let Some(at) = cfa.checked_sub(16) else {
+                break Stop::BadFrame;
+            };
+            let Some([saved, ret]) = pair(at) else {
                 break Stop::Fault;
             };
             bp = saved;
             ret
         } else {
+            // (cfa >= sp + 8 >= 8, checked above: no underflow.)
             let Some(ret) = word(cfa - 8) else {
                 break Stop::Fault;
             };
@@ -522,6 +527,17 @@ mod tests {
             lookup,
             |_| Some(LIMIT),
             &mut p,
+        );
+        assert_eq!(stop, Stop::BadFrame);
+        assert_eq!(out.get(..n), Some(&[CHAIN_CUT][..]));
+        // The bottom: a stack pointer of 0 and a frame record below 16.
+        let rec = |_| Lookup::Row(row(0, unwind::CFA_SP, 8, -2));
+        let (n, stop) = walk(
+            &regs(0x1004, 0, 0),
+            &mut out,
+            rec,
+            |_| Some(1),
+            |_| Some([1, 2]),
         );
         assert_eq!(stop, Stop::BadFrame);
         assert_eq!(out.get(..n), Some(&[CHAIN_CUT][..]));
