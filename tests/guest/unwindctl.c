@@ -55,7 +55,7 @@ static void *table(unsigned rows, int all_unknown, size_t *len)
 	h->magic = OPROFILE_RS_UNWIND_MAGIC;
 	h->rows = rows;
 	for (unsigned i = 0; i < rows; i++) {
-		r[i].addr = i * 0x1000;
+		r[i].addr = i * (rows > 1000 ? 16 : 0x1000);
 		r[i].rule = all_unknown || i == rows - 1 ? OPROFILE_RS_UNWIND_UNKNOWN : OPROFILE_RS_UNWIND_CFA_SP;
 		r[i].cfa = 8;
 	}
