@@ -142,8 +142,8 @@ impl UnwindLoader {
         };
         let table = t.table.clone();
         let mm = MmRef::of_mapping(req.pid, req.start, req.end, req.inode)?;
-        // The count already held for this address space, if any: one
-        // identity, one count per map.
+        // The count already held for this address space, if any: one count
+        // per address space, shared by its maps (the new one is dropped).
         let mm = match self.maps.iter().find(|m| m.mm.id() == mm.id()) {
             Some(m) => m.mm.clone(),
             None => Arc::new(mm, GFP_KERNEL)?,
