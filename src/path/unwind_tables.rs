@@ -252,9 +252,12 @@ impl InForce {
         // grace period after it replaced it; the caller runs with
         // preemption off, an RCU read-side critical section `replace` waits
         // for, and the reference does not leave `f`.
-        let reg = unsafe { p.as_ref() };
+        let Some(reg) = (unsafe { p.as_ref() }) else {
+            // No tables loaded: not even the current task is looked at.
+            return f(None);
+        };
         let mm = mm::current();
-        f(reg.filter(|r| mm != 0 && r.knows(mm)).map(|r| (r, mm)))
+        f((mm != 0 && reg.knows(mm)).then_some((reg, mm)))
     }
 
     /// Puts `new` in force and frees the registry it replaced once no
