@@ -151,11 +151,27 @@ pub fn cache_dir() -> PathBuf {
     base.join("oprofile-rs").join("archives")
 }
 
+/// FNV-1a, 64 bits: the names of the tool's cached files (unpacked
+/// archives here, unwind tables in `unwind_load.rs`).
+pub(crate) struct Fnv(pub(crate) u64);
+
+impl Fnv {
+    pub(crate) fn new() -> Fnv {
+        Fnv(0xcbf2_9ce4_8422_2325)
+    }
+
+    pub(crate) fn write(&mut self, b: &[u8]) {
+        for &x in b {
+            self.0 = (self.0 ^ u64::from(x)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+}
+
 /// FNV-1a (64 bits) of the file's bytes, and its length: the name of its
 /// unpacked copy.
 fn hash_file(path: &Path) -> std::io::Result<String> {
     let mut f = File::open(path)?;
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut h = Fnv::new();
     let mut buf = vec![0u8; 1 << 16];
     let mut len = 0u64;
     loop {
@@ -164,11 +180,9 @@ fn hash_file(path: &Path) -> std::io::Result<String> {
             break;
         }
         len += n as u64;
-        for b in &buf[..n] {
-            h = (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
-        }
+        h.write(&buf[..n]);
     }
-    Ok(format!("{h:016x}-{len:x}"))
+    Ok(format!("{:016x}-{len:x}", h.0))
 }
 
 /// Whether `p` is a relative path that stays below where it is joined

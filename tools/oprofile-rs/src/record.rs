@@ -1408,16 +1408,12 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
     if let (Some(l), Some(c)) = (tables.as_mut(), opts.command.first()) {
         l.prepare(c);
     }
-    let own_pid = std::process::id();
     macro_rules! load_tables {
-        ($pid:expr) => {{
-            let pid: u32 = $pid;
-            if pid != own_pid {
-                if let Some(l) = tables.as_mut() {
-                    l.load_process(&opts.proc_root, pid);
-                }
+        ($pid:expr) => {
+            if let Some(l) = tables.as_mut() {
+                l.load_process(&opts.proc_root, $pid);
             }
-        }};
+        };
     }
     if sc_dir.exists() {
         std::fs::remove_dir_all(&sc_dir)

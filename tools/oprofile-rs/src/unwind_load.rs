@@ -26,6 +26,7 @@ use std::path::{Path, PathBuf};
 
 use oprofile_stream::oprofile_format::{ioctl, unwind};
 
+use crate::archive_read::Fnv;
 use crate::maps::{parse_maps, MapEntry};
 
 /// What loading did, for the side-car and `record`'s summary.
@@ -138,7 +139,9 @@ impl TableLoader {
     /// Loads the executable file mappings of process `pid` (as
     /// `proc_root/PID/maps` lists them now) not loaded yet.
     pub fn load_process(&mut self, proc_root: &Path, pid: u32) {
-        if !self.active() {
+        // Not this recorder's own: its stacks are of no interest, and its
+        // big static binary's table would cost it the most.
+        if !self.active() || pid == std::process::id() {
             return;
         }
         let Ok(text) = std::fs::read_to_string(proc_root.join(format!("{pid}/maps"))) else {
@@ -329,20 +332,6 @@ impl Source {
 
 /// The cache files' layout version (in their names and heads).
 const CACHE_VERSION: u32 = 1;
-
-/// FNV-1a, 64 bits.
-struct Fnv(u64);
-
-impl Fnv {
-    fn new() -> Fnv {
-        Fnv(0xcbf2_9ce4_8422_2325)
-    }
-    fn write(&mut self, b: &[u8]) {
-        for &x in b {
-            self.0 = (self.0 ^ u64::from(x)).wrapping_mul(0x0100_0000_01b3);
-        }
-    }
-}
 
 /// Where built tables are kept: `$XDG_CACHE_HOME/oprofile-rs/unwind`, or
 /// `~/.cache/oprofile-rs/unwind`.
