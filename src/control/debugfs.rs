@@ -148,7 +148,7 @@ fn show_stats(p: &Arc<Profiler>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
              buffer_entries={} buffer_dropped_full={} buffer_read={} \
              sample_lost_snapshot={} comm_records={} buffer_committed={} buffer_overrun={} \
              sync_records={} sync_ns={} sample_wrong_cpu={} sample_other_cgroup={} \
-             user_stack_short={} sample_while_off={} event_samples=",
+             user_stack_short={} sample_while_off={} table_wakes={} event_samples=",
             s.cpu,
             received,
             c.sample_lost_overflow.load(Relaxed),
@@ -175,6 +175,7 @@ fn show_stats(p: &Arc<Profiler>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
             other_cgroup,
             c.user_stack_short.load(Relaxed),
             while_off,
+            s.tables_wanted.count.load(Relaxed),
         )?;
         write_list(f, c.event_samples.iter().take(n).map(|a| a.load(Relaxed)))?;
         writeln!(f)?;

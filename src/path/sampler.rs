@@ -28,7 +28,7 @@ use kernel::{
 use crate::{
     format::{self, Endian, MAX_DEPTH, MAX_EVENTS, MAX_USER_DEPTH},
     path::{
-        unwind_tables,
+        unwind_tables::{self, Current, Lookup, TablesWanted},
         user_stack::{self, UserRegs},
     },
     ringbuf::{CpuBuffer, Mode, ReserveError, Switches},
@@ -326,6 +326,9 @@ pub(crate) struct CpuSampler {
     renames: Atomic<bool>,
     /// SAMPLE bytes written since the last COMM record.
     since_comm: Atomic<u64>,
+    /// Unwind tables this CPU's samples found missing, for its sync to tell
+    /// the reader.
+    pub(crate) tables_wanted: TablesWanted,
     /// Whether the CPU is between the profiler's hotplug callbacks `online`
     /// and `offline`: counters of perf's task-context software events are
     /// released only after `offline` (outside the CPU hotplug lock, see
@@ -417,6 +420,7 @@ impl CpuSampler {
             scratch,
             renames: Atomic::new(overwrite),
             since_comm: Atomic::new(0),
+            tables_wanted: TablesWanted::new(),
             up: Atomic::new(false),
             provisioned: Atomic::new(provisioned),
         })
@@ -674,24 +678,40 @@ impl CpuSampler {
                             match tables {
                                 // The process's unwind tables, where the
                                 // tool loaded them.
-                                Some((reg, mm)) => unwind_tables::walk(
-                                    start,
-                                    out,
-                                    |a| match lookups.as_deref_mut() {
-                                        Some(c) => c.lookup(reg, mm, a),
-                                        None => reg.lookup(mm, a),
-                                    },
-                                    unwind_tables::read_word,
-                                    user_stack::read_frame,
-                                ),
-                                None => user_stack::walk(start, out, |fp| {
-                                    let r = user_stack::read_frame(fp);
-                                    if fp == start.bp && first.is_none() {
-                                        first = r;
-                                    }
-                                    r
-                                }),
+                                Current::Known(reg, mm) => {
+                                    return unwind_tables::walk(
+                                        start,
+                                        out,
+                                        |a| {
+                                            let found = match lookups.as_deref_mut() {
+                                                Some(c) => c.lookup(reg, mm, a),
+                                                None => reg.lookup(mm, a),
+                                            };
+                                            // Code without its table yet (a
+                                            // library just loaded).
+                                            if found == Lookup::Unmapped {
+                                                self.tables_wanted.ask(reg.generation(), ts);
+                                            }
+                                            found
+                                        },
+                                        unwind_tables::read_word,
+                                        user_stack::read_frame,
+                                    );
+                                }
+                                // A process without tables yet (a new one).
+                                Current::Unknown(generation) => {
+                                    self.tables_wanted.ask(generation, ts)
+                                }
+                                Current::NoTables => {}
                             }
+                            // The frame pointers.
+                            user_stack::walk(start, out, |fp| {
+                                let r = user_stack::read_frame(fp);
+                                if fp == start.bp && first.is_none() {
+                                    first = r;
+                                }
+                                r
+                            })
                         });
                         if stop.aborted() {
                             cut |= CUT_USER_ABORTED;

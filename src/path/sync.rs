@@ -446,6 +446,11 @@ impl Buffers {
             if moved.wake {
                 self.readers.notify_all();
             }
+            // Samples found unwind tables missing: the reader loads them
+            // when woken (whatever the watershed: they are wanted now).
+            if t.cpu.tables_wanted.take() {
+                self.wake_readers();
+            }
         }
     }
 

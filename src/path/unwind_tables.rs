@@ -32,7 +32,7 @@ use kernel::{
     alloc::KVVec,
     prelude::*,
     sync::{
-        atomic::{Acquire, Atomic, Full},
+        atomic::{Acquire, Atomic, Full, Relaxed, Release},
         Arc,
     },
 };
@@ -121,6 +121,14 @@ struct CacheEntry {
     found: Lookup,
 }
 
+/// An empty [`CacheEntry`].
+const EMPTY_ENTRY: CacheEntry = CacheEntry {
+    generation: 0,
+    mm: 0,
+    addr: 0,
+    found: Lookup::Unmapped,
+};
+
 /// A CPU's last lookups, for the sample path: the same few addresses (the
 /// sampled loop's, its callers' return addresses) come back sample after
 /// sample, and a hit costs a compare where a lookup costs two binary
@@ -132,22 +140,16 @@ pub(crate) struct LookupCache {
 }
 
 impl LookupCache {
-    /// An empty cache.
-    pub(crate) const fn new() -> Self {
-        const EMPTY: CacheEntry = CacheEntry {
-            generation: 0,
-            mm: 0,
-            addr: 0,
-            found: Lookup::Unmapped,
-        };
-        Self {
-            entries: [EMPTY; CACHE_LEN],
-        }
-    }
-
-    /// An empty cache, on the heap.
+    /// An empty cache, on the heap, made in place (not on the stack and
+    /// moved: the profiler's constructor, where this is inlined, has a deep
+    /// frame already).
     pub(crate) fn new_boxed() -> Result<KBox<Self>> {
-        Ok(KBox::new(Self::new(), GFP_KERNEL_ACCOUNT)?)
+        KBox::init(
+            init!(Self {
+                entries <- pin_init::init_array_from_fn(|_| EMPTY_ENTRY),
+            }),
+            GFP_KERNEL_ACCOUNT,
+        )
     }
 
     /// `reg.lookup(mm, addr)`, remembered.
@@ -210,6 +212,11 @@ impl Registry {
         Ok(Self { maps, generation })
     }
 
+    /// The registry's identity: a later registry has a greater one.
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation
+    }
+
     /// Whether address space `mm` has any mapping here.
     pub(crate) fn knows(&self, mm: usize) -> bool {
         let i = self.maps.partition_point(|m| m.mm.id() < mm);
@@ -242,11 +249,23 @@ pub(crate) static IN_FORCE: InForce = InForce {
     ptr: Atomic::new(null_mut()),
 };
 
+/// What the registry in force has for the current task
+/// ([`InForce::with_current`]).
+pub(crate) enum Current<'a> {
+    /// No tables are loaded, or the task has no user address space.
+    NoTables,
+    /// Tables are loaded, none for the task's address space: the registry's
+    /// generation.
+    Unknown(u64),
+    /// The registry, which has mappings of the task's address space, and
+    /// that space's identity.
+    Known(&'a Registry, usize),
+}
+
 impl InForce {
-    /// Calls `f` with the registry in force if the current task's address
-    /// space has a mapping in it, with that space's identity. For the
-    /// sample path (NMI, hard-IRQ or task context, preemption off).
-    pub(crate) fn with_current<R>(&self, f: impl FnOnce(Option<(&Registry, usize)>) -> R) -> R {
+    /// Calls `f` with what the registry in force has for the current task.
+    /// For the sample path (NMI, hard-IRQ or task context, preemption off).
+    pub(crate) fn with_current<R>(&self, f: impl FnOnce(Current<'_>) -> R) -> R {
         let p = self.ptr.load(Acquire);
         // SAFETY: `p` is null or a registry `replace` keeps valid until a
         // grace period after it replaced it; the caller runs with
@@ -254,10 +273,13 @@ impl InForce {
         // for, and the reference does not leave `f`.
         let Some(reg) = (unsafe { p.as_ref() }) else {
             // No tables loaded: not even the current task is looked at.
-            return f(None);
+            return f(Current::NoTables);
         };
-        let mm = mm::current();
-        f((mm != 0 && reg.knows(mm)).then_some((reg, mm)))
+        match mm::current() {
+            0 => f(Current::NoTables),
+            mm if reg.knows(mm) => f(Current::Known(reg, mm)),
+            _ => f(Current::Unknown(reg.generation)),
+        }
     }
 
     /// Puts `new` in force and frees the registry it replaced once no
@@ -272,6 +294,80 @@ impl InForce {
             // can hold it after the grace period.
             drop(unsafe { KBox::from_raw(old.as_ptr()) });
         }
+    }
+}
+
+/// A CPU's request for tables, which its sync passes on to the reader
+/// (`sync.rs` wakes it): the sample path met an address space, or an
+/// executable address of one, that the registry has no table for. `record`
+/// loads tables when woken (a new process's, a `dlopen`ed library's), so
+/// they come within a sync period of the first sample that needs them, and
+/// nothing wakes the tool while none is missing.
+///
+/// Code with no table to load (JIT code, a binary without `.eh_frame`, the
+/// tool itself) must not wake it at every sync: after a request, the next
+/// one of the same registry generation waits [`FIRST_BACKOFF`], then twice
+/// as long each time, up to [`MAX_BACKOFF`]; a new generation (tables
+/// changed) asks at once. Asking once per generation only was not enough: a
+/// `dlopen` after some code without a table had asked found its request
+/// already made, and waited for `record`'s one-second nap.
+pub(crate) struct TablesWanted {
+    /// The generation of the last request (0: none; no registry has it).
+    generation: Atomic<u64>,
+    /// The sample clock's time before which no request of that generation
+    /// is made.
+    next: Atomic<u64>,
+    /// The wait that came after the last request, in ns.
+    backoff: Atomic<u64>,
+    /// 1: asked and not taken yet.
+    pending: Atomic<u32>,
+    /// Requests made (debugfs `stats`, `table_wakes`).
+    pub(crate) count: Atomic<u64>,
+}
+
+/// The wait after a generation's first request: a sync period (`sync.rs`).
+pub(crate) const FIRST_BACKOFF: u64 = 100_000_000;
+
+/// The longest wait between two requests of one generation (`record` naps
+/// a second when nothing wakes it).
+pub(crate) const MAX_BACKOFF: u64 = 1_600_000_000;
+
+impl TablesWanted {
+    /// No request.
+    pub(crate) const fn new() -> Self {
+        Self {
+            generation: Atomic::new(0),
+            next: Atomic::new(0),
+            backoff: Atomic::new(0),
+            pending: Atomic::new(0),
+            count: Atomic::new(0),
+        }
+    }
+
+    /// The sample path, at time `now`: tables of the registry of
+    /// `generation` are missing. (Racing calls on one CPU, an NMI in an
+    /// interrupt, may both ask: one more wake-up.)
+    pub(crate) fn ask(&self, generation: u64, now: u64) {
+        let wait = if self.generation.load(Relaxed) != generation {
+            self.generation.store(generation, Relaxed);
+            FIRST_BACKOFF
+        } else if now < self.next.load(Relaxed) {
+            return;
+        } else {
+            self.backoff
+                .load(Relaxed)
+                .saturating_mul(2)
+                .clamp(FIRST_BACKOFF, MAX_BACKOFF)
+        };
+        self.backoff.store(wait, Relaxed);
+        self.next.store(now.saturating_add(wait), Relaxed);
+        self.count.add(1, Relaxed);
+        self.pending.store(1, Release);
+    }
+
+    /// The sync: whether a request came since the last call.
+    pub(crate) fn take(&self) -> bool {
+        self.pending.load(Relaxed) != 0 && self.pending.xchg(0, Acquire) != 0
     }
 }
 
@@ -437,6 +533,39 @@ mod tests {
         }
         let i = rows.partition_point(|r| u64::from(r.addr) <= addr);
         Lookup::Row(rows.get(i.wrapping_sub(1)).copied().unwrap_or(NO_RULE))
+    }
+
+    #[test]
+    fn tables_are_asked_for_at_a_slowing_pace() {
+        const MS: u64 = 1_000_000;
+        let w = TablesWanted::new();
+        assert!(!w.take());
+        w.ask(5, 1000 * MS);
+        w.ask(5, 1001 * MS);
+        assert!(w.take());
+        assert!(!w.take());
+        // The same tables still missing: not before 100 ms, then 200 ms...
+        w.ask(5, 1099 * MS);
+        assert!(!w.take());
+        w.ask(5, 1100 * MS);
+        assert!(w.take());
+        w.ask(5, 1299 * MS);
+        assert!(!w.take());
+        w.ask(5, 1300 * MS);
+        assert!(w.take());
+        // ... up to 1.6 s apart.
+        let mut t = 1300 * MS;
+        for _ in 0..8 {
+            t += MAX_BACKOFF;
+            w.ask(5, t);
+            assert!(w.take());
+        }
+        w.ask(5, t + MAX_BACKOFF - 1);
+        assert!(!w.take());
+        // Tables changed, some still missing: at once.
+        w.ask(6, t + 1);
+        assert!(w.take());
+        assert_eq!(w.count.load(Relaxed), 12);
     }
 
     #[test]

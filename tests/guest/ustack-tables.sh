@@ -11,6 +11,8 @@
 #   keeps its caller, in the split;
 # - a false frame record (fakefp) never names decoy;
 # - garbage stacks (badfp) neither crash nor hang the walk;
+# - code in no file (jitloop, a JIT's) asks record for tables at a slowing
+#   pace, not at each sample;
 # - the vDSO is unwound too (fakefp's clock_gettime);
 # - no rule for an address (unwindctl cut) cuts every stack, marked
 #   [truncated], and report says why;
@@ -51,6 +53,8 @@ check "-g, without frame pointers: short stacks ($(( $1 + $2 )) of $3 whole)" [ 
 # --- with frame pointers
 oprofile-rs record -q -o /tmp/t.bin -- /tmp/ustack 2
 oprofile-rs folded -i /tmp/t.bin >/tmp/t.folded 2>/dev/null
+sort -k2 -n -r -t' ' /tmp/t.folded | head -6
+grep -h '^command-start\|^unwind-tables' /tmp/t.bin.meta/info
 set -- $(whole /tmp/t.folded ustack outer hot_a outer hot_b)
 check "default, with frame pointers: whole stacks ($(( $1 + $2 )) of $3)" [ "$(pct $(( $1 + $2 )) "$3")" -ge 80 ]
 in_range "default, with frame pointers: hot_a:hot_b about 3:1" "$(pct "$1" $(( $1 + $2 )))" 65 85
@@ -79,6 +83,19 @@ for mode in loop2 kernel unmapped notpresent misaligned deep sp-kernel sp-unmapp
     check "badfp $mode: the tool reads it" sh -c 'oprofile-rs folded -i /tmp/h.bin >/tmp/h.folded'
     check "badfp $mode: samples in spin" grep -q 'spin' /tmp/h.folded
 done
+
+# --- code in no file (a JIT's): the module asks record for its tables
+# (debugfs table_wakes) at once, then 100 ms later, 200 ms... (at most
+# 1.6 s apart), and at once after each change of the tables: a few times
+# per CPU in 2 s, not at each sync (40) or sample (2000)
+wakes0=$(stat_total table_wakes)
+oprofile-rs record -q -o /tmp/j.bin -- /tmp/jitloop 2
+wakes=$(($(stat_total table_wakes) - wakes0))
+oprofile-rs folded -i /tmp/j.bin >/tmp/j.folded 2>/dev/null
+head -3 /tmp/j.folded
+n=$(folded_count '^jitloop;' /tmp/j.folded)
+check "jitloop: samples ($n)" [ "$n" -gt 500 ]
+check "jitloop: tables asked for a few times, not at each sample ($wakes table_wakes, $n samples)" [ "$wakes" -le 20 ]
 
 # --- no rule: every stack cut and marked
 # (-g: record loads no tables of its own, which would replace the program's.)

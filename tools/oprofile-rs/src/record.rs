@@ -740,28 +740,22 @@ struct Wakes {
     exits: bool,
     /// The progress line is drawn.
     progress: bool,
-    /// Unwind tables are loaded from the kernel's map records
-    /// ([`crate::mapevents::Collector::new_exec_maps`]) and a process got
-    /// its first tables within [`TABLE_WATCH`]: its start, when it maps
-    /// its libraries and most plugins.
-    table_loads: bool,
 }
 
-/// How long after a process got its first unwind tables the recording loop
-/// looks at the map records often ([`loop_nap`]).
-const TABLE_WATCH: Duration = Duration::from_secs(2);
-
 /// How long the recording loop sleeps at most when nothing wakes it.
-/// In the first seconds of a process with unwind tables, 100 ms: the
-/// kernel's record of a new mapping (a dlopen) wakes nobody (the rings wake
-/// the loop when half full), and until the loop reads it and loads the
-/// library's table, the module's walks of that code have no table (stacks
-/// cut there); with 1 s naps, 25 % of a 3-second program's samples were cut
-/// after its dlopen. Not always: ten wake-ups a second cost the recorder
-/// about 4 % of a CPU in the test VM (bench-overhead), more than the tables'
-/// walk; a library loaded later waits up to a second for its table.
+///
+/// Unwind tables need no nap of their own: the module wakes the loop
+/// through the device when its samples find tables missing (debugfs
+/// `table_wakes`): a new process's, or a library's its process just mapped
+/// (a `dlopen`), whose map record the loop then reads
+/// ([`crate::mapevents::Collector::new_exec_maps`]). The kernel's map
+/// records alone wake nobody (their rings wake the loop when half full):
+/// with 1 s naps, 25 % of a 3-second program's samples were cut after its
+/// dlopen; napping 100 ms for 2 s after each process's first tables
+/// instead cost the recorder 20 wake-ups per process, which in the test VM
+/// weighed more than the tables' walk (bench-overhead).
 fn loop_nap(w: Wakes) -> Duration {
-    if w.polled_maps || !w.exits || w.table_loads {
+    if w.polled_maps || !w.exits {
         Duration::from_millis(100)
     } else if w.progress {
         Duration::from_millis(200)
@@ -1622,9 +1616,7 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
         polled_maps: tracker.keep_maps,
         exits: have_all_pidfds && wake.fd().is_some(),
         progress: pb.is_some(),
-        table_loads: false,
     };
-    let watch_maps = tables.as_ref().is_some_and(|l| l.active()) && collector.is_some();
     let mut command_status = None;
     let mut last_progress = Instant::now() - Duration::from_secs(1);
     let mut snapshots = 0u32;
@@ -1708,14 +1700,7 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
         // signal (the wake eventfd) or the duration ends; at most `nap`.
         // A file that polls readable with nothing to read (not the device)
         // gets 20 ms naps instead.
-        let nap = loop_nap(Wakes {
-            table_loads: watch_maps
-                && tables
-                    .as_ref()
-                    .and_then(|l| l.last_new_process())
-                    .is_some_and(|t| t.elapsed() < TABLE_WATCH),
-            ..wakes
-        });
+        let nap = loop_nap(wakes);
         let mut ms = nap.as_millis() as i32;
         if let Some(d) = opts.duration {
             let left = d.saturating_sub(start.elapsed());
@@ -1980,27 +1965,22 @@ mod tests {
     use std::time::Duration;
 
     #[test]
-    fn the_loop_looks_at_the_map_records_often_while_it_loads_tables() {
-        // A library dlopen()ed by a process with tables: the kernel's map
-        // record wakes nobody (the rings wake the loop when half full),
-        // and until the loop reads it and loads the library's table the
-        // module walks the library's code without one (stacks cut at it).
-        // The loop must not sleep long then; a second cut 25 % of a
-        // 3-second recording's stacks (tests/guest/ustack-shlib.sh).
+    fn the_loop_sleeps_long_unless_it_must_look() {
+        // Woken by the device (its data, the module's requests for unwind
+        // tables), the exits' pidfds and the signals' eventfd, the loop
+        // sleeps a second: each wake-up costs the recorder's CPU, which the
+        // profiled machine pays (bench-overhead).
         let quiet = Wakes {
             exits: true,
             ..Default::default()
         };
         assert_eq!(loop_nap(quiet), Duration::from_secs(1));
-        for progress in [false, true] {
-            let w = Wakes {
-                table_loads: true,
-                progress,
-                ..quiet
-            };
-            assert!(loop_nap(w) <= Duration::from_millis(100), "{w:?}");
-        }
-        // What looked often before still does.
+        let progress = Wakes {
+            progress: true,
+            ..quiet
+        };
+        assert_eq!(loop_nap(progress), Duration::from_millis(200));
+        // New processes seen only by reading /proc, exits only by looking.
         let polled = Wakes {
             polled_maps: true,
             ..quiet

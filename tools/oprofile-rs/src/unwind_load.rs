@@ -70,8 +70,6 @@ pub struct TableLoader {
     /// Where built tables are kept across recordings ([`cache_dir`]):
     /// `None` to build every time.
     cache: Option<PathBuf>,
-    /// When a process last got its first tables.
-    last_new: Option<std::time::Instant>,
     pub stats: LoadStats,
 }
 
@@ -85,7 +83,6 @@ impl TableLoader {
             tables: HashMap::new(),
             done: HashMap::new(),
             cache: Some(cache_dir()),
-            last_new: None,
             stats: LoadStats::default(),
         })
     }
@@ -119,11 +116,6 @@ impl TableLoader {
                 self.tables.insert(key, b);
             }
         }
-    }
-
-    /// When a process last got its first tables (`None`: none yet).
-    pub fn last_new_process(&self) -> Option<std::time::Instant> {
-        self.last_new
     }
 
     /// Whether it still loads tables.
@@ -162,7 +154,6 @@ impl TableLoader {
         }
         if first && self.done.contains_key(&pid) {
             self.stats.processes += 1;
-            self.last_new = Some(std::time::Instant::now());
         }
     }
 
