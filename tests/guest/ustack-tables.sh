@@ -72,6 +72,10 @@ in_range "default, leaf: outer_x:outer_y about 3:1 (outer_x's share in %)" "$(pc
 # --- a false frame record: never decoy
 oprofile-rs record -q -o /tmp/f.bin -- /tmp/fakefp 1
 oprofile-rs folded -i /tmp/f.bin >/tmp/f.folded 2>/dev/null
+# Stopped at its exec while record loaded its tables: its first samples
+# are walked with them (before, a window after the exec fell back to frame
+# pointers, and named decoy on the slow debug kernel).
+check "fakefp: stopped at its exec while its tables loaded" grep -q '^command-start: stopped' /tmp/f.bin.meta/info
 runs=$(folded_count ';run( |;)' /tmp/f.folded)
 check "fakefp: samples in run ($runs)" [ "$runs" -gt 20 ]
 grep decoy /tmp/f.folded

@@ -946,7 +946,7 @@ impl Held {
     /// its pid once its process exists. An error if it could not be
     /// started (a command that cannot be executed fails at
     /// [`Held::release`], as its exec does).
-    fn spawn(exe: &Path, command: &[String]) -> std::io::Result<Held> {
+    fn spawn(exe: &Path, command: &[String], trace: bool) -> std::io::Result<Held> {
         let (go_r, go_w) = cloexec_pipe()?;
         let (st_r, st_w) = cloexec_pipe()?;
         // The trampoline's ends, inherited: open across this spawn only (the
@@ -957,6 +957,7 @@ impl Held {
             .arg(HELD_EXEC)
             .arg(go_r.as_raw_fd().to_string())
             .arg(st_w.as_raw_fd().to_string())
+            .arg(if trace { "trace" } else { "run" })
             .arg("--")
             .args(command)
             .spawn();
@@ -973,19 +974,24 @@ impl Held {
         })
     }
 
-    /// Lets the command exec; its `Child` once it has, or why it could not.
-    fn release(mut self) -> std::io::Result<Child> {
+    /// Lets the command exec; its `Child` once it has, and whether it is
+    /// stopped at its exec for this process to trace ([`Held::spawn`]
+    /// with `trace`: the caller must then [`resume`] it), or why it could
+    /// not.
+    fn release(mut self) -> std::io::Result<(Child, bool)> {
         if let Some(go) = self.go.take() {
             let mut f = File::from(go);
             // A trampoline gone meanwhile: its status says why below.
             let _ = f.write_all(&[1]);
         }
-        let mut errno = [0u8; 4];
+        // The trampoline's word on its trace (`T` or `N`), then the
+        // exec's errno if it failed, then EOF (its exec closed the pipe).
+        let mut said = [0u8; 5];
         let mut got = 0;
         if let Some(st) = self.status.take() {
             let mut f = File::from(st);
-            while got < 4 {
-                match f.read(&mut errno[got..]) {
+            while got < said.len() {
+                match f.read(&mut said[got..]) {
                     Ok(0) => break,
                     Ok(n) => got += n,
                     Err(e) if e.kind() == IoKind::Interrupted => {}
@@ -997,16 +1003,23 @@ impl Held {
             .child
             .take()
             .ok_or_else(|| std::io::Error::other("no command"))?;
-        if got == 4 {
-            let _ = child.wait();
-            return Err(std::io::Error::from_raw_os_error(i32::from_ne_bytes(errno)));
+        match (got, said) {
+            (5, [_, e @ ..]) => {
+                let _ = child.wait();
+                Err(std::io::Error::from_raw_os_error(i32::from_ne_bytes(e)))
+            }
+            (1, [b'T', ..]) => match wait_exec_stop(child.id()) {
+                true => Ok((child, true)),
+                // Not stopped as expected (killed meanwhile): as untraced.
+                false => Ok((child, false)),
+            },
+            (1, [b'N', ..]) => Ok((child, false)),
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                Err(std::io::Error::other("the command's trampoline failed"))
+            }
         }
-        if got > 0 {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(std::io::Error::other("the command's trampoline failed"));
-        }
-        Ok(child)
     }
 }
 
@@ -1022,11 +1035,49 @@ impl Drop for Held {
     }
 }
 
-/// The trampoline of [`Held`]: `ARGS` are `GO STATUS -- COMMAND...` (after
-/// [`HELD_EXEC`]). Waits for a byte on the fd GO, then execs COMMAND; on
-/// EOF exits 125 without running it; if the exec fails, writes its errno
-/// (4 bytes, native order) to the fd STATUS and exits 127. Returns only
-/// the exit status.
+/// Waits until process `pid`, traced by this one (`PTRACE_TRACEME`), stops
+/// at its exec's `SIGTRAP`; whether it did (false: it is gone, or stopped
+/// otherwise, and is then let go).
+fn wait_exec_stop(pid: u32) -> bool {
+    let mut status = 0;
+    loop {
+        // SAFETY: waitpid with a valid out pointer.
+        let r = unsafe { libc::waitpid(pid as i32, &mut status, libc::__WALL) };
+        if r == pid as i32 {
+            break;
+        }
+        if r < 0 && std::io::Error::last_os_error().kind() == IoKind::Interrupted {
+            continue;
+        }
+        return false;
+    }
+    if libc::WIFSTOPPED(status) && libc::WSTOPSIG(status) == libc::SIGTRAP {
+        return true;
+    }
+    if libc::WIFSTOPPED(status) {
+        resume(pid);
+    }
+    false
+}
+
+/// Lets a command stopped at its exec ([`Held::release`]) go on, untraced,
+/// without the signal that stopped it.
+fn resume(pid: u32) {
+    // SAFETY: PTRACE_DETACH of our tracee; no pointers are passed.
+    unsafe {
+        libc::ptrace(libc::PTRACE_DETACH, pid as libc::pid_t, 0usize, 0usize);
+    }
+}
+
+/// The trampoline of [`Held`]: `ARGS` are `GO STATUS MODE -- COMMAND...`
+/// (after [`HELD_EXEC`]). Waits for a byte on the fd GO (on EOF exits 125
+/// without running COMMAND). With MODE `trace` it asks to be traced by its
+/// parent (`PTRACE_TRACEME`: its exec then stops it before the command's
+/// first instruction, until the parent, which loads the command's unwind
+/// tables meanwhile, lets it go) and writes `T`, or `N` if that was refused
+/// (or MODE is `run`), to the fd STATUS. Then it execs COMMAND; if the exec
+/// fails, writes its errno (4 bytes, native order) to STATUS and exits 127.
+/// Returns only the exit status.
 pub fn held_exec(args: &[std::ffi::OsString]) -> i32 {
     use std::os::unix::process::CommandExt;
     let fd = |i: usize| {
@@ -1038,7 +1089,12 @@ pub fn held_exec(args: &[std::ffi::OsString]) -> i32 {
     let (Some(go), Some(st)) = (fd(0), fd(1)) else {
         return 2;
     };
-    if args.get(2).is_none_or(|a| a != "--") || args.len() < 4 {
+    let trace = match args.get(2).and_then(|a| a.to_str()) {
+        Some("trace") => true,
+        Some("run") => false,
+        _ => return 2,
+    };
+    if args.get(3).is_none_or(|a| a != "--") || args.len() < 5 {
         return 2;
     }
     // SAFETY: the fds were made for this process by its parent (`Held`)
@@ -1057,9 +1113,14 @@ pub fn held_exec(args: &[std::ffi::OsString]) -> i32 {
     if set_cloexec(st.as_raw_fd(), true).is_err() {
         return 2;
     }
-    let e = Command::new(&args[3]).args(&args[4..]).exec();
-    let errno = e.raw_os_error().unwrap_or(libc::EINVAL);
+    // SAFETY: PTRACE_TRACEME takes no pointers.
+    let traced = trace && unsafe { libc::ptrace(libc::PTRACE_TRACEME, 0, 0usize, 0usize) } == 0;
     let mut f = File::from(st);
+    if f.write_all(if traced { b"T" } else { b"N" }).is_err() {
+        return 2;
+    }
+    let e = Command::new(&args[4]).args(&args[5..]).exec();
+    let errno = e.raw_os_error().unwrap_or(libc::EINVAL);
     let _ = f.write_all(&errno.to_ne_bytes());
     127
 }
@@ -1250,8 +1311,17 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
     let mut held = None;
     if !opts.command.is_empty() && !stop.load(Ordering::SeqCst) {
         held = Some(
-            Held::spawn(&opts.self_exe, &opts.command)
-                .with_context(|| format!("cannot start {}", opts.command[0]))?,
+            // Stopped at its exec while its tables are loaded, where the
+            // tables are wanted and this process may trace it unasked
+            // (root: a traced exec of a set-user-ID program keeps its
+            // rights only under a tracer with CAP_SYS_PTRACE).
+            // SAFETY: geteuid has no preconditions.
+            Held::spawn(
+                &opts.self_exe,
+                &opts.command,
+                opts.unwind_tables && unsafe { libc::geteuid() } == 0,
+            )
+            .with_context(|| format!("cannot start {}", opts.command[0]))?,
         );
     }
     // Whom the module samples: the command alone, the one -p process, or
@@ -1549,7 +1619,7 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
     let mut child = match held.take() {
         None if opts.command.is_empty() => None,
         Some(h) if !stop.load(Ordering::SeqCst) => {
-            let c = match h.release() {
+            let (c, stopped) = match h.release() {
                 Ok(c) => c,
                 Err(e) => {
                     let _ = std::fs::remove_file(&opts.output);
@@ -1558,10 +1628,23 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
             };
             tracker.track(c.id());
             // Its tables once it runs its own program (the exec the
-            // trampoline was held before).
-            if wait_exec(&opts.proc_root, c.id(), Duration::from_millis(500)) {
+            // trampoline was held before): stopped there, before its first
+            // instruction, when traced; else as soon as its exec is seen
+            // (its first samples meanwhile are walked by frame pointers).
+            if stopped {
+                load_tables!(c.id());
+                resume(c.id());
+            } else if wait_exec(&opts.proc_root, c.id(), Duration::from_millis(500)) {
                 load_tables!(c.id());
             }
+            info.push(format!(
+                "command-start: {}",
+                if stopped {
+                    "stopped at its exec while its tables were loaded"
+                } else {
+                    "not stopped at its exec (tables loaded as it ran)"
+                }
+            ));
             info.push(format!(
                 "command: {} (pid {})",
                 opts.command.join(" "),
