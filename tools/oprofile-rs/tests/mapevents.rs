@@ -97,6 +97,31 @@ impl Mapped {
         }
     }
 
+    /// Whether `events` hold this mapping's MMAP2 record.
+    fn in_(&self, events: &[MapEvent]) -> bool {
+        let path = self.path.to_str().unwrap();
+        events
+            .iter()
+            .any(|e| matches!(e, MapEvent::Mmap { path: p, .. } if p == path))
+    }
+
+    /// The records `c` reads until this mapping's is among them (at most
+    /// 2 s: the kernel writes it in the mmap call, but a loaded host has
+    /// been seen not to show it at the first look), sorted by time.
+    fn collect(&self, c: &mut Collector) -> Vec<MapEvent> {
+        let mut all = Vec::new();
+        for _ in 0..100 {
+            c.poll();
+            all.extend(c.take_sorted());
+            if self.in_(&all) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        all.sort_by_key(|e| e.time());
+        all
+    }
+
     /// The MMAP2 record of this mapping among `events`.
     fn record<'a>(&self, events: &'a [MapEvent]) -> &'a MapEvent {
         let path = self.path.to_str().unwrap();
@@ -144,8 +169,7 @@ fn the_kernel_records_a_mapping_and_a_child_exec_and_exit_of_this_process() {
     let mut child = StdCommand::new(true_bin()).spawn().unwrap();
     let kid = child.id();
     assert!(child.wait().unwrap().success());
-    c.poll();
-    let events = c.take_sorted();
+    let events = mapped.collect(&mut c);
     assert_eq!(c.lost, 0);
     assert!(!c.skipped.any(), "{:?}", c.skipped);
 
@@ -252,8 +276,7 @@ fn a_kernel_without_build_ids_in_its_records_still_gives_the_mappings() {
     // Asked once with it (the first CPU), then never again.
     assert_eq!(asked.iter().filter(|a| a.0).count(), 1, "{asked:?}");
     let mapped = Mapped::new();
-    c.poll();
-    let events = c.take_sorted();
+    let events = mapped.collect(&mut c);
     let m = mapped.record(&events);
     assert_eq!(*m, mapped.expected(m.time(), None));
 }
