@@ -46,6 +46,9 @@ pub(crate) struct UnwindLoader {
     /// Sorted by [`Map::key`], no overlaps in an address space: what the
     /// registry in force holds.
     maps: KVVec<Map>,
+    /// The address space of the process that loaded each owner's first
+    /// table (its file's owner): its samples ask for no tables.
+    loaders: KVec<(usize, Arc<MmRef>)>,
     /// Bytes of `tables`.
     bytes: usize,
     /// The number of the next table (never 0; never reused).
@@ -68,6 +71,7 @@ impl UnwindLoader {
         Self {
             tables: KVec::new(),
             maps: KVVec::new(),
+            loaders: KVec::new(),
             bytes: 0,
             next_id: 1,
         }
@@ -108,6 +112,13 @@ impl UnwindLoader {
             EINVAL
         })?;
         let table = Arc::new(table, GFP_KERNEL)?;
+        // (A kernel thread has no address space: none to keep quiet.)
+        if !self.loaders.iter().any(|(o, _)| *o == owner) {
+            if let Ok(mm) = MmRef::of_current() {
+                self.loaders
+                    .push((owner, Arc::new(mm, GFP_KERNEL)?), GFP_KERNEL)?;
+            }
+        }
         self.tables.push(Loaded { owner, id, table }, GFP_KERNEL)?;
         self.bytes += len;
         self.next_id = next;
@@ -173,7 +184,7 @@ impl UnwindLoader {
         }
         let at = maps.partition_point(|m| m.key() < new.key());
         maps.insert_within_capacity(at, new).map_err(|_| ENOMEM)?;
-        let registry = Registry::new(copy(&maps)?)?;
+        let registry = Registry::new(copy(&maps)?, self.loader_ids()?)?;
         let registry = KBox::new(registry, GFP_KERNEL)?;
         self.maps = maps;
         IN_FORCE.replace(Some(registry));
@@ -188,6 +199,7 @@ impl UnwindLoader {
             return;
         }
         self.maps.retain(|m| m.owner != owner && m.mm.alive());
+        self.loaders.retain(|(o, _)| *o != owner);
         let mut bytes = 0;
         self.tables.retain(|t| {
             let keep = t.owner != owner;
@@ -200,13 +212,22 @@ impl UnwindLoader {
         self.publish();
     }
 
+    /// The identities of the loaders' address spaces, for a registry.
+    fn loader_ids(&self) -> Result<KVVec<usize>> {
+        let mut v = KVVec::with_capacity(self.loaders.len(), GFP_KERNEL)?;
+        for (_, mm) in self.loaders.iter() {
+            v.push(mm.id(), GFP_KERNEL)?;
+        }
+        Ok(v)
+    }
+
     /// Puts a registry of `maps` in force (none if there are none).
     fn publish(&self) {
         let registry = if self.maps.is_empty() {
             None
         } else {
             let made = copy(&self.maps)
-                .and_then(Registry::new)
+                .and_then(|maps| Registry::new(maps, self.loader_ids()?))
                 .and_then(|r| KBox::new(r, GFP_KERNEL).map_err(Error::from));
             match made {
                 Ok(r) => Some(r),

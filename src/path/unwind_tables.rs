@@ -189,6 +189,9 @@ const NO_RULE: Row = Row {
 /// do not overlap. `generation` is not 0 and no other registry has it.
 pub(crate) struct Registry {
     maps: KVVec<Map>,
+    /// The address spaces of the processes that loaded the tables (the
+    /// tools): their samples ask for none ([`TablesWanted`]).
+    loaders: KVVec<usize>,
     generation: u64,
 }
 
@@ -197,8 +200,9 @@ static GENERATION: Atomic<u64> = Atomic::new(0);
 
 impl Registry {
     /// A registry of `maps`, which the caller sorted by [`Map::key`] without
-    /// overlaps in an address space (checked: `EINVAL` otherwise).
-    pub(crate) fn new(maps: KVVec<Map>) -> Result<Self> {
+    /// overlaps in an address space (checked: `EINVAL` otherwise), loaded by
+    /// the processes of address spaces `loaders` (identities: [`MmRef::id`]).
+    pub(crate) fn new(maps: KVVec<Map>, loaders: KVVec<usize>) -> Result<Self> {
         for w in maps.windows(2) {
             if let [a, b] = w {
                 if a.key() >= b.key() || (a.mm.id() == b.mm.id() && a.end > b.start) {
@@ -209,7 +213,11 @@ impl Registry {
         // INVARIANT: checked above; the counter's next value (64 bits: it
         // does not wrap to 0 in practice).
         let generation = GENERATION.fetch_add(1, Full).wrapping_add(1);
-        Ok(Self { maps, generation })
+        Ok(Self {
+            maps,
+            loaders,
+            generation,
+        })
     }
 
     /// The registry's identity: a later registry has a greater one.
@@ -252,7 +260,8 @@ pub(crate) static IN_FORCE: InForce = InForce {
 /// What the registry in force has for the current task
 /// ([`InForce::with_current`]).
 pub(crate) enum Current<'a> {
-    /// No tables are loaded, or the task has no user address space.
+    /// No tables are loaded, the task has no user address space, or it is a
+    /// process that loads tables.
     NoTables,
     /// Tables are loaded, none for the task's address space: the registry's
     /// generation.
@@ -278,6 +287,9 @@ impl InForce {
         match mm::current() {
             0 => f(Current::NoTables),
             mm if reg.knows(mm) => f(Current::Known(reg, mm)),
+            // The tool that loads tables has none of its own (its samples
+            // would ask for them at every change).
+            mm if reg.loaders.contains(&mm) => f(Current::NoTables),
             _ => f(Current::Unknown(reg.generation)),
         }
     }

@@ -500,6 +500,16 @@ bool oprofile_rs_mm_alive(struct mm_struct *mm)
 	return atomic_read(&mm->mm_users) > 0;
 }
 
+/* The current task's address space, counted (mmgrab); NULL for a kernel thread. */
+struct mm_struct *oprofile_rs_current_mm_get(void)
+{
+	struct mm_struct *mm = current->mm;
+
+	if (mm)
+		mmgrab(mm);
+	return mm;
+}
+
 /* The current task's address space (NULL for a kernel thread): any context. */
 struct mm_struct *oprofile_rs_current_mm(void)
 {

@@ -58,5 +58,6 @@ struct mm_struct *oprofile_rs_mm_get(u32 pid, u64 start, u64 end, u64 ino);
 void oprofile_rs_mm_drop(struct mm_struct *mm);
 bool oprofile_rs_mm_alive(struct mm_struct *mm);
 struct mm_struct *oprofile_rs_current_mm(void);
+struct mm_struct *oprofile_rs_current_mm_get(void);
 
 #endif

@@ -132,4 +132,6 @@ extern "C" {
     pub(crate) fn oprofile_rs_mm_alive(mm: *mut RawMm) -> bool;
     /// `current->mm`: null for a kernel thread. Any context.
     pub(crate) fn oprofile_rs_current_mm() -> *mut RawMm;
+    /// `current->mm`, counted (`mmgrab`): null for a kernel thread.
+    pub(crate) fn oprofile_rs_current_mm_get() -> *mut RawMm;
 }

@@ -41,6 +41,15 @@ impl MmRef {
         Ok(Self { ptr })
     }
 
+    /// The current task's address space: `ESRCH` for a kernel thread.
+    pub(crate) fn of_current() -> Result<Self> {
+        // SAFETY: no requirement; the result is a counted mm or null.
+        let raw = unsafe { glue::oprofile_rs_current_mm_get() };
+        let ptr = NonNull::new(raw).ok_or(ESRCH)?;
+        // INVARIANT: `oprofile_rs_current_mm_get` returned it counted.
+        Ok(Self { ptr })
+    }
+
     /// The identity [`current`] compares with.
     pub(crate) fn id(&self) -> usize {
         self.ptr.as_ptr() as usize
