@@ -32,7 +32,8 @@
 //! * Header ([`Header`], [`HEADER_LEN`] bytes, at least [`MIN_HEADER_LEN`]).
 //! * Records, 8-byte aligned, each starting with a [`Prefix`] (type, size,
 //!   cpu, two type-specific bytes): [`SampleHead`] + kernel and user
-//!   callchains, [`Comm`], [`Lost`], [`Tracing`], [`Config`], [`Snapshot`].
+//!   callchains, [`Comm`], [`Lost`], [`Tracing`], [`Config`], [`Snapshot`],
+//!   [`Switch`].
 //!   [`parse`] checks and reads one record.
 //!
 //! # Versions
@@ -435,6 +436,9 @@ pub const TRACING: u16 = 4;
 pub const CONFIG: u16 = 5;
 /// Record type: a flight-recorder snapshot's frame ([`Snapshot`]).
 pub const SNAPSHOT: u16 = 6;
+/// Record type: a task left its CPU ([`Switch`]), written before the
+/// SAMPLE of the `context-switches` event that took its stacks.
+pub const SWITCH: u16 = 7;
 
 /// Records are aligned to, and their sizes are multiples of, 8 bytes.
 pub const RECORD_ALIGN: usize = 8;
@@ -527,6 +531,7 @@ pub const fn type_name(kind: u16) -> &'static str {
         TRACING => "TRACING",
         CONFIG => "CONFIG",
         SNAPSHOT => "SNAPSHOT",
+        SWITCH => "SWITCH",
         _ => "unknown",
     }
 }
@@ -1528,6 +1533,149 @@ impl Snapshot {
     }
 }
 
+/// Bytes of a SWITCH record.
+pub const SWITCH_LEN: usize = 48;
+/// SWITCH flags (byte 6) bit: [`Switch::run_delay`] is known (a kernel
+/// with `CONFIG_SCHED_INFO`).
+pub const SWITCH_FLAG_RUN_DELAY: u8 = 1;
+
+/// Why a task left its CPU: a [`Switch`] record's byte 7, which the module
+/// derives from the task's scheduler state at the switch (stable across
+/// kernel versions, unlike the raw state the record also carries).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum SwitchReason {
+    /// Still runnable (its time slice ran out, a task of higher priority
+    /// woke, `sched_yield`): it waits on the run queue, it is not blocked.
+    Preempted,
+    /// An interruptible sleep (`TASK_INTERRUPTIBLE`: sleeps, waits for a
+    /// pipe, a socket, a futex, `poll`).
+    Sleep,
+    /// An uninterruptible sleep (`TASK_UNINTERRUPTIBLE`, "D": disk I/O,
+    /// page faults served from storage, some kernel locks).
+    Blocked,
+    /// The task's last switch: it exited (`TASK_DEAD`).
+    Exit,
+    /// Stopped or traced (`SIGSTOP`, a debugger).
+    Stopped,
+    /// Any other state (parked kernel threads, frozen tasks, a code this
+    /// version does not know).
+    Other,
+}
+
+impl SwitchReason {
+    /// The byte 7 code.
+    pub const fn code(self) -> u8 {
+        match self {
+            SwitchReason::Preempted => 0,
+            SwitchReason::Sleep => 1,
+            SwitchReason::Blocked => 2,
+            SwitchReason::Exit => 3,
+            SwitchReason::Stopped => 4,
+            SwitchReason::Other => 5,
+        }
+    }
+
+    /// The reason a byte 7 code says (unknown codes: [`SwitchReason::Other`]).
+    pub const fn from_code(code: u8) -> SwitchReason {
+        match code {
+            0 => SwitchReason::Preempted,
+            1 => SwitchReason::Sleep,
+            2 => SwitchReason::Blocked,
+            3 => SwitchReason::Exit,
+            4 => SwitchReason::Stopped,
+            _ => SwitchReason::Other,
+        }
+    }
+
+    /// Its name in the tool's reports.
+    pub const fn name(self) -> &'static str {
+        match self {
+            SwitchReason::Preempted => "preempted",
+            SwitchReason::Sleep => "sleep",
+            SwitchReason::Blocked => "blocked-D",
+            SwitchReason::Exit => "exit",
+            SwitchReason::Stopped => "stopped",
+            SwitchReason::Other => "other",
+        }
+    }
+}
+
+/// A SWITCH record: the current task leaves `cpu` at `time` (perf's
+/// `context-switches` event, at every switch-out of a sampled task when its
+/// period is 1). The SAMPLE of that overflow, with the same `cpu`, `time`
+/// and `pid`, follows it and holds the stacks where the task blocked. The
+/// time the task stays off its CPU is read between two SWITCH records of
+/// one thread: `time` minus `exec_runtime` gone up, of which `run_delay`
+/// gone up was spent waiting on a run queue (see the user guide).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Switch {
+    /// The CPU.
+    pub cpu: u16,
+    /// Clock of the header.
+    pub time: u64,
+    /// Thread id.
+    pub pid: u32,
+    /// Process id.
+    pub tgid: u32,
+    /// Why it leaves (byte 7).
+    pub reason: SwitchReason,
+    /// The task's raw scheduler state (`__state`), for the curious: its
+    /// bits are the running kernel's.
+    pub state: u32,
+    /// ns the task has run on CPUs since it was created
+    /// (`se.sum_exec_runtime`), up to this switch.
+    pub exec_runtime: u64,
+    /// ns the task has waited on run queues since it was created
+    /// (`sched_info.run_delay`, updated at each switch-in); `None` without
+    /// `CONFIG_SCHED_INFO` ([`SWITCH_FLAG_RUN_DELAY`] clear).
+    pub run_delay: Option<u64>,
+}
+
+impl Switch {
+    /// Writes the record.
+    pub fn encode(&self, e: Endian, out: &mut [u8; SWITCH_LEN]) {
+        let flags = if self.run_delay.is_some() {
+            SWITCH_FLAG_RUN_DELAY
+        } else {
+            0
+        };
+        let mut p = fixed_prefix(SWITCH, SWITCH_LEN, self.cpu, flags);
+        p.b7 = self.reason.code();
+        out.fill(0);
+        p.write(e, out);
+        put(out, TIME_AT, &e.u64_bytes(self.time));
+        put(out, 16, &e.u32_bytes(self.pid));
+        put(out, 20, &e.u32_bytes(self.tgid));
+        put(out, 24, &e.u32_bytes(self.state));
+        put(out, 32, &e.u64_bytes(self.exec_runtime));
+        put(out, 40, &e.u64_bytes(self.run_delay.unwrap_or(0)));
+    }
+
+    /// The record's bytes.
+    pub fn encoded(&self, e: Endian) -> [u8; SWITCH_LEN] {
+        let mut b = [0u8; SWITCH_LEN];
+        self.encode(e, &mut b);
+        b
+    }
+
+    /// Reads the SWITCH record `rec` (no check of its type or size: see
+    /// [`parse`]), if `rec` holds it.
+    pub fn read(e: Endian, rec: &[u8]) -> Option<Switch> {
+        let p = Prefix::read(e, rec)?;
+        let run_delay = e.read_u64(rec, 40)?;
+        Some(Switch {
+            cpu: p.cpu,
+            time: e.read_u64(rec, TIME_AT)?,
+            pid: e.read_u32(rec, 16)?,
+            tgid: e.read_u32(rec, 20)?,
+            reason: SwitchReason::from_code(p.b7),
+            state: e.read_u32(rec, 24)?,
+            exec_runtime: e.read_u64(rec, 32)?,
+            run_delay: (p.b6 & SWITCH_FLAG_RUN_DELAY != 0).then_some(run_delay),
+        })
+    }
+}
+
 /// The prefix of a fixed-size record.
 const fn fixed_prefix(kind: u16, len: usize, cpu: u16, b6: u8) -> Prefix {
     Prefix {
@@ -1558,6 +1706,8 @@ pub enum Fields {
     Config(Config),
     /// A SNAPSHOT record.
     Snapshot(Snapshot),
+    /// A SWITCH record.
+    Switch(Switch),
 }
 
 /// One record, checked by [`parse`].
@@ -1671,6 +1821,7 @@ pub fn parse(e: Endian, buf: &[u8]) -> Result<Parsed<'_>, RecordError> {
         CONFIG if size >= config_len(p.b6) + 8 => config_len(p.b6) + 8,
         CONFIG => config_len(p.b6),
         SNAPSHOT => SNAPSHOT_LEN,
+        SWITCH => SWITCH_LEN,
         _ => size,
     };
     let too_small = RecordError::TooSmall {
@@ -1688,6 +1839,7 @@ pub fn parse(e: Endian, buf: &[u8]) -> Result<Parsed<'_>, RecordError> {
         TRACING => Some(Fields::Tracing(Tracing::read(e, rec).ok_or(too_small)?)),
         CONFIG => Some(Fields::Config(Config::read(e, rec).ok_or(too_small)?)),
         SNAPSHOT => Some(Fields::Snapshot(Snapshot::read(e, rec).ok_or(too_small)?)),
+        SWITCH => Some(Fields::Switch(Switch::read(e, rec).ok_or(too_small)?)),
         _ => None,
     };
     Ok(Parsed {

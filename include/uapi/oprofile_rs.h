@@ -66,6 +66,7 @@ struct oprofile_rs_header {
 #define OPROFILE_RS_TRACING 4
 #define OPROFILE_RS_CONFIG 5
 #define OPROFILE_RS_SNAPSHOT 6
+#define OPROFILE_RS_SWITCH 7
 
 #define OPROFILE_RS_RECORD_ALIGN 8
 
@@ -74,8 +75,9 @@ struct oprofile_rs_prefix {
 	__u16 type;		/* OPROFILE_RS_SAMPLE, ... */
 	__u16 size;		/* bytes of the whole record */
 	__u16 cpu;
-	__u8 b6;		/* SAMPLE flags, TRACING state, CONFIG events, SNAPSHOT end */
-	__u8 b7;		/* SAMPLE kernel depth, CONFIG mode */
+	__u8 b6;		/* SAMPLE flags, TRACING state, CONFIG events, SNAPSHOT end,
+				   SWITCH flags */
+	__u8 b7;		/* SAMPLE kernel depth, CONFIG mode, SWITCH reason */
 };
 
 /* SAMPLE flags (prefix.b6). */
@@ -203,6 +205,32 @@ struct oprofile_rs_snapshot {
 	__u32 reserved;
 	__u64 overwritten;
 	__u64 records;
+};
+
+#define OPROFILE_RS_SWITCH_LEN 48
+#define OPROFILE_RS_SWITCH_FLAG_RUN_DELAY 0x01
+
+/* SWITCH reasons (prefix.b7). */
+#define OPROFILE_RS_SWITCH_PREEMPTED 0
+#define OPROFILE_RS_SWITCH_SLEEP 1
+#define OPROFILE_RS_SWITCH_BLOCKED 2
+#define OPROFILE_RS_SWITCH_EXIT 3
+#define OPROFILE_RS_SWITCH_STOPPED 4
+#define OPROFILE_RS_SWITCH_OTHER 5
+
+/*
+ * A task leaves its CPU (the context-switches event); the SAMPLE with its
+ * stacks follows, of the same cpu, time and pid.
+ */
+struct oprofile_rs_switch {
+	struct oprofile_rs_prefix prefix;
+	__u64 time;
+	__u32 pid;
+	__u32 tgid;
+	__u32 state;		/* the task's raw __state */
+	__u32 reserved;
+	__u64 exec_runtime;	/* ns run since created */
+	__u64 run_delay;	/* ns waited on run queues, if SWITCH_FLAG_RUN_DELAY */
 };
 
 /* ------------------------------------------------------------ the ioctls */

@@ -83,7 +83,7 @@ impl nmi::NmiHandler for SampleNmi {
         }
         let seq = SEQ.load(Relaxed);
         SEQ.store(seq + 1, Relaxed);
-        s.log_sample(regs, EVENT, PERIOD, throttled_nmi(seq));
+        s.log_sample(regs, EVENT, PERIOD, throttled_nmi(seq), false);
         PENDING.store(0, Release);
         true
     }

@@ -36,7 +36,7 @@ use crate::{
         perf::{Overflow, OverflowHandler, Regs},
         {
             clock::{now, store_max},
-            task::current_task,
+            task::{current_switch, current_task},
         },
     },
 };
@@ -540,8 +540,18 @@ impl CpuSampler {
 
     /// Records one sample of the current task, interrupted with `regs`, of
     /// the event at `event` in the configuration, standing for `period`
-    /// events; `throttled`: perf throttled the counter after it.
-    pub(crate) fn log_sample(&self, regs: &Regs, event: u16, period: u64, throttled: bool) {
+    /// events; `throttled`: perf throttled the counter after it;
+    /// `switch_out`: an overflow of the context-switches event, at which a
+    /// SWITCH record goes before the SAMPLE (same CPU, time and pid: the
+    /// SAMPLE holds the stacks where the task leaves its CPU).
+    pub(crate) fn log_sample(
+        &self,
+        regs: &Regs,
+        event: u16,
+        period: u64,
+        throttled: bool,
+        switch_out: bool,
+    ) {
         let gen = PAUSE_GEN.load(Acquire);
         // A task outside the cgroup filter: never recorded, so neither
         // received nor lost, also while a snapshot's pause would refuse it;
@@ -614,6 +624,35 @@ impl CpuSampler {
             self.received(throttled);
             c.sample_invalid_eip.add(1, Relaxed);
             return;
+        }
+        if switch_out {
+            let (reason, state, exec_runtime, run_delay) = current_switch();
+            let rec = format::Switch {
+                cpu,
+                time: ts,
+                pid,
+                tgid,
+                reason,
+                state,
+                exec_runtime,
+                run_delay,
+            };
+            // Accounted with its SAMPLE: a SWITCH the ring cannot take
+            // loses the sample too (received and lost), and a SAMPLE lost
+            // after it leaves it without stacks (the tool says so).
+            match self.write(&rec.encoded(Endian::native()), &[], ts) {
+                Ok(()) => {
+                    if rename_bytes != 0 {
+                        self.since_comm.add(format::SWITCH_LEN as u64, Relaxed);
+                    }
+                }
+                Err(ReserveError::Disabled) => return self.refused(gen, throttled),
+                Err(_) => {
+                    self.received(throttled);
+                    c.sample_lost_overflow.add(1, Relaxed);
+                    return;
+                }
+            }
         }
         // The SAMPLE record with `chain` after it: `kernel` kernel entries
         // (at most MAX_DEPTH), then the user entries (at most
@@ -821,7 +860,7 @@ impl OverflowHandler for CpuSampler {
             return;
         }
         let start = now();
-        self.log_sample(regs, o.tag, o.period, o.throttled);
+        self.log_sample(regs, o.tag, o.period, o.throttled, o.switch_out);
         let cost = now().wrapping_sub(start);
         self.counters.handler_ns_sum.add(cost, Relaxed);
         self.counters.handler_calls.add(1, Relaxed);

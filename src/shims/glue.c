@@ -56,9 +56,17 @@
 static void overflow_handler(struct perf_event *event, struct perf_sample_data *data,
 			     struct pt_regs *regs)
 {
+	/*
+	 * The context-switches event overflows in perf_event_task_sched_out(),
+	 * at a switch-out of the current task (src/path/sampler.rs writes a
+	 * SWITCH record then); event->attr is not in the Rust bindings' layout.
+	 */
+	bool switch_out = event->attr.type == PERF_TYPE_SOFTWARE &&
+			  event->attr.config == PERF_COUNT_SW_CONTEXT_SWITCHES;
+
 	preempt_disable_notrace();
 	oprofile_rs_perf_overflow(event->overflow_handler_context, regs, data->period,
-				  event->hw.interrupts == OPROFILE_RS_MAX_INTERRUPTS);
+				  event->hw.interrupts == OPROFILE_RS_MAX_INTERRUPTS, switch_out);
 	preempt_enable_notrace();
 }
 
@@ -234,6 +242,52 @@ void oprofile_rs_current_task(u32 *pid, u32 *tgid, char comm[16])
 	*tgid = current->tgid;
 	/* A racy copy of a fixed array is what perf does in NMI context too. */
 	memcpy(comm, current->comm, 16);
+}
+
+/*
+ * The current task's scheduler state at a switch-out (src/shims/task.rs,
+ * current_switch), for the SWITCH record: called from the context-switches
+ * overflow, in __schedule() -> context_switch() -> prepare_task_switch() ->
+ * perf_event_task_sched_out(prev, next), where current is still prev, the
+ * runqueue lock is held and interrupts are off. It only reads fields of
+ * current (no lock, no wakeup). By then try_to_block_task() has dequeued a
+ * task that blocks (or, with the fair class's delayed dequeue, marked it
+ * se.sched_delayed), and update_curr() has brought se.sum_exec_runtime up to
+ * this switch; sched_info_switch() ran just before (run_delay counts the
+ * waits up to the task's last switch-in). A task still runnable was
+ * preempted (or yielded), whatever its __state says (a preemption between
+ * set_current_state() and schedule() leaves it set). A waker on another CPU
+ * may already have set __state to TASK_WAKING: a sleep that ends at once.
+ * Returns the reason code (format.rs, SwitchReason).
+ */
+u8 oprofile_rs_current_switch(u32 *state, u64 *exec_runtime, u64 *run_delay, bool *has_run_delay)
+{
+	struct task_struct *p = current;
+	unsigned int s = READ_ONCE(p->__state);
+	u8 reason;
+
+	if (s & TASK_DEAD)
+		reason = 3;
+	else if (task_is_runnable(p))
+		reason = 0;
+	else if (s & (__TASK_STOPPED | __TASK_TRACED))
+		reason = 4;
+	else if (s & (TASK_UNINTERRUPTIBLE | TASK_RTLOCK_WAIT))
+		reason = 2;
+	else if (s & (TASK_INTERRUPTIBLE | TASK_WAKING))
+		reason = 1;
+	else
+		reason = 5;
+	*state = s;
+	*exec_runtime = READ_ONCE(p->se.sum_exec_runtime);
+#ifdef CONFIG_SCHED_INFO
+	*run_delay = READ_ONCE(p->sched_info.run_delay);
+	*has_run_delay = true;
+#else
+	*run_delay = 0;
+	*has_run_delay = false;
+#endif
+	return reason;
 }
 
 /*

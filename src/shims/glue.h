@@ -22,7 +22,8 @@ struct perf_event *oprofile_rs_perf_create(int cpu, struct task_struct *task, u3
 void oprofile_rs_perf_release(struct perf_event *event);
 void oprofile_rs_perf_enable(struct perf_event *event, bool on);
 /* Implemented in Rust (src/shims/perf.rs); runs in NMI, hard-IRQ or task context, preemption off. */
-void oprofile_rs_perf_overflow(void *context, struct pt_regs *regs, u64 period, bool throttled);
+void oprofile_rs_perf_overflow(void *context, struct pt_regs *regs, u64 period, bool throttled,
+			       bool switch_out);
 bool oprofile_rs_unwind_kernel(struct pt_regs *regs, bool (*frame)(void *ctx, unsigned long addr),
 			       void *ctx);
 unsigned long oprofile_rs_regs_ip(struct pt_regs *regs);
@@ -37,6 +38,7 @@ u64 oprofile_rs_clock(void);
 u64 oprofile_rs_totalram_bytes(void);
 void oprofile_rs_cond_resched(void);
 void oprofile_rs_current_task(u32 *pid, u32 *tgid, char comm[16]);
+u8 oprofile_rs_current_switch(u32 *state, u64 *exec_runtime, u64 *run_delay, bool *has_run_delay);
 /* src/oprofile.rs */
 const char *oprofile_rs_event_param(void);
 const char *oprofile_rs_mode_param(void);

@@ -90,6 +90,16 @@ extern "C" {
     pub(crate) fn oprofile_rs_cond_resched();
     /// The current task's pid, tgid and comm (16 bytes).
     pub(crate) fn oprofile_rs_current_task(pid: *mut u32, tgid: *mut u32, comm: *mut c_char);
+    /// The current task's switch-out reason code (`format::SwitchReason`),
+    /// raw `__state`, run time and run-queue wait (ns; `has_run_delay`
+    /// false without `CONFIG_SCHED_INFO`): for the context-switches
+    /// overflow, where the current task is the one leaving its CPU.
+    pub(crate) fn oprofile_rs_current_switch(
+        state: *mut u32,
+        exec_runtime: *mut u64,
+        run_delay: *mut u64,
+        has_run_delay: *mut bool,
+    ) -> u8;
     /// The `event=` module parameter: a NUL-terminated string.
     pub(crate) fn oprofile_rs_event_param() -> *const c_char;
     /// The `mode=` module parameter: a NUL-terminated string.

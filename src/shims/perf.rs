@@ -284,6 +284,9 @@ pub(crate) struct Overflow {
     /// perf throttled the counter after this overflow: it delivers none
     /// until its next tick (see glue.c).
     pub(crate) throttled: bool,
+    /// An overflow of the context-switches event: the current task is
+    /// leaving its CPU (`perf_event_task_sched_out()`, runqueue lock held).
+    pub(crate) switch_out: bool,
 }
 
 /// Receives the overflows of a [`Counter`].
@@ -327,6 +330,7 @@ unsafe extern "C" fn oprofile_rs_perf_overflow(
     regs: *mut bindings::pt_regs,
     period: u64,
     throttled: bool,
+    switch_out: bool,
 ) {
     // SAFETY: `Counter::new` stores a pointer to a `Trampoline`, valid until
     // the counter is released (the caller of `new` guarantees it).
@@ -341,6 +345,7 @@ unsafe extern "C" fn oprofile_rs_perf_overflow(
             tag: t.tag,
             period,
             throttled,
+            switch_out,
         },
     );
 }

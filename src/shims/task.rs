@@ -21,6 +21,26 @@ pub(crate) fn current_task() -> (u32, u32, [u8; 16]) {
     (pid, tgid, comm)
 }
 
+/// The current task's scheduler view as it leaves its CPU (see
+/// `oprofile_rs_current_switch` in `glue.c`): why, its raw `__state`, the
+/// ns it ran and, with `CONFIG_SCHED_INFO`, the ns it waited on run queues
+/// since it was created. Meaningful only in the context-switches event's
+/// overflow (`Overflow::switch_out`), where `current` is the task leaving.
+pub(crate) fn current_switch() -> (crate::format::SwitchReason, u32, u64, Option<u64>) {
+    let (mut state, mut exec, mut delay, mut has_delay) = (0u32, 0u64, 0u64, false);
+    // SAFETY: the pointers are valid for the writes; the function only
+    // reads fields of the current task.
+    let code = unsafe {
+        glue::oprofile_rs_current_switch(&mut state, &mut exec, &mut delay, &mut has_delay)
+    };
+    (
+        crate::format::SwitchReason::from_code(code),
+        state,
+        exec,
+        has_delay.then_some(delay),
+    )
+}
+
 /// A task, a reference held (dropped with it).
 ///
 /// # Invariants

@@ -34,6 +34,33 @@ fn constants() -> Vec<(&'static str, u64)> {
         ("OPROFILE_RS_TRACING", TRACING.into()),
         ("OPROFILE_RS_CONFIG", CONFIG.into()),
         ("OPROFILE_RS_SNAPSHOT", SNAPSHOT.into()),
+        ("OPROFILE_RS_SWITCH", SWITCH.into()),
+        ("OPROFILE_RS_SWITCH_LEN", SWITCH_LEN as u64),
+        (
+            "OPROFILE_RS_SWITCH_FLAG_RUN_DELAY",
+            SWITCH_FLAG_RUN_DELAY.into(),
+        ),
+        (
+            "OPROFILE_RS_SWITCH_PREEMPTED",
+            SwitchReason::Preempted.code().into(),
+        ),
+        (
+            "OPROFILE_RS_SWITCH_SLEEP",
+            SwitchReason::Sleep.code().into(),
+        ),
+        (
+            "OPROFILE_RS_SWITCH_BLOCKED",
+            SwitchReason::Blocked.code().into(),
+        ),
+        ("OPROFILE_RS_SWITCH_EXIT", SwitchReason::Exit.code().into()),
+        (
+            "OPROFILE_RS_SWITCH_STOPPED",
+            SwitchReason::Stopped.code().into(),
+        ),
+        (
+            "OPROFILE_RS_SWITCH_OTHER",
+            SwitchReason::Other.code().into(),
+        ),
         ("OPROFILE_RS_RECORD_ALIGN", RECORD_ALIGN as u64),
         ("OPROFILE_RS_SAMPLE_FLAG_KERNEL", SAMPLE_FLAG_KERNEL.into()),
         ("OPROFILE_RS_SAMPLE_FLAG_EXT", SAMPLE_FLAG_EXT.into()),
@@ -171,6 +198,19 @@ const STRUCTS: &[(&str, &[&str])] = &[
             "reserved",
             "overwritten",
             "records",
+        ],
+    ),
+    (
+        "switch",
+        &[
+            "prefix",
+            "time",
+            "pid",
+            "tgid",
+            "state",
+            "reserved",
+            "exec_runtime",
+            "run_delay",
         ],
     ),
     ("config_text", &["ptr", "len"]),
@@ -347,6 +387,7 @@ fn the_headers_structures_have_the_records_sizes() {
         ("config", CONFIG_LEN),
         ("config_ext", CONFIG_EXT_LEN),
         ("snapshot", SNAPSHOT_LEN),
+        ("switch", SWITCH_LEN),
         ("config_text", ioctl::CONFIG_TEXT_LEN as usize),
         ("consume", ioctl::CONSUME_LEN as usize),
         ("meta", meta::LEN),
@@ -487,6 +528,32 @@ fn the_headers_fields_hold_what_the_encoders_write() {
     assert_eq!(c.read("snapshot", "overwritten", &b), sn.overwritten);
     assert_eq!(c.read("snapshot", "records", &b), sn.records);
     assert_eq!(c.read("prefix", "b6", &b), 1);
+
+    let sw = Switch {
+        cpu: 1,
+        time: 0x1112_1314_1516_1718,
+        pid: 0x2122_2324,
+        tgid: 0x3132_3334,
+        reason: SwitchReason::Blocked,
+        state: 0x4142_4344,
+        exec_runtime: 0x5152_5354_5556_5758,
+        run_delay: Some(0x6162_6364_6566_6768),
+    };
+    let b = sw.encoded(e);
+    assert_eq!(c.read("switch", "time", &b), sw.time);
+    assert_eq!(c.read("switch", "pid", &b), sw.pid.into());
+    assert_eq!(c.read("switch", "tgid", &b), sw.tgid.into());
+    assert_eq!(c.read("switch", "state", &b), sw.state.into());
+    assert_eq!(c.read("switch", "exec_runtime", &b), sw.exec_runtime);
+    assert_eq!(c.read("switch", "run_delay", &b), 0x6162_6364_6566_6768);
+    assert_eq!(c.read("prefix", "b6", &b), SWITCH_FLAG_RUN_DELAY.into());
+    assert_eq!(c.read("prefix", "b7", &b), 2);
+    assert_eq!(Switch::read(e, &b), Some(sw));
+    let none = Switch {
+        run_delay: None,
+        ..sw
+    };
+    assert_eq!(Switch::read(e, &none.encoded(e)), Some(none));
 
     let ev = EventDesc {
         perf_type: 0x0102_0304,

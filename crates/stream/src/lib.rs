@@ -58,6 +58,7 @@ pub const TYPE_LOST: u16 = format::LOST;
 pub const TYPE_TRACING: u16 = format::TRACING;
 pub const TYPE_CONFIG: u16 = format::CONFIG;
 pub const TYPE_SNAPSHOT: u16 = format::SNAPSHOT;
+pub const TYPE_SWITCH: u16 = format::SWITCH;
 
 /// Fixed part of a version-1 SAMPLE record (the callchain follows).
 pub const SAMPLE_BASE_SIZE: usize = format::SAMPLE_LEN;
@@ -75,7 +76,7 @@ pub const SAMPLE_FLAG_KERNEL: u8 = format::SAMPLE_FLAG_KERNEL;
 pub use oprofile_format::Header;
 /// The CONFIG record, an event it lists, and the SNAPSHOT record: the format
 /// definition's own types (plain `Copy` data).
-pub use oprofile_format::{Config, EventDesc, Snapshot};
+pub use oprofile_format::{Config, EventDesc, Snapshot, Switch, SwitchReason};
 
 /// An [`EventDesc`]'s helpers for user space.
 pub trait EventDescExt {
@@ -289,6 +290,8 @@ pub enum Record {
     /// million.
     Config(Box<Config>),
     Snapshot(Snapshot),
+    /// A task left its CPU (the `context-switches` event).
+    Switch(format::Switch),
 }
 
 impl Record {
@@ -300,6 +303,7 @@ impl Record {
             Record::Tracing(t) => t.cpu,
             Record::Config(_) => 0,
             Record::Snapshot(s) => s.cpu,
+            Record::Switch(s) => s.cpu,
         }
     }
     pub fn time(&self) -> u64 {
@@ -310,6 +314,7 @@ impl Record {
             Record::Tracing(t) => t.time,
             Record::Config(c) => c.time,
             Record::Snapshot(s) => s.time,
+            Record::Switch(s) => s.time,
         }
     }
 
@@ -322,6 +327,7 @@ impl Record {
             Record::Tracing(_) => TYPE_TRACING,
             Record::Config(_) => TYPE_CONFIG,
             Record::Snapshot(_) => TYPE_SNAPSHOT,
+            Record::Switch(_) => TYPE_SWITCH,
         }
     }
     /// Encoded size in bytes (version 2).
@@ -345,6 +351,7 @@ impl Record {
             Record::Tracing(_) => TRACING_SIZE,
             Record::Config(c) => c.encoded_len(),
             Record::Snapshot(_) => format::SNAPSHOT_LEN,
+            Record::Switch(_) => format::SWITCH_LEN,
         }
     }
 }
@@ -550,6 +557,7 @@ pub fn decode_record(buf: &[u8], endian: Endian, offset: u64) -> Result<Decoded1
         }),
         Some(format::Fields::Config(c)) => Record::Config(Box::new(c)),
         Some(format::Fields::Snapshot(s)) => Record::Snapshot(s),
+        Some(format::Fields::Switch(s)) => Record::Switch(s),
     };
     if p.oversized() {
         Ok(Decoded1::Oversized(record, p.size()))
@@ -840,6 +848,7 @@ pub fn encode_record_version(r: &Record, e: Endian, version: u16) -> Vec<u8> {
             out
         }
         Record::Snapshot(s) => s.encoded(e).to_vec(),
+        Record::Switch(s) => s.encoded(e).to_vec(),
         Record::Comm(c) => format::Comm {
             cpu: c.cpu,
             time: c.time,

@@ -462,7 +462,7 @@ fn unknown_type_is_skipped_with_one_warning_per_type() {
         count: 4,
     }));
     e.raw(99, 1, 0, 0, &[], None);
-    e.raw(7, 1, 0, 0, &[1; 8], None);
+    e.raw(77, 1, 0, 0, &[1; 8], None);
     e.record(&Record::Tracing(Tracing {
         cpu: 0,
         on: true,
@@ -493,7 +493,7 @@ fn unknown_type_is_skipped_with_one_warning_per_type() {
                 first_offset: HEADER_SIZE as u64
             },
             Warning::UnknownType {
-                rtype: 7,
+                rtype: 77,
                 first_offset: HEADER_SIZE as u64 + 48 + 24 + 8
             }
         ]
@@ -594,4 +594,45 @@ fn a_64_byte_header_of_the_first_modules_still_decodes() {
     assert_eq!(d.header.event_name(), "branch-instruct\u{69}");
     assert_eq!(d.records.len(), 1);
     assert!(d.warnings.is_empty());
+}
+
+#[test]
+fn switch_records_decode_and_a_short_one_is_an_error() {
+    use oprofile_stream::{Switch, SwitchReason};
+    let sw = Switch {
+        cpu: 3,
+        time: 1_000,
+        pid: 7,
+        tgid: 6,
+        reason: SwitchReason::Blocked,
+        state: 2,
+        exec_runtime: 500,
+        run_delay: None,
+    };
+    let with_delay = Switch {
+        run_delay: Some(42),
+        reason: SwitchReason::Exit,
+        ..sw
+    };
+    let mut e = Encoder::new(&header());
+    e.record(&Record::Switch(sw));
+    e.record(&Record::Switch(with_delay));
+    let d = decode(&e.finish()).unwrap();
+    assert!(d.error.is_none() && d.warnings.is_empty());
+    assert_eq!(
+        d.records,
+        vec![Record::Switch(sw), Record::Switch(with_delay)]
+    );
+    // A SWITCH of 40 bytes is too small for its fields.
+    let mut e = Encoder::new(&header());
+    e.raw(TYPE_SWITCH, 0, 0, 0, &[0; 32], None);
+    let d = decode(&e.finish()).unwrap();
+    assert!(matches!(
+        d.error.unwrap().kind,
+        ErrorKind::RecordTooSmall {
+            rtype: TYPE_SWITCH,
+            needed: 48,
+            ..
+        }
+    ));
 }
