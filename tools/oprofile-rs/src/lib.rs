@@ -20,6 +20,7 @@ pub mod locate;
 pub mod mapevents;
 pub mod mapped;
 pub mod maps;
+pub mod off_cpu;
 pub mod pprof;
 pub mod profile;
 pub mod record;

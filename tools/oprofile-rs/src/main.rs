@@ -17,7 +17,7 @@ use oprofile_tool::report::{self, ReportOptions, SortKey};
 use oprofile_tool::script::{self, ScriptFormat, ScriptOptions};
 use oprofile_tool::symbols::SymbolizerKind;
 use oprofile_tool::text::esc;
-use oprofile_tool::{folded, pprof, spelling};
+use oprofile_tool::{folded, off_cpu, pprof, spelling};
 
 /// Record and analyse profiles from the oprofile-rs kernel module.
 #[derive(Parser)]
@@ -262,6 +262,14 @@ struct RecordArgs {
     /// start on (the flight recorder keeps them always).
     #[arg(long)]
     keep_backlog: bool,
+    /// Also record off-CPU time: every switch-out of a sampled task (the
+    /// `context-switches` event with a period of 1, added to the events;
+    /// `cpu-clock` is the on-CPU event without -e), with why it left its
+    /// CPU, its run time, and the stacks where it left it. `report
+    /// --off-cpu`, `report --wall-clock` and `folded`/`flamegraph --off-cpu`
+    /// show it. Not with --all-user (the switches are taken in the kernel).
+    #[arg(long)]
+    off_cpu: bool,
     /// Command to profile alone: it is started held before its exec, the
     /// module is bound to its process (the module's `pid`, put back after:
     /// its tasks and those they create are sampled through counters that
@@ -559,6 +567,64 @@ struct ReportArgs {
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    off_cpu: OffCpuArgs,
+    /// The wall-clock view (a recording of `record --off-cpu`): per
+    /// thread, its time between its first and last switch-out split into
+    /// on-CPU time, run-queue waits and blocked time per reason.
+    #[arg(long)]
+    wall_clock: bool,
+}
+
+/// The off-CPU options of the analyses.
+#[derive(Args)]
+struct OffCpuArgs {
+    /// Off-CPU time (a recording of `record --off-cpu`): where threads
+    /// blocked and for how long, per reason, function and stack, from the
+    /// switch-outs the module recorded; weighted by the ns blocked.
+    #[arg(long)]
+    off_cpu: bool,
+    /// Leave out of the off-CPU views the blocks shorter than US
+    /// microseconds (counted in the report's header).
+    #[arg(long, value_name = "US", default_value_t = off_cpu::DEFAULT_THRESH_US)]
+    off_cpu_thresh: u64,
+}
+
+/// What folded stacks and flame graphs sum.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Weight {
+    /// Samples (or the events they stand for, where periods differ).
+    Samples,
+    /// ns: on-CPU samples of a clock as their period, with --off-cpu the
+    /// blocked time too (a wall-clock flame graph).
+    Time,
+}
+
+/// The profile folded stacks and flame graphs show: the default event's
+/// samples; with --off-cpu the off-CPU blocks (weighing their ns), with
+/// `--weight time` the on-CPU samples weighing their ns; both together.
+fn weighted_view(input: &Input, oc: &OffCpuArgs, weight: Weight, view: &str) -> Result<Profile> {
+    if !oc.off_cpu {
+        let p = input.load_one_event(view)?;
+        return match weight {
+            Weight::Samples => Ok(p),
+            Weight::Time => off_cpu::on_cpu_time(&p),
+        };
+    }
+    let p = input.load()?;
+    let analysis = off_cpu::analyse(&p, oc.off_cpu_thresh.saturating_mul(1000));
+    let mut q = off_cpu::as_profile(&p, &analysis);
+    if weight == Weight::Time {
+        let mut on = off_cpu::on_cpu_time(&p)?;
+        let n = on.event_list.len() as u16;
+        for s in &mut q.samples {
+            s.event = n;
+        }
+        on.samples.append(&mut q.samples);
+        on.event_list.append(&mut q.event_list);
+        q = on;
+    }
+    Ok(q)
 }
 
 #[derive(Args)]
@@ -733,6 +799,11 @@ struct OutArgs {
     /// Output file (default: stdout).
     #[arg(short, long)]
     output: Option<PathBuf>,
+    #[command(flatten)]
+    off_cpu: OffCpuArgs,
+    /// What each stack's count sums.
+    #[arg(long, value_enum, default_value_t = Weight::Samples)]
+    weight: Weight,
 }
 
 #[derive(Args)]
@@ -745,6 +816,11 @@ struct FlameArgs {
     /// Title of the graph.
     #[arg(long, default_value = "oprofile-rs")]
     title: String,
+    #[command(flatten)]
+    off_cpu: OffCpuArgs,
+    /// What each frame's width sums.
+    #[arg(long, value_enum, default_value_t = Weight::Samples)]
+    weight: Weight,
 }
 
 #[derive(Args)]
@@ -835,10 +911,20 @@ fn run(cli: Cli) -> Result<ExitCode> {
             o.pids = a.pid;
             o.system_wide = a.all_cpus;
             o.buffer_size = a.read_size;
+            let (events, count, freq) = if a.off_cpu {
+                if a.all_user {
+                    anyhow::bail!(
+                        "--off-cpu with --all-user: the switch-outs are taken in the kernel"
+                    );
+                }
+                off_cpu::record_events(a.events, a.count, a.freq)?
+            } else {
+                (a.events, a.count, a.freq)
+            };
             o.settings = control::ModuleSettings {
-                events: (!a.events.is_empty()).then_some(a.events),
-                count: (!a.count.is_empty()).then_some(a.count),
-                freq: (!a.freq.is_empty()).then_some(a.freq),
+                events: (!events.is_empty()).then_some(events),
+                count: (!count.is_empty()).then_some(count),
+                freq: (!freq.is_empty()).then_some(freq),
                 // -g and the depth forms: the chain alone (no copy);
                 // dwarf: the copy too; neither: the module as it is.
                 call_graph: match a.call_graph {
@@ -917,6 +1003,27 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Cmd::Report(a) => {
             let p = a.input.load()?;
+            if a.off_cpu.off_cpu || a.wall_clock {
+                if p.switches.is_empty() {
+                    anyhow::bail!(
+                        "the recording has no switch-outs: record with `record --off-cpu` \
+                         (a module that writes SWITCH records)"
+                    );
+                }
+                let oc = off_cpu::analyse(&p, a.off_cpu.off_cpu_thresh.saturating_mul(1000));
+                let mut out = BufWriter::new(std::io::stdout().lock());
+                if a.off_cpu.off_cpu {
+                    off_cpu::write_report(&oc, a.top, &mut out)?;
+                }
+                if a.wall_clock {
+                    if a.off_cpu.off_cpu {
+                        writeln!(out)?;
+                    }
+                    off_cpu::write_wall_clock(&oc, &mut out)?;
+                }
+                out.flush()?;
+                return Ok(ExitCode::SUCCESS);
+            }
             let o = ReportOptions {
                 sort: a.sort,
                 per_cpu: a.per_cpu,
@@ -1078,14 +1185,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Folded(a) => {
-            let p = a.input.load_one_event("folded")?;
+            let p = weighted_view(&a.input, &a.off_cpu, a.weight, "folded")?;
             let mut out = stdout_or(&a.output)?;
             folded::write_folded(&p, &mut out)?;
             out.flush()?;
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Flamegraph(a) => {
-            let p = a.input.load_one_event("flamegraph")?;
+            let p = weighted_view(&a.input, &a.off_cpu, a.weight, "flamegraph")?;
             let mut out = create(&a.output)?;
             folded::write_flamegraph(&p, &a.title, &mut out)?;
             out.flush()?;

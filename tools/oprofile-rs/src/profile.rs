@@ -142,7 +142,7 @@ pub struct EventInfo {
 }
 
 impl EventInfo {
-    fn new(name: String) -> EventInfo {
+    pub fn new(name: String) -> EventInfo {
         let unit = if matches!(name.as_str(), "cpu-clock" | "task-clock") {
             "ns"
         } else {
@@ -552,6 +552,10 @@ pub struct Profile {
     pub sidecar_dir: Option<PathBuf>,
     /// The binaries symbolisation looked for, and what it found.
     pub binaries: Vec<UsedBinary>,
+    /// The SWITCH records (`record --off-cpu`), in stream order, each with
+    /// the SAMPLE that followed it (its stacks; `None` if it was lost):
+    /// what [`crate::off_cpu`] makes its off-CPU time of.
+    pub switches: Vec<crate::off_cpu::SwitchOut>,
 }
 
 impl Profile {
@@ -734,6 +738,10 @@ impl Profile {
     pub fn retain(&mut self, filter: &Filter) {
         let span = filter.time.map(|t| t.resolve(self.first_time));
         self.samples.retain(|s| filter.matches_in(s, span));
+        // A switch goes with its stacks' sample (one without is kept: its
+        // time counts for its thread, see `off_cpu.rs`).
+        self.switches
+            .retain(|w| w.sample.as_ref().is_none_or(|s| filter.matches_in(s, span)));
         self.filter = filter.clone();
     }
 
@@ -874,6 +882,7 @@ impl Profile {
         }
         let mut nr_records = 0usize;
         let mut error = None;
+        let mut switches = crate::off_cpu::Pairing::default();
         for r in dec.by_ref() {
             let r = match r {
                 Ok(r) => r,
@@ -963,6 +972,7 @@ impl Profile {
                         segment,
                     })
                 }
+                Record::Switch(sw) => switches.switch(sw),
                 Record::Sample(s) => {
                     per_cpu.entry(s.cpu).or_default().samples += 1;
                     // (At most 8 values: a stream that changes it all the
@@ -1110,9 +1120,13 @@ impl Profile {
                         segment,
                         snapshot,
                     });
+                    if let Some(last) = samples.last() {
+                        switches.sample(last);
+                    }
                 }
             }
         }
+        let switches = switches.finish();
         // The decoder's findings first, as they concern the whole stream.
         let mut head: Vec<String> = dec.warnings().iter().map(|w| w.to_string()).collect();
         if let Some(e) = &error {
@@ -1206,6 +1220,7 @@ impl Profile {
             profiled,
             locator,
             sidecar_dir: None,
+            switches,
         })
     }
 

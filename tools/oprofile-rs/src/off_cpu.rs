@@ -1,0 +1,709 @@
+//! Off-CPU time (`record --off-cpu`): where threads wait when they do not
+//! run, made of the module's SWITCH records.
+//!
+//! `record --off-cpu` samples the `context-switches` event with a period
+//! of 1 besides the on-CPU event: at every switch-out of a sampled task the
+//! module writes a SWITCH record (the time, why the task leaves, the ns it
+//! has run and, where the kernel keeps it, has waited on run queues since
+//! it was created), then the SAMPLE of that overflow, with the same CPU,
+//! time and pid, whose stacks say where the task leaves its CPU.
+//!
+//! Between two consecutive switch-outs of one thread at `t1` and `t2`, the
+//! thread ran `Δexec` (its run time gone up) and was off its CPU for
+//! `t2 - t1 - Δexec`, from `t1` on: one interval, as the thread switched
+//! in once between them. Of that, the run-queue wait is `Δrun_delay`
+//! where the kernel counts it (`CONFIG_SCHED_INFO`, Debian's kernels), else
+//! the whole interval for a preempted thread and nothing for a blocked one
+//! (whose time then includes the wait after its wakeup); the rest is the
+//! thread's *blocked* time, with the reason and the stacks of the switch at
+//! `t1`. A thread's last block ends at its exit (a switch-out with reason
+//! `exit`) or, if it has not run again, at the end of the recording.
+
+use std::collections::{BTreeMap, HashMap};
+use std::rc::Rc;
+
+use anyhow::{bail, Result};
+use oprofile_stream::{Switch, SwitchReason};
+
+use crate::profile::{EventInfo, Profile, ResolvedSample};
+
+/// The event `record --off-cpu` adds.
+pub const SWITCH_EVENT: &str = "context-switches";
+/// The on-CPU event `record --off-cpu` samples without `-e`: a clock, so
+/// that its samples are time too (samples × period) for the wall-clock
+/// view, and so on every machine (virtual machines often lack a PMU).
+pub const DEFAULT_ON_CPU_EVENT: &str = "cpu-clock";
+/// The name of the event of the off-CPU profile [`as_profile`] makes.
+pub const OFF_CPU_EVENT: &str = "off-cpu";
+/// `--off-cpu-thresh`'s default, in µs: blocks shorter than this are left
+/// out of the off-CPU views (counted). A wakeup and a switch cost a few µs
+/// (the guest's ping-pong measures 5 to 20 µs a round trip): below 10 µs a
+/// "block" is mostly that cost, not a wait worth naming.
+pub const DEFAULT_THRESH_US: u64 = 10;
+
+/// `record --off-cpu`'s events and their periods and frequencies: the
+/// events asked (`-e`; [`DEFAULT_ON_CPU_EVENT`] without) and
+/// `context-switches` with a period of 1 (no frequency), each of `-c` and
+/// `-F` extended to the longer list (one value given stands for every
+/// event asked).
+pub fn record_events(
+    events: Vec<String>,
+    count: Vec<u64>,
+    freq: Vec<u64>,
+) -> Result<(Vec<String>, Vec<u64>, Vec<u64>)> {
+    let mut events = events;
+    if events.is_empty() || events == ["default"] {
+        if events.is_empty() && (count.len() > 1 || freq.len() > 1) {
+            bail!("--off-cpu: -c and -F give one value per event of -e, and there is no -e");
+        }
+        events = vec![DEFAULT_ON_CPU_EVENT.to_string()];
+    }
+    if events.iter().any(|e| e == SWITCH_EVENT) {
+        bail!("--off-cpu samples {SWITCH_EVENT} itself (every switch): leave it out of -e");
+    }
+    let n = events.len();
+    let widen = |list: Vec<u64>, what: &str, last: u64| -> Result<Vec<u64>> {
+        Ok(match list.len() {
+            0 if last == 0 => Vec::new(),
+            0 => {
+                let mut v = vec![0; n];
+                v.push(last);
+                v
+            }
+            1 => {
+                let mut v = vec![list[0]; n];
+                v.push(last);
+                v
+            }
+            k if k == n => {
+                let mut v = list;
+                v.push(last);
+                v
+            }
+            k => bail!("{what}: {k} values for {n} events"),
+        })
+    };
+    let count = widen(count, "-c", 1)?;
+    let freq = if freq.is_empty() {
+        Vec::new()
+    } else {
+        widen(freq, "-F", 0)?
+    };
+    events.push(SWITCH_EVENT.to_string());
+    Ok((events, count, freq))
+}
+
+/// A SWITCH record and the SAMPLE that followed it (its stacks), if that
+/// was recorded.
+#[derive(Debug, Clone)]
+pub struct SwitchOut {
+    pub switch: Switch,
+    pub sample: Option<ResolvedSample>,
+}
+
+/// Pairs SWITCH records with their SAMPLEs while a stream is read: the
+/// module writes the SAMPLE right after its SWITCH on the same CPU, with
+/// the same time and pid (an interrupt's sample may come between them).
+#[derive(Debug, Default)]
+pub struct Pairing {
+    pending: HashMap<u16, Switch>,
+    out: Vec<SwitchOut>,
+}
+
+impl Pairing {
+    /// A SWITCH record read.
+    pub fn switch(&mut self, sw: Switch) {
+        if let Some(old) = self.pending.insert(sw.cpu, sw) {
+            // Its SAMPLE was lost.
+            self.out.push(SwitchOut {
+                switch: old,
+                sample: None,
+            });
+        }
+    }
+
+    /// A SAMPLE read (resolved).
+    pub fn sample(&mut self, s: &ResolvedSample) {
+        let matches = self
+            .pending
+            .get(&s.cpu)
+            .is_some_and(|sw| sw.time == s.time && sw.pid == s.pid);
+        if matches {
+            if let Some(sw) = self.pending.remove(&s.cpu) {
+                self.out.push(SwitchOut {
+                    switch: sw,
+                    sample: Some(s.clone()),
+                });
+            }
+        }
+    }
+
+    /// The switches read, in stream order (those whose SAMPLE never came
+    /// last).
+    pub fn finish(mut self) -> Vec<SwitchOut> {
+        let mut rest: Vec<Switch> = self.pending.into_values().collect();
+        rest.sort_by_key(|s| s.time);
+        self.out.extend(rest.into_iter().map(|switch| SwitchOut {
+            switch,
+            sample: None,
+        }));
+        self.out
+    }
+}
+
+/// How a block ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BlockEnd {
+    /// The thread's next switch-out: it ran again in between.
+    NextSwitch,
+    /// The end of the recording: the thread had not run again (as far as
+    /// the recording tells).
+    RecordingEnd,
+}
+
+/// One interval a thread spent off its CPU.
+#[derive(Debug, Clone)]
+pub struct Block {
+    pub pid: u32,
+    pub tgid: u32,
+    pub comm: Rc<str>,
+    /// When it left its CPU.
+    pub start: u64,
+    /// ns off its CPU.
+    pub off_ns: u64,
+    /// Of `off_ns`: ns waiting on a run queue (see the module's doc).
+    pub runq_ns: u64,
+    /// Why it left.
+    pub reason: SwitchReason,
+    /// The stacks where it left (`None`: the SAMPLE was lost).
+    pub sample: Option<ResolvedSample>,
+    pub end: BlockEnd,
+}
+
+impl Block {
+    /// ns blocked (off its CPU and not waiting on a run queue).
+    pub fn blocked_ns(&self) -> u64 {
+        self.off_ns.saturating_sub(self.runq_ns)
+    }
+}
+
+/// One thread's time between its first and its last switch-out (or the
+/// end of the recording, for a thread still off its CPU then).
+#[derive(Debug, Clone, Default)]
+pub struct ThreadTime {
+    pub tgid: u32,
+    pub comm: String,
+    /// ns from its first switch-out recorded to its last (or the end).
+    pub span_ns: u64,
+    /// ns it ran in that span (its run time gone up).
+    pub on_cpu_ns: u64,
+    /// ns it waited on run queues in that span.
+    pub runq_ns: u64,
+    /// ns blocked, per reason.
+    pub blocked_ns: BTreeMap<SwitchReason, u64>,
+    /// Switch-outs recorded.
+    pub switches: u64,
+    /// It exited in the recording.
+    pub exited: bool,
+}
+
+/// The off-CPU analysis of a recording.
+#[derive(Debug, Clone, Default)]
+pub struct OffCpu {
+    /// Blocks at or above the threshold, in order of their threads and
+    /// times.
+    pub blocks: Vec<Block>,
+    /// The threshold: blocked time under it leaves a block out.
+    pub thresh_ns: u64,
+    /// Blocks the threshold left out, and their blocked ns.
+    pub below: (u64, u64),
+    /// SWITCH records whose SAMPLE (stacks) was lost.
+    pub without_stack: u64,
+    /// Run-queue waits measured by the kernel (`CONFIG_SCHED_INFO`), not
+    /// inferred.
+    pub run_delay_known: bool,
+    /// Per thread.
+    pub threads: BTreeMap<u32, ThreadTime>,
+}
+
+impl OffCpu {
+    /// ns blocked in the blocks kept.
+    pub fn blocked_ns(&self) -> u64 {
+        self.blocks.iter().map(Block::blocked_ns).sum()
+    }
+}
+
+/// The off-CPU time of `p`'s switches; blocks blocked less than `thresh_ns`
+/// are left out (counted).
+pub fn analyse(p: &Profile, thresh_ns: u64) -> OffCpu {
+    let mut by_thread: BTreeMap<u32, Vec<&SwitchOut>> = BTreeMap::new();
+    for w in &p.switches {
+        by_thread.entry(w.switch.pid).or_default().push(w);
+    }
+    // Last on-CPU sample time per thread (other events than the switches'):
+    // a thread sampled after its last switch-out ran again, so its last
+    // block's end is not known.
+    let switch_event = p
+        .event_list
+        .iter()
+        .position(|e| e.name == SWITCH_EVENT)
+        .map(|i| i as u16);
+    let mut last_on_cpu: HashMap<u32, u64> = HashMap::new();
+    for s in &p.samples {
+        if Some(s.event) != switch_event {
+            let t = last_on_cpu.entry(s.pid).or_default();
+            *t = (*t).max(s.time);
+        }
+    }
+    let mut oc = OffCpu {
+        thresh_ns,
+        run_delay_known: !p.switches.is_empty()
+            && p.switches.iter().all(|w| w.switch.run_delay.is_some()),
+        ..OffCpu::default()
+    };
+    for (pid, mut list) in by_thread {
+        list.sort_by_key(|w| w.switch.time);
+        let first = list[0];
+        let comm = list
+            .iter()
+            .find_map(|w| w.sample.as_ref().map(|s| s.comm.clone()))
+            .unwrap_or_else(|| Rc::from(format!(":{pid}").as_str()));
+        let mut tt = ThreadTime {
+            tgid: first.switch.tgid,
+            comm: comm.to_string(),
+            switches: list.len() as u64,
+            ..ThreadTime::default()
+        };
+        oc.without_stack += list.iter().filter(|w| w.sample.is_none()).count() as u64;
+        let push = |oc: &mut OffCpu, tt: &mut ThreadTime, b: Block| {
+            tt.runq_ns += b.runq_ns;
+            if b.blocked_ns() > 0 {
+                *tt.blocked_ns.entry(b.reason).or_default() += b.blocked_ns();
+            }
+            if b.blocked_ns() < thresh_ns || b.reason == SwitchReason::Preempted {
+                if b.reason != SwitchReason::Preempted {
+                    oc.below.0 += 1;
+                    oc.below.1 += b.blocked_ns();
+                }
+            } else {
+                oc.blocks.push(b);
+            }
+        };
+        for pair in list.windows(2) {
+            let (a, b) = (&pair[0].switch, &pair[1].switch);
+            let span = b.time.saturating_sub(a.time);
+            let ran = b.exec_runtime.saturating_sub(a.exec_runtime).min(span);
+            let off = span - ran;
+            // A preempted thread waits on a run queue throughout.
+            let runq = match (a.run_delay, b.run_delay) {
+                _ if a.reason == SwitchReason::Preempted => off,
+                (Some(x), Some(y)) => y.saturating_sub(x).min(off),
+                _ => 0,
+            };
+            tt.span_ns += span;
+            tt.on_cpu_ns += ran;
+            push(
+                &mut oc,
+                &mut tt,
+                Block {
+                    pid,
+                    tgid: a.tgid,
+                    comm: comm.clone(),
+                    start: a.time,
+                    off_ns: off,
+                    runq_ns: runq,
+                    reason: a.reason,
+                    sample: pair[0].sample.clone(),
+                    end: BlockEnd::NextSwitch,
+                },
+            );
+        }
+        let last = list[list.len() - 1];
+        if last.switch.reason == SwitchReason::Exit {
+            tt.exited = true;
+        } else if last_on_cpu.get(&pid).is_none_or(|&t| t <= last.switch.time)
+            && p.last_time > last.switch.time
+        {
+            // Off its CPU to the end of the recording.
+            let off = p.last_time - last.switch.time;
+            tt.span_ns += off;
+            push(
+                &mut oc,
+                &mut tt,
+                Block {
+                    pid,
+                    tgid: last.switch.tgid,
+                    comm: comm.clone(),
+                    start: last.switch.time,
+                    off_ns: off,
+                    runq_ns: if last.switch.reason == SwitchReason::Preempted {
+                        off
+                    } else {
+                        0
+                    },
+                    reason: last.switch.reason,
+                    sample: last.sample.clone(),
+                    end: BlockEnd::RecordingEnd,
+                },
+            );
+        }
+        oc.threads.insert(pid, tt);
+    }
+    oc
+}
+
+/// `p` with its samples replaced by one per off-CPU block, weighing its
+/// blocked ns (event [`OFF_CPU_EVENT`], unit ns), with the stacks where the
+/// thread left its CPU: what `report`, `folded` and `flamegraph` show with
+/// `--off-cpu`. Blocks whose stacks were lost are left out.
+pub fn as_profile(p: &Profile, oc: &OffCpu) -> Profile {
+    let mut q = p.clone();
+    let mut info = EventInfo::new(OFF_CPU_EVENT.to_string());
+    info.unit = "ns";
+    info.weighted = true;
+    q.samples = oc
+        .blocks
+        .iter()
+        .filter_map(|b| {
+            let mut s = b.sample.clone()?;
+            s.weight = b.blocked_ns();
+            s.period = b.blocked_ns();
+            s.event = 0;
+            Some(s)
+        })
+        .collect();
+    info.samples = q.samples.len() as u64;
+    q.event_list = vec![info];
+    q.filter.event = None;
+    q
+}
+
+/// `p`'s on-CPU samples weighing the ns they stand for (`--weight time`):
+/// samples of the clocks weigh their period; the switches' samples are left
+/// out. `Err` if an event sampled is no clock (its period is events, not
+/// time).
+pub fn on_cpu_time(p: &Profile) -> Result<Profile> {
+    let mut q = p.clone();
+    let switch_event = p.event_list.iter().position(|e| e.name == SWITCH_EVENT);
+    q.samples
+        .retain(|s| Some(usize::from(s.event)) != switch_event);
+    for s in &mut q.samples {
+        let e = &p.event_list[usize::from(s.event)];
+        if e.unit != "ns" {
+            bail!(
+                "--weight time: event {} counts events, not time (record with -e cpu-clock)",
+                e.name
+            );
+        }
+        s.weight = s.period;
+    }
+    Ok(q)
+}
+
+/// The innermost user frame of a block's stacks (where the program
+/// called into the kernel), else its innermost frame.
+pub fn where_blocked(s: &ResolvedSample) -> String {
+    s.callchain
+        .iter()
+        .chain(std::iter::once(&s.pc))
+        .find(|f| !f.kernel && !f.is_truncated())
+        .or(Some(&s.pc))
+        .map(|f| f.function_name())
+        .unwrap_or_default()
+}
+
+fn ms(ns: u64) -> String {
+    format!("{:.1}", ns as f64 / 1e6)
+}
+
+fn pct(part: u64, whole: u64) -> String {
+    if whole == 0 {
+        "-".into()
+    } else {
+        format!("{:.1}%", 100.0 * part as f64 / whole as f64)
+    }
+}
+
+/// The off-CPU report: blocked time per reason, per function where the
+/// threads blocked (their innermost user frame), per stack, and the run
+/// queue waits apart.
+pub fn write_report(oc: &OffCpu, top: usize, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+    let total = oc.blocked_ns();
+    let runq: u64 = oc.threads.values().map(|t| t.runq_ns).sum();
+    writeln!(
+        out,
+        "# Off-CPU time: {} ms blocked in {} blocks of {} threads; {} ms waiting on run queues ({})",
+        ms(total),
+        oc.blocks.len(),
+        oc.threads.len(),
+        ms(runq),
+        if oc.run_delay_known {
+            "measured by the kernel"
+        } else {
+            "inferred: preemptions only; the kernel keeps no run_delay (CONFIG_SCHED_INFO)"
+        }
+    )?;
+    writeln!(
+        out,
+        "# Threshold {} us: {} blocks ({} ms) left out; {} switches without stacks (lost)",
+        oc.thresh_ns / 1000,
+        oc.below.0,
+        ms(oc.below.1),
+        oc.without_stack
+    )?;
+    writeln!(
+        out,
+        "\n# By reason\n{:>12} {:>7} {:>8}  Reason",
+        "Blocked ms", "Share", "Blocks"
+    )?;
+    let mut by_reason: BTreeMap<SwitchReason, (u64, u64)> = BTreeMap::new();
+    for b in &oc.blocks {
+        let e = by_reason.entry(b.reason).or_default();
+        e.0 += b.blocked_ns();
+        e.1 += 1;
+    }
+    for (r, (ns, n)) in &by_reason {
+        writeln!(
+            out,
+            "{:>12} {:>7} {:>8}  {}",
+            ms(*ns),
+            pct(*ns, total),
+            n,
+            r.name()
+        )?;
+    }
+    let mut by_fn: HashMap<String, (u64, u64)> = HashMap::new();
+    let mut by_stack: HashMap<String, (u64, u64)> = HashMap::new();
+    for b in &oc.blocks {
+        let (f, stack) = match &b.sample {
+            Some(s) => (
+                where_blocked(s),
+                s.stack_root_first()
+                    .map(|f| f.function_name())
+                    .collect::<Vec<_>>()
+                    .join(";"),
+            ),
+            None => ("[stack lost]".to_string(), "[stack lost]".to_string()),
+        };
+        let e = by_fn
+            .entry(format!("{} {}", b.reason.name(), f))
+            .or_default();
+        e.0 += b.blocked_ns();
+        e.1 += 1;
+        let e = by_stack
+            .entry(format!("{};{};[{}]", b.comm, stack, b.reason.name()))
+            .or_default();
+        e.0 += b.blocked_ns();
+        e.1 += 1;
+    }
+    let sorted = |m: HashMap<String, (u64, u64)>| {
+        let mut v: Vec<(String, (u64, u64))> = m.into_iter().collect();
+        v.sort_by(|a, b| b.1 .0.cmp(&a.1 .0).then_with(|| a.0.cmp(&b.0)));
+        if top > 0 {
+            v.truncate(top);
+        }
+        v
+    };
+    writeln!(
+        out,
+        "\n# By function where blocked\n{:>12} {:>7} {:>8}  {:<10} Function",
+        "Blocked ms", "Share", "Blocks", "Reason"
+    )?;
+    for (k, (ns, n)) in sorted(by_fn) {
+        let (reason, f) = k.split_once(' ').unwrap_or(("", &k));
+        writeln!(
+            out,
+            "{:>12} {:>7} {:>8}  {:<10} {}",
+            ms(ns),
+            pct(ns, total),
+            n,
+            reason,
+            f
+        )?;
+    }
+    writeln!(
+        out,
+        "\n# By stack (root first)\n{:>12} {:>7} {:>8}  Stack",
+        "Blocked ms", "Share", "Blocks"
+    )?;
+    for (k, (ns, n)) in sorted(by_stack) {
+        writeln!(out, "{:>12} {:>7} {:>8}  {}", ms(ns), pct(ns, total), n, k)?;
+    }
+    Ok(())
+}
+
+/// The wall-clock view: per thread, its span between its first and last
+/// switch-out (or the end) split into on-CPU time, run-queue waits and
+/// blocked time per reason, which add up to the span.
+pub fn write_wall_clock(oc: &OffCpu, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "# Wall clock per thread: its span (first to last switch-out) = on-CPU + run queue + blocked"
+    )?;
+    writeln!(
+        out,
+        "{:>8} {:>8} {:<16} {:>10} {:>16} {:>16} {:>16}  Blocked by reason",
+        "Pid", "Tid", "Command", "Span ms", "On-CPU ms", "Run queue ms", "Blocked ms"
+    )?;
+    for (tid, t) in &oc.threads {
+        let blocked: u64 = t.blocked_ns.values().sum();
+        let reasons: Vec<String> = t
+            .blocked_ns
+            .iter()
+            .map(|(r, ns)| format!("{} {} ({})", r.name(), ms(*ns), pct(*ns, t.span_ns)))
+            .collect();
+        writeln!(
+            out,
+            "{:>8} {:>8} {:<16} {:>10} {:>9} {:>6} {:>9} {:>6} {:>9} {:>6}  {}",
+            t.tgid,
+            tid,
+            t.comm,
+            ms(t.span_ns),
+            ms(t.on_cpu_ns),
+            pct(t.on_cpu_ns, t.span_ns),
+            ms(t.runq_ns),
+            pct(t.runq_ns, t.span_ns),
+            ms(blocked),
+            pct(blocked, t.span_ns),
+            reasons.join(", ")
+        )?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::LoadOptions;
+    use crate::sidecar::Sidecar;
+    use oprofile_stream::{Encoder, Header, Record, Sample};
+
+    const MS: u64 = 1_000_000;
+
+    fn switch(cpu: u16, time: u64, pid: u32, reason: SwitchReason, exec: u64) -> Record {
+        Record::Switch(Switch {
+            cpu,
+            time,
+            pid,
+            tgid: 100,
+            reason,
+            state: 1,
+            exec_runtime: exec,
+            run_delay: None,
+        })
+    }
+
+    fn sample(cpu: u16, time: u64, pid: u32, pc: u64) -> Record {
+        Record::Sample(Sample {
+            cpu,
+            kernel: false,
+            time,
+            pc,
+            pid,
+            tgid: 100,
+            period: 1,
+            ..Default::default()
+        })
+    }
+
+    fn profile(records: &[Record]) -> Profile {
+        let h = Header::default();
+        let mut e = Encoder::new(&h);
+        for r in records {
+            e.record(r);
+        }
+        Profile::from_bytes(&e.finish(), &Sidecar::default(), &LoadOptions::default()).unwrap()
+    }
+
+    #[test]
+    fn blocks_are_the_time_off_cpu_between_switch_outs() {
+        use SwitchReason::*;
+        // Thread 7: runs 1 ms, sleeps at 0x1000 until 101 ms (switched in),
+        // runs 1 ms, blocks (D) at 0x2000 until 402 ms, runs 1 ms, exits.
+        // An interrupt's sample comes between a SWITCH and its SAMPLE.
+        let p = profile(&[
+            switch(0, 10 * MS, 7, Sleep, MS),
+            sample(0, 10 * MS + 5, 7, 0x9000),
+            sample(0, 10 * MS, 7, 0x1000),
+            switch(1, 102 * MS, 7, Blocked, 2 * MS),
+            sample(1, 102 * MS, 7, 0x2000),
+            switch(0, 403 * MS, 7, Exit, 3 * MS),
+            sample(0, 403 * MS, 7, 0x3000),
+            // Thread 8: a switch whose SAMPLE was lost, then preempted.
+            switch(2, 10 * MS, 8, Sleep, 0),
+            switch(2, 20 * MS, 8, Preempted, 5 * MS),
+            sample(2, 20 * MS, 8, 0x4000),
+            switch(2, 30 * MS, 8, Exit, 9 * MS),
+            sample(2, 30 * MS, 8, 0x5000),
+        ]);
+        assert_eq!(p.switches.len(), 6);
+        let oc = analyse(&p, 10_000);
+        let t7: Vec<(u64, SwitchReason, u64)> = oc
+            .blocks
+            .iter()
+            .filter(|b| b.pid == 7)
+            .map(|b| (b.blocked_ns(), b.reason, b.sample.as_ref().unwrap().pc.addr))
+            .collect();
+        assert_eq!(
+            t7,
+            vec![(91 * MS, Sleep, 0x1000), (300 * MS, Blocked, 0x2000)]
+        );
+        // Thread 8's sleep has no stack; its preemption is run-queue time.
+        let t8: Vec<&Block> = oc.blocks.iter().filter(|b| b.pid == 8).collect();
+        assert_eq!(t8.len(), 1);
+        assert!(t8[0].sample.is_none());
+        assert_eq!(t8[0].blocked_ns(), 5 * MS);
+        assert_eq!(oc.without_stack, 1);
+        let w = &oc.threads[&8];
+        assert_eq!(
+            (w.span_ns, w.on_cpu_ns, w.runq_ns),
+            (20 * MS, 9 * MS, 6 * MS)
+        );
+        // The wall clock adds up.
+        for t in oc.threads.values() {
+            let blocked: u64 = t.blocked_ns.values().sum();
+            assert_eq!(t.on_cpu_ns + t.runq_ns + blocked, t.span_ns);
+            assert!(t.exited);
+        }
+        // The threshold leaves short blocks out, counted.
+        let oc = analyse(&p, 100 * MS);
+        assert_eq!(oc.blocks.len(), 1);
+        assert_eq!(oc.below, (2, 96 * MS));
+        // The off-CPU profile weighs each block's ns.
+        let q = as_profile(&p, &analyse(&p, 0));
+        let weights: Vec<u64> = q.samples.iter().map(|s| s.weight).collect();
+        assert_eq!(weights, vec![91 * MS, 300 * MS]);
+    }
+
+    #[test]
+    fn a_thread_off_cpu_at_the_end_is_blocked_to_the_end() {
+        let p = profile(&[
+            switch(0, 10 * MS, 7, SwitchReason::Sleep, MS),
+            sample(0, 10 * MS, 7, 0x1000),
+            // Another thread's record ends the recording at 50 ms.
+            switch(1, 50 * MS, 8, SwitchReason::Exit, MS),
+        ]);
+        let oc = analyse(&p, 0);
+        let b = oc.blocks.iter().find(|b| b.pid == 7).unwrap();
+        assert_eq!((b.blocked_ns(), b.end), (40 * MS, BlockEnd::RecordingEnd));
+    }
+
+    #[test]
+    fn record_events_add_the_switches() {
+        let (e, c, f) = record_events(vec![], vec![], vec![]).unwrap();
+        assert_eq!(e, ["cpu-clock", "context-switches"]);
+        assert_eq!((c, f), (vec![0, 1], vec![]));
+        let (e, c, f) = record_events(
+            vec!["cycles".into(), "page-faults".into()],
+            vec![5000],
+            vec![],
+        )
+        .unwrap();
+        assert_eq!(e, ["cycles", "page-faults", "context-switches"]);
+        assert_eq!((c, f), (vec![5000, 5000, 1], vec![]));
+        let (_, c, f) = record_events(vec!["cycles".into()], vec![], vec![99]).unwrap();
+        assert_eq!((c, f), (vec![0, 1], vec![99, 0]));
+        assert!(record_events(vec!["context-switches".into()], vec![], vec![]).is_err());
+        assert!(record_events(vec!["cycles".into()], vec![1, 2], vec![]).is_err());
+    }
+}
