@@ -93,6 +93,17 @@ pub fn record_events(
     Ok((events, count, freq))
 }
 
+/// When each thread exited (its first EXIT event), by thread id.
+pub fn thread_exits(events: &[crate::mapevents::MapEvent]) -> HashMap<u32, u64> {
+    let mut exits = HashMap::new();
+    for e in events {
+        if let crate::mapevents::MapEvent::Exit { time, tid, .. } = *e {
+            exits.entry(tid).or_insert(time);
+        }
+    }
+    exits
+}
+
 /// A SWITCH record and the SAMPLE that followed it (its stacks), if that
 /// was recorded.
 #[derive(Debug, Clone)]
@@ -156,6 +167,11 @@ impl Pairing {
 pub enum BlockEnd {
     /// The thread's next switch-out: it ran again in between.
     NextSwitch,
+    /// The thread's first on-CPU sample after it (the block ended before).
+    SampledAgain,
+    /// The thread's exit (the side-car's EXIT event): it was not sampled
+    /// again before.
+    Exit,
     /// The end of the recording: the thread had not run again (as far as
     /// the recording tells).
     RecordingEnd,
@@ -240,20 +256,21 @@ pub fn analyse(p: &Profile, thresh_ns: u64) -> OffCpu {
     for w in &p.switches {
         by_thread.entry(w.switch.pid).or_default().push(w);
     }
-    // Last on-CPU sample time per thread (other events than the switches'):
-    // a thread sampled after its last switch-out ran again, so its last
-    // block's end is not known.
+    // On-CPU sample times per thread (other events than the switches'): a
+    // thread sampled after its last switch-out ran again by then.
     let switch_event = p
         .event_list
         .iter()
         .position(|e| e.name == SWITCH_EVENT)
         .map(|i| i as u16);
-    let mut last_on_cpu: HashMap<u32, u64> = HashMap::new();
+    let mut first_on_cpu_after: HashMap<u32, Vec<u64>> = HashMap::new();
     for s in &p.samples {
         if Some(s.event) != switch_event {
-            let t = last_on_cpu.entry(s.pid).or_default();
-            *t = (*t).max(s.time);
+            first_on_cpu_after.entry(s.pid).or_default().push(s.time);
         }
+    }
+    for v in first_on_cpu_after.values_mut() {
+        v.sort_unstable();
     }
     let mut oc = OffCpu {
         thresh_ns,
@@ -319,14 +336,27 @@ pub fn analyse(p: &Profile, thresh_ns: u64) -> OffCpu {
             );
         }
         let last = list[list.len() - 1];
+        let exit = p.exits.get(&pid).copied().filter(|&t| t > last.switch.time);
+        // Where the thread was seen on a CPU again after its last switch-out.
+        let again = first_on_cpu_after
+            .get(&pid)
+            .and_then(|v| v.iter().copied().find(|&t| t > last.switch.time));
         if last.switch.reason == SwitchReason::Exit {
             tt.exited = true;
-        } else if last_on_cpu.get(&pid).is_none_or(|&t| t <= last.switch.time)
-            && p.last_time > last.switch.time
+        } else if let Some(end) = again
+            .or(exit)
+            .or(Some(p.last_time))
+            .filter(|&t| t > last.switch.time)
         {
-            // Off its CPU to the end of the recording.
-            let off = p.last_time - last.switch.time;
+            // Off its CPU until it was sampled again, or it exited, or the
+            // recording ended; from then to its exit, on it.
+            let off = end - last.switch.time;
             tt.span_ns += off;
+            if let Some(x) = exit.filter(|&x| x > end) {
+                tt.span_ns += x - end;
+                tt.on_cpu_ns += x - end;
+            }
+            tt.exited = exit.is_some();
             push(
                 &mut oc,
                 &mut tt,
@@ -343,7 +373,11 @@ pub fn analyse(p: &Profile, thresh_ns: u64) -> OffCpu {
                     },
                     reason: last.switch.reason,
                     sample: last.sample.clone(),
-                    end: BlockEnd::RecordingEnd,
+                    end: match (again, exit) {
+                        (Some(_), _) => BlockEnd::SampledAgain,
+                        (None, Some(_)) => BlockEnd::Exit,
+                        (None, None) => BlockEnd::RecordingEnd,
+                    },
                 },
             );
         }
@@ -686,6 +720,38 @@ mod tests {
         let oc = analyse(&p, 0);
         let b = oc.blocks.iter().find(|b| b.pid == 7).unwrap();
         assert_eq!((b.blocked_ns(), b.end), (40 * MS, BlockEnd::RecordingEnd));
+    }
+
+    #[test]
+    fn a_last_block_ends_at_the_next_sample_or_the_exit() {
+        let records = [
+            switch(0, 10 * MS, 7, SwitchReason::Sleep, MS),
+            sample(0, 10 * MS, 7, 0x1000),
+            switch(1, 50 * MS, 8, SwitchReason::Exit, MS),
+        ];
+        // Exited at 30 ms (the side-car's EXIT), not sampled again.
+        let mut p = profile(&records);
+        p.exits.insert(7, 30 * MS);
+        let oc = analyse(&p, 0);
+        let b = oc.blocks.iter().find(|b| b.pid == 7).unwrap();
+        assert_eq!((b.blocked_ns(), b.end), (20 * MS, BlockEnd::Exit));
+        assert!(oc.threads[&7].exited);
+        // Sampled on its CPU at 25 ms: blocked until then, on it to 30 ms.
+        let mut r = records.to_vec();
+        r.push(Record::Sample(Sample {
+            event: 0,
+            ..match sample(0, 25 * MS, 7, 0x9000) {
+                Record::Sample(s) => s,
+                _ => unreachable!(),
+            }
+        }));
+        let mut p = profile(&r);
+        p.exits.insert(7, 30 * MS);
+        let oc = analyse(&p, 0);
+        let b = oc.blocks.iter().find(|b| b.pid == 7).unwrap();
+        assert_eq!((b.blocked_ns(), b.end), (15 * MS, BlockEnd::SampledAgain));
+        let t = &oc.threads[&7];
+        assert_eq!((t.span_ns, t.on_cpu_ns), (20 * MS, 5 * MS));
     }
 
     #[test]

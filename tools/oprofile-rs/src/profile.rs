@@ -556,6 +556,9 @@ pub struct Profile {
     /// the SAMPLE that followed it (its stacks; `None` if it was lost):
     /// what [`crate::off_cpu`] makes its off-CPU time of.
     pub switches: Vec<crate::off_cpu::SwitchOut>,
+    /// When threads exited, by thread id (the side-car's EXIT events): where
+    /// a thread's last off-CPU block ends at the latest.
+    pub exits: HashMap<u32, u64>,
 }
 
 impl Profile {
@@ -848,6 +851,7 @@ impl Profile {
             .target
             .as_ref()
             .map(|roots| crate::mapevents::descendants(roots, &map_events));
+        let exits = crate::off_cpu::thread_exits(&map_events);
         let mut comms: HashMap<u32, Rc<str>> = HashMap::new();
         // The pid and name of each CPU's latest COMM record. The module
         // writes a COMM before a sample whenever the CPU's previous COMM
@@ -1221,6 +1225,7 @@ impl Profile {
             locator,
             sidecar_dir: None,
             switches,
+            exits,
         })
     }
 
