@@ -155,9 +155,12 @@ int main(int argc, char **argv)
 				}
 				in_snap = 0; last_seq = s; snapshots++;
 			}
-		} else if (kind == OPROFILE_RS_SAMPLE || kind == OPROFILE_RS_COMM) {
+		} else if (kind == OPROFILE_RS_SAMPLE || kind == OPROFILE_RS_COMM || kind == OPROFILE_RS_SWITCH) {
+			/* A SWITCH (the context-switches event) is a record of its
+			 * snapshot as the others, named as its SAMPLE after it. */
 			uint32_t pid = u32(r + (kind == OPROFILE_RS_SAMPLE ? offsetof(struct oprofile_rs_sample, pid)
-									: offsetof(struct oprofile_rs_comm, pid)));
+						: kind == OPROFILE_RS_SWITCH ? offsetof(struct oprofile_rs_switch, pid)
+									     : offsetof(struct oprofile_rs_comm, pid)));
 			if (kind == OPROFILE_RS_COMM) tot[cpu].comms += in_snap;
 			if (!in_snap) {
 				if (kind == OPROFILE_RS_SAMPLE && !consume) FAIL("SAMPLE outside a snapshot at %zu", pos);
@@ -173,7 +176,10 @@ int main(int argc, char **argv)
 				last_rec_time = t;
 				c->got++; c->bytes += size; c->last_time = t;
 				if (kind == OPROFILE_RS_COMM) { c->comm_pid = pid; c->named = 1; }
-				else {
+				else if (kind == OPROFILE_RS_SWITCH) {
+					if (!c->named || c->comm_pid != pid)
+						FAIL("snapshot %u cpu %u: SWITCH of pid %u at %lu not named", seq, cpu, pid, t);
+				} else {
 					c->samples++; tot[cpu].samples++;
 					if (!c->named || c->comm_pid != pid)
 						FAIL("snapshot %u cpu %u: SAMPLE of pid %u at %lu not named (last COMM: %s %u)", seq, cpu, pid, t,

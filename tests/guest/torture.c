@@ -190,6 +190,10 @@ static void parse(struct stream *s, const unsigned char *buf, long n, long asked
 			s->off = !on;
 		} else if (type == OPROFILE_RS_CONFIG) {
 			s->overwrite = p.b7 == OPROFILE_RS_MODE_OVERWRITE; /* b7: the mode */
+		} else if (type == OPROFILE_RS_SWITCH) {
+			/* The context-switches event's switch-outs. */
+			if (size != OPROFILE_RS_SWITCH_LEN)
+				violation("SWITCH of %u bytes", size);
 		} else if (type != OPROFILE_RS_COMM && type != OPROFILE_RS_SNAPSHOT) {
 			violation("unknown record type %u", type);
 		}
