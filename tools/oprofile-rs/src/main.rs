@@ -866,6 +866,10 @@ struct PprofArgs {
     /// Output file (gzipped protobuf).
     #[arg(short, long, default_value = "profile.pb.gz")]
     output: PathBuf,
+    /// (--off-cpu: the off-CPU blocks, sample types `samples/count` (the
+    /// blocks) and `off-cpu/nanoseconds` (the time blocked).)
+    #[command(flatten)]
+    off_cpu: OffCpuArgs,
 }
 
 fn create(path: &PathBuf) -> Result<BufWriter<File>> {
@@ -1244,7 +1248,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Pprof(a) => {
-            let p = a.input.load()?;
+            let mut p = a.input.load()?;
+            if a.off_cpu.off_cpu {
+                let oc = off_cpu::analyse(&p, a.off_cpu.off_cpu_thresh.saturating_mul(1000));
+                p = off_cpu::as_profile(&p, &oc);
+            }
             let mut out = create(&a.output)?;
             pprof::write(&p, &mut out)?;
             out.flush()?;

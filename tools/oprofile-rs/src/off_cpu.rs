@@ -707,6 +707,21 @@ mod tests {
         let q = as_profile(&p, &analyse(&p, 0));
         let weights: Vec<u64> = q.samples.iter().map(|s| s.weight).collect();
         assert_eq!(weights, vec![91 * MS, 300 * MS]);
+        // pprof: off-cpu/nanoseconds, the blocked ns summed.
+        let pb = crate::pprof::build(&q);
+        let types: Vec<(&str, &str)> = pb
+            .sample_type
+            .iter()
+            .map(|t| {
+                (
+                    pb.string_table[t.r#type as usize].as_str(),
+                    pb.string_table[t.unit as usize].as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(types, [("samples", "count"), ("off-cpu", "nanoseconds")]);
+        let ns: i64 = pb.sample.iter().map(|s| s.value[1]).sum();
+        assert_eq!(ns, (391 * MS) as i64);
     }
 
     #[test]
