@@ -267,7 +267,9 @@ struct RecordArgs {
     /// `cpu-clock` is the on-CPU event without -e), with why it left its
     /// CPU, its run time, and the stacks where it left it. `report
     /// --off-cpu`, `report --wall-clock` and `folded`/`flamegraph --off-cpu`
-    /// show it. Not with --all-user (the switches are taken in the kernel).
+    /// show it. Kernel call stacks are on with it (-g's depths) unless
+    /// --call-graph says otherwise. Not with --all-user (the switches are
+    /// taken in the kernel).
     #[arg(long)]
     off_cpu: bool,
     /// Command to profile alone: it is started held before its exec, the
@@ -933,6 +935,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 // dwarf: the copy too; neither: the module as it is.
                 call_graph: match a.call_graph {
                     _ if a.callchains => Some(control::DEFAULT_CALL_GRAPH),
+                    // Off-CPU time wants the kernel stack where a task
+                    // blocked: -g's depths unless --call-graph says.
+                    None if a.off_cpu => Some(control::DEFAULT_CALL_GRAPH),
                     c => c.map(|c| c.depths),
                 },
                 user_stack: match a.call_graph {

@@ -281,8 +281,10 @@ pub fn analyse(p: &Profile, thresh_ns: u64) -> OffCpu {
     for (pid, mut list) in by_thread {
         list.sort_by_key(|w| w.switch.time);
         let first = list[0];
+        // Its latest name (a command's first switches are before its exec).
         let comm = list
             .iter()
+            .rev()
             .find_map(|w| w.sample.as_ref().map(|s| s.comm.clone()))
             .unwrap_or_else(|| Rc::from(format!(":{pid}").as_str()));
         let mut tt = ThreadTime {
@@ -435,15 +437,16 @@ pub fn on_cpu_time(p: &Profile) -> Result<Profile> {
 }
 
 /// The innermost user frame of a block's stacks (where the program
-/// called into the kernel), else its innermost frame.
+/// called into the kernel); for a kernel thread the innermost kernel frame
+/// outside the scheduler (`schedule`, `schedule_timeout`, ...), else its
+/// innermost frame.
 pub fn where_blocked(s: &ResolvedSample) -> String {
-    s.callchain
-        .iter()
-        .chain(std::iter::once(&s.pc))
+    let frames = || std::iter::once(&s.pc).chain(s.callchain.iter());
+    frames()
         .find(|f| !f.kernel && !f.is_truncated())
-        .or(Some(&s.pc))
-        .map(|f| f.function_name())
-        .unwrap_or_default()
+        .or_else(|| frames().find(|f| f.kernel && !f.function_name().contains("schedule")))
+        .unwrap_or(&s.pc)
+        .function_name()
 }
 
 fn ms(ns: u64) -> String {
