@@ -1587,7 +1587,9 @@ impl SwitchReason {
         }
     }
 
-    /// Its name in the tool's reports.
+    /// Its name in the tool's reports. (For the host tools: not in the
+    /// module.)
+    #[cfg(format_host)]
     pub const fn name(self) -> &'static str {
         match self {
             SwitchReason::Preempted => "preempted",
