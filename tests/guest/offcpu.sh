@@ -6,9 +6,10 @@
 # `report --off-cpu` and in the folded stacks weighted by time; the
 # wall-clock view of its main thread (on-CPU + run queue + blocked) adds up
 # to its span, and the span to its lifetime. The hostile path: recording
-# system-wide with tracing_on toggled, the program killed while it is off
-# its CPU, the module's pid filter changed, and rmmod refused while the
-# device is read; the kernel's log stays clean (checked by the runner).
+# system-wide with tracing_on toggled, CPU 1 taken offline and back, the
+# program killed while it is off its CPU, the module's pid filter changed,
+# and rmmod refused while the device is read; the kernel's log stays
+# clean (checked by the runner).
 # The cost: a pipe ping-pong's round trips per second alone, recorded, and
 # recorded with --off-cpu, and what the latter lost (nothing, with large
 # enough buffers).
@@ -67,7 +68,7 @@ check "flamegraph --off-cpu names nap" grep -q 'nap' /tmp/oc.svg
 
 # --- hostile: system-wide, tracing_on toggled, a task killed off its CPU,
 # the pid filter changed, rmmod while the device is read
-oprofile-rs record -q --off-cpu -a -o /tmp/sw.bin --duration 6 2>/tmp/sw.err &
+oprofile-rs record -q --off-cpu -a -o /tmp/sw.bin --duration 8 2>/tmp/sw.err &
 rec=$!
 sleep 1
 /tmp/offcpu 100 >/dev/null &
@@ -75,6 +76,14 @@ victim=$!
 for i in 1 2 3; do
     echo 0 >$DBG/tracing_on; sleep 0.2; echo 1 >$DBG/tracing_on; sleep 0.3
 done
+# CPU 1 offline and online again under the recording (the switch
+# counters go and come back with it), while the program blocks.
+hpfail=0
+for i in 1 2 3; do
+    echo 0 >/sys/devices/system/cpu/cpu1/online || hpfail=$((hpfail + 1)); sleep 0.2
+    echo 1 >/sys/devices/system/cpu/cpu1/online || hpfail=$((hpfail + 1)); sleep 0.2
+done
+expect_eq "CPU 1 went offline and online 3 times (failed writes)" "$hpfail" 0
 # Killed while it sleeps or waits on its pipe (off its CPU).
 kill -9 $victim
 wait $victim 2>/dev/null

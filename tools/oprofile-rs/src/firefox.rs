@@ -245,12 +245,13 @@ pub fn build(p: &Prof, end_time: Option<SystemTime>) -> Profile {
             }
         }
         let stack = prof.intern_stack_frames(thread, frames.into_iter());
-        // A clock's period is the CPU time the sample stands for.
-        let clock = p
-            .event_list
-            .get(usize::from(s.event))
-            .is_some_and(|e| e.unit == "ns");
+        // A clock's period is the CPU time the sample stands for; an
+        // off-CPU block's time is none.
+        let event = p.event_list.get(usize::from(s.event));
+        let clock = event.is_some_and(|e| e.unit == "ns");
+        let off_cpu = event.is_some_and(|e| e.name == crate::off_cpu::OFF_CPU_EVENT);
         let cpu = match (clock, s.period) {
+            _ if off_cpu => CpuDelta::ZERO,
             (true, ns) if ns != 0 => CpuDelta::from_nanos(ns),
             _ => ns_per_weight.map_or(CpuDelta::ZERO, |ns| {
                 CpuDelta::from_nanos((ns * s.weight as f64) as u64)

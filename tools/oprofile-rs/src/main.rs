@@ -723,6 +723,10 @@ struct FirefoxArgs {
     /// Output file (JSON, for profiler.firefox.com).
     #[arg(short, long, default_value = "profile.json")]
     output: PathBuf,
+    /// (--off-cpu: one sample per off-CPU block, at its start, weighing
+    /// the µs blocked, with no CPU time.)
+    #[command(flatten)]
+    off_cpu: OffCpuArgs,
 }
 
 #[derive(Args)]
@@ -1149,7 +1153,13 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Firefox(a) => {
-            let p = a.input.load_one_event("firefox")?;
+            let p = if a.off_cpu.off_cpu {
+                let p = a.input.load()?;
+                let oc = off_cpu::analyse(&p, a.off_cpu.off_cpu_thresh.saturating_mul(1000));
+                off_cpu::for_firefox(off_cpu::as_profile(&p, &oc))
+            } else {
+                a.input.load_one_event("firefox")?
+            };
             let end = std::fs::metadata(&a.input.input)
                 .and_then(|m| m.modified())
                 .ok();

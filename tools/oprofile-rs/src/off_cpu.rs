@@ -414,6 +414,16 @@ pub fn as_profile(p: &Profile, oc: &OffCpu) -> Profile {
     q
 }
 
+/// The off-CPU profile `q` ([`as_profile`]) for the Firefox Profiler: its
+/// samples weigh the µs blocked (its weights are 32-bit) and stand for no
+/// CPU time (`firefox.rs` gives [`OFF_CPU_EVENT`]'s samples none).
+pub fn for_firefox(mut q: Profile) -> Profile {
+    for s in &mut q.samples {
+        s.weight = s.weight.div_ceil(1000);
+    }
+    q
+}
+
 /// `p`'s on-CPU samples weighing the ns they stand for (`--weight time`):
 /// samples of the clocks weigh their period; the switches' samples are left
 /// out. `Err` if an event sampled is no clock (its period is events, not
@@ -725,6 +735,22 @@ mod tests {
         assert_eq!(types, [("samples", "count"), ("off-cpu", "nanoseconds")]);
         let ns: i64 = pb.sample.iter().map(|s| s.value[1]).sum();
         assert_eq!(ns, (391 * MS) as i64);
+        // Firefox: the blocks' µs as weights, no CPU time.
+        let ff = serde_json::to_value(crate::firefox::build(&for_firefox(q), None)).unwrap();
+        let samples = &ff["threads"][0]["samples"];
+        let weights: Vec<u64> = samples["weight"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| w.as_u64().unwrap())
+            .collect();
+        assert_eq!(weights, vec![91_000, 300_000], "{samples}");
+        assert!(
+            samples["threadCPUDelta"]
+                .as_array()
+                .is_none_or(|d| d.iter().all(|v| v.as_u64().unwrap_or(0) == 0)),
+            "{samples}"
+        );
     }
 
     #[test]
