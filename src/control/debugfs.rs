@@ -148,7 +148,8 @@ fn show_stats(p: &Arc<Profiler>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
              buffer_entries={} buffer_dropped_full={} buffer_read={} \
              sample_lost_snapshot={} comm_records={} buffer_committed={} buffer_overrun={} \
              sync_records={} sync_ns={} sample_wrong_cpu={} sample_other_cgroup={} \
-             user_stack_short={} sample_while_off={} table_wakes={} event_samples=",
+             user_stack_short={} sample_while_off={} table_wakes={} switch_records={} \
+             event_samples=",
             s.cpu,
             received,
             c.sample_lost_overflow.load(Relaxed),
@@ -176,6 +177,7 @@ fn show_stats(p: &Arc<Profiler>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
             c.user_stack_short.load(Relaxed),
             while_off,
             s.tables_wanted.count.load(Relaxed),
+            c.switch_records.load(Relaxed),
         )?;
         write_list(f, c.event_samples.iter().take(n).map(|a| a.load(Relaxed)))?;
         writeln!(f)?;

@@ -220,8 +220,11 @@ pub(crate) struct Counters {
     /// paused recording.
     pub(crate) sample_lost_snapshot: Atomic<u64>,
     /// COMM records committed to the ring buffer (so that its record count
-    /// splits into COMMs and SAMPLEs).
+    /// splits into COMMs, SWITCHes and SAMPLEs).
     pub(crate) comm_records: Atomic<u64>,
+    /// SWITCH records committed to the ring buffer (the context-switches
+    /// event's switch-outs).
+    pub(crate) switch_records: Atomic<u64>,
     /// Records moved by this CPU's periodic sync, and the ns it spent.
     pub(crate) sync_records: Atomic<u64>,
     pub(crate) sync_ns: Atomic<u64>,
@@ -259,6 +262,7 @@ impl Counters {
             handler_ns_max: Atomic::new(0),
             sample_lost_snapshot: Atomic::new(0),
             comm_records: Atomic::new(0),
+            switch_records: Atomic::new(0),
             sync_records: Atomic::new(0),
             sync_ns: Atomic::new(0),
             event_samples: core::array::from_fn(|_| Atomic::new(0)),
@@ -642,6 +646,7 @@ impl CpuSampler {
             // after it leaves it without stacks (the tool says so).
             match self.write(&rec.encoded(Endian::native()), &[], ts) {
                 Ok(()) => {
+                    c.switch_records.add(1, Relaxed);
                     if rename_bytes != 0 {
                         self.since_comm.add(format::SWITCH_LEN as u64, Relaxed);
                     }

@@ -106,6 +106,7 @@ cat /tmp/sw.err
 oprofile-rs report -q -i /tmp/sw.bin --off-cpu --top 5 >/tmp/sw.report
 head -20 /tmp/sw.report
 check "system-wide: blocks recorded" grep -q '^# Off-CPU time: [0-9.]* ms blocked in [1-9]' /tmp/sw.report
+check "debugfs stats count the SWITCH records ($(stat_total switch_records))" [ "$(stat_total switch_records)" -gt 0 ]
 
 # --- the cost: a pipe ping-pong (each round trip two wakeups and two or
 # more switches), alone, recorded on-CPU (cpu-clock) and with --off-cpu

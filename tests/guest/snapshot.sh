@@ -7,7 +7,7 @@
 # times over; then, for every CPU, exactly:
 #   records in all snapshots + overwritten (SNAPSHOT records) == records the
 #   ring buffer committed (debugfs buffer_committed), nothing left behind;
-#   SAMPLE records committed (buffer_committed - comm_records) ==
+#   SAMPLE records committed (buffer_committed - comm_records - switch_records) ==
 #   sample_received - sample_invalid_eip - sample_lost_overflow;
 #   LOST counts in the stream == sample_lost_overflow.
 # snapcheck (tests/guest/snapcheck.c) checks each snapshot's framing, order,
@@ -119,12 +119,13 @@ many=0
 for cpu in $(stat_cpus /tmp/stats.txt); do
     committed=$(stat_of $cpu buffer_committed /tmp/stats.txt)
     comms=$(stat_of $cpu comm_records /tmp/stats.txt)
+    switches=$(stat_of $cpu switch_records /tmp/stats.txt)
     recv=$(stat_of $cpu sample_received /tmp/stats.txt)
     inval=$(stat_of $cpu sample_invalid_eip /tmp/stats.txt)
     lost=$(stat_of $cpu sample_lost_overflow /tmp/stats.txt)
     rec=$(tot $cpu records); ow=$(tot $cpu overwritten); slost=$(tot $cpu lost)
     expect_eq "cpu$cpu: snapshot records + overwritten == ring records committed" $((${rec:-0} + ${ow:-0})) "$committed"
-    expect_eq "cpu$cpu: SAMPLEs committed == received - invalid - lost" $((committed - comms)) $((recv - inval - lost))
+    expect_eq "cpu$cpu: SAMPLEs committed == received - invalid - lost" $((committed - comms - ${switches:-0})) $((recv - inval - lost))
     expect_eq "cpu$cpu: LOST in the stream == sample_lost_overflow" "${slost:-0}" "$lost"
     [ "${ow:-0}" -gt $((3 * CPUBUF / 48)) ] && many=$((many + 1))
 done
