@@ -219,6 +219,9 @@ pub struct ThreadTime {
     pub blocked_ns: BTreeMap<SwitchReason, u64>,
     /// Switch-outs recorded.
     pub switches: u64,
+    /// ns its on-CPU samples of a clock stand for (samples × period), in
+    /// the span: `on_cpu_ns` as sampling sees it.
+    pub sampled_ns: u64,
     /// It exited in the recording.
     pub exited: bool,
 }
@@ -264,9 +267,17 @@ pub fn analyse(p: &Profile, thresh_ns: u64) -> OffCpu {
         .position(|e| e.name == SWITCH_EVENT)
         .map(|i| i as u16);
     let mut first_on_cpu_after: HashMap<u32, Vec<u64>> = HashMap::new();
+    // Samples of a clock: (time, ns) per thread.
+    let mut clock: HashMap<u32, Vec<(u64, u64)>> = HashMap::new();
     for s in &p.samples {
         if Some(s.event) != switch_event {
             first_on_cpu_after.entry(s.pid).or_default().push(s.time);
+            if p.event_list
+                .get(usize::from(s.event))
+                .is_some_and(|e| e.unit == "ns")
+            {
+                clock.entry(s.pid).or_default().push((s.time, s.period));
+            }
         }
     }
     for v in first_on_cpu_after.values_mut() {
@@ -383,6 +394,15 @@ pub fn analyse(p: &Profile, thresh_ns: u64) -> OffCpu {
                 },
             );
         }
+        // The span: from the first switch-out to the last, its exit or the
+        // block that ends it.
+        let span_end = first.switch.time + tt.span_ns;
+        tt.sampled_ns = clock.get(&pid).map_or(0, |v| {
+            v.iter()
+                .filter(|(t, _)| *t > first.switch.time && *t <= span_end)
+                .map(|(_, ns)| ns)
+                .sum()
+        });
         oc.threads.insert(pid, tt);
     }
     oc
@@ -585,12 +605,13 @@ pub fn write_report(oc: &OffCpu, top: usize, out: &mut dyn std::io::Write) -> st
 pub fn write_wall_clock(oc: &OffCpu, out: &mut dyn std::io::Write) -> std::io::Result<()> {
     writeln!(
         out,
-        "# Wall clock per thread: its span (first to last switch-out) = on-CPU + run queue + blocked"
+        "# Wall clock per thread: its span (first to last switch-out, or its exit) = on-CPU + run \
+         queue + blocked; on-CPU is its run time, Sampled its clock samples x period"
     )?;
     writeln!(
         out,
-        "{:>8} {:>8} {:<16} {:>10} {:>16} {:>16} {:>16}  Blocked by reason",
-        "Pid", "Tid", "Command", "Span ms", "On-CPU ms", "Run queue ms", "Blocked ms"
+        "{:>8} {:>8} {:<16} {:>10} {:>16} {:>16} {:>16} {:>11}  Blocked by reason",
+        "Pid", "Tid", "Command", "Span ms", "On-CPU ms", "Run queue ms", "Blocked ms", "Sampled ms"
     )?;
     for (tid, t) in &oc.threads {
         let blocked: u64 = t.blocked_ns.values().sum();
@@ -601,7 +622,7 @@ pub fn write_wall_clock(oc: &OffCpu, out: &mut dyn std::io::Write) -> std::io::R
             .collect();
         writeln!(
             out,
-            "{:>8} {:>8} {:<16} {:>10} {:>9} {:>6} {:>9} {:>6} {:>9} {:>6}  {}",
+            "{:>8} {:>8} {:<16} {:>10} {:>9} {:>6} {:>9} {:>6} {:>9} {:>6} {:>11}  {}",
             t.tgid,
             tid,
             t.comm,
@@ -612,6 +633,7 @@ pub fn write_wall_clock(oc: &OffCpu, out: &mut dyn std::io::Write) -> std::io::R
             pct(t.runq_ns, t.span_ns),
             ms(blocked),
             pct(blocked, t.span_ns),
+            ms(t.sampled_ns),
             reasons.join(", ")
         )?;
     }
@@ -796,6 +818,8 @@ mod tests {
         assert_eq!((b.blocked_ns(), b.end), (15 * MS, BlockEnd::SampledAgain));
         let t = &oc.threads[&7];
         assert_eq!((t.span_ns, t.on_cpu_ns), (20 * MS, 5 * MS));
+        // Its one clock sample in the span (period 1 ns here).
+        assert_eq!(t.sampled_ns, 1);
     }
 
     #[test]
