@@ -40,6 +40,24 @@ fn arb_record() -> impl Strategy<Value = Record> {
             .prop_map(|(cpu, time, count)| Record::Lost(Lost { cpu, time, count })),
         (any::<u16>(), any::<bool>(), any::<u64>())
             .prop_map(|(cpu, on, time)| Record::Tracing(Tracing { cpu, on, time })),
+        (
+            (any::<u16>(), any::<u64>(), any::<u32>(), any::<u32>()),
+            (0u8..6, any::<u32>(), any::<u64>(), any::<Option<u64>>())
+        )
+            .prop_map(
+                |((cpu, time, pid, tgid), (reason, state, exec_runtime, run_delay))| {
+                    Record::Switch(Switch {
+                        cpu,
+                        time,
+                        pid,
+                        tgid,
+                        reason: SwitchReason::from_code(reason),
+                        state,
+                        exec_runtime,
+                        run_delay,
+                    })
+                }
+            ),
     ]
 }
 
