@@ -11,7 +11,9 @@
  * in the function itself, whatever unwinding the recording does.
  *
  * It prints its main thread's id and its lifetime (from main's start to
- * its end, CLOCK_MONOTONIC): `offcpu main=TID lifetime_ms=N`.
+ * its end, CLOCK_MONOTONIC), and the helper thread's (from its function's
+ * start to its end): `offcpu main=TID lifetime_ms=N helper=TID
+ * helper_ms=N`.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -54,25 +56,31 @@ __attribute__((noinline)) void helper_sleep(void)
 		;
 }
 
-static void *helper(void *arg)
-{
-	char c;
-
-	(void)arg;
-	while (read(req[0], &c, 1) == 1 && c == 'r') {
-		helper_sleep();
-		if (write(resp[1], "x", 1) != 1)
-			break;
-	}
-	return NULL;
-}
-
 static double now_ms(void)
 {
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static long helper_tid;
+static double helper_ms;
+
+static void *helper(void *arg)
+{
+	double start = now_ms();
+	char c;
+
+	(void)arg;
+	helper_tid = syscall(SYS_gettid);
+	while (read(req[0], &c, 1) == 1 && c == 'r') {
+		helper_sleep();
+		if (write(resp[1], "x", 1) != 1)
+			break;
+	}
+	helper_ms = now_ms() - start;
+	return NULL;
 }
 
 int main(int argc, char **argv)
@@ -93,6 +101,7 @@ int main(int argc, char **argv)
 	}
 	if (write(req[1], "q", 1) != 1 || pthread_join(t, NULL))
 		return 1;
-	printf("offcpu main=%ld lifetime_ms=%.0f\n", (long)syscall(SYS_gettid), now_ms() - start);
+	printf("offcpu main=%ld lifetime_ms=%.0f helper=%ld helper_ms=%.0f\n", (long)syscall(SYS_gettid),
+	       now_ms() - start, helper_tid, helper_ms);
 	return 0;
 }

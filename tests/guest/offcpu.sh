@@ -20,8 +20,10 @@ check "insmod" insmod /oprofile_rs.ko
 # --- the known split
 oprofile-rs record -q --off-cpu -o /tmp/oc.bin -- /tmp/offcpu 5 >/tmp/oc.out
 cat /tmp/oc.out
-main=$(sed -n 's/.*main=\([0-9]*\).*/\1/p' /tmp/oc.out)
-life=$(sed -n 's/.*lifetime_ms=\([0-9]*\).*/\1/p' /tmp/oc.out)
+main=$(sed -n 's/.* main=\([0-9]*\).*/\1/p' /tmp/oc.out)
+life=$(sed -n 's/.* lifetime_ms=\([0-9]*\).*/\1/p' /tmp/oc.out)
+helper=$(sed -n 's/.* helper=\([0-9]*\).*/\1/p' /tmp/oc.out)
+hlife=$(sed -n 's/.* helper_ms=\([0-9]*\).*/\1/p' /tmp/oc.out)
 oprofile-rs report -q -i /tmp/oc.bin --off-cpu --wall-clock >/tmp/oc.report
 cat /tmp/oc.report
 grep -q '^# By function' /tmp/oc.report || fail "report --off-cpu has no table by function"
@@ -53,6 +55,15 @@ parts=$(echo "$line" | awk '{ printf "%d", $5 + $7 + $9 }')
 in_range "wall clock: on-CPU + run queue + blocked is the span (% of it)" "$(pct "$parts" "$span")" 99 100
 # (The span also holds its exec and the loader's work before main.)
 in_range "wall clock: the span is the lifetime (% of $life ms)" "$(pct "$span" "$life")" 98 115
+# The helper thread, created and ended in the recording (the side-car's
+# FORK and EXIT): its span is its life, which its function's measure
+# nearly covers.
+line=$(awk -v t="$helper" '$2 == t' /tmp/oc.report)
+echo "helper thread: $line"
+hspan=$(echo "$line" | awk '{ printf "%d", $4 }')
+hparts=$(echo "$line" | awk '{ printf "%d", $5 + $7 + $9 }')
+in_range "wall clock, helper: on-CPU + run queue + blocked is the span (% of it)" "$(pct "$hparts" "$hspan")" 99 100
+in_range "wall clock, helper: the span is its lifetime (% of $hlife ms)" "$(pct "$hspan" "$hlife")" 99 103
 # Folded stacks weighted by time: ns.
 oprofile-rs folded -q -i /tmp/oc.bin --off-cpu >/tmp/oc.folded
 sort -k2 -n -r -t' ' /tmp/oc.folded | head -4

@@ -105,6 +105,17 @@ pub fn thread_exits(events: &[crate::mapevents::MapEvent]) -> HashMap<u32, u64> 
     exits
 }
 
+/// When each thread was created (its first FORK event), by thread id.
+pub fn thread_starts(events: &[crate::mapevents::MapEvent]) -> HashMap<u32, u64> {
+    let mut starts = HashMap::new();
+    for e in events {
+        if let crate::mapevents::MapEvent::Fork { time, tid, .. } = *e {
+            starts.entry(tid).or_insert(time);
+        }
+    }
+    starts
+}
+
 /// A SWITCH record and the SAMPLE that followed it (its stacks), if that
 /// was recorded.
 #[derive(Debug, Clone)]
@@ -225,6 +236,9 @@ pub struct ThreadTime {
     pub sampled_ns: u64,
     /// It exited in the recording.
     pub exited: bool,
+    /// It was created in the recording (the side-car's FORK event): its
+    /// span starts there.
+    pub created: bool,
 }
 
 /// The off-CPU analysis of a recording.
@@ -306,6 +320,23 @@ pub fn analyse(p: &Profile, thresh_ns: u64) -> OffCpu {
             ..ThreadTime::default()
         };
         oc.without_stack += list.iter().filter(|w| w.sample.is_none()).count() as u64;
+        // Created in the recording: from then to its first switch-out it
+        // ran (its run time since it was created) or waited on a run queue
+        // (a task cannot block without switching out).
+        let born = p
+            .starts
+            .get(&pid)
+            .copied()
+            .filter(|&t| t < first.switch.time);
+        if let Some(t) = born {
+            let lead = first.switch.time - t;
+            let ran = first.switch.exec_runtime.min(lead);
+            tt.span_ns += lead;
+            tt.on_cpu_ns += ran;
+            tt.runq_ns += lead - ran;
+            tt.created = true;
+        }
+        let span_start = born.unwrap_or(first.switch.time);
         let push = |oc: &mut OffCpu, tt: &mut ThreadTime, b: Block| {
             tt.runq_ns += b.runq_ns;
             if b.blocked_ns() > 0 {
@@ -397,10 +428,10 @@ pub fn analyse(p: &Profile, thresh_ns: u64) -> OffCpu {
         }
         // The span: from the first switch-out to the last, its exit or the
         // block that ends it.
-        let span_end = first.switch.time + tt.span_ns;
+        let span_end = span_start + tt.span_ns;
         tt.sampled_ns = clock.get(&pid).map_or(0, |v| {
             v.iter()
-                .filter(|(t, _)| *t > first.switch.time && *t <= span_end)
+                .filter(|(t, _)| *t > span_start && *t <= span_end)
                 .map(|(_, ns)| ns)
                 .sum()
         });
@@ -606,8 +637,9 @@ pub fn write_report(oc: &OffCpu, top: usize, out: &mut dyn std::io::Write) -> st
 pub fn write_wall_clock(oc: &OffCpu, out: &mut dyn std::io::Write) -> std::io::Result<()> {
     writeln!(
         out,
-        "# Wall clock per thread: its span (first to last switch-out, or its exit) = on-CPU + run \
-         queue + blocked; on-CPU is its run time, Sampled its clock samples x period"
+        "# Wall clock per thread: its span (from its creation or first switch-out to its exit or \
+         last switch-out) = on-CPU + run queue + blocked; on-CPU is its run time, Sampled its clock \
+         samples x period"
     )?;
     writeln!(
         out,
@@ -821,6 +853,15 @@ mod tests {
         assert_eq!((t.span_ns, t.on_cpu_ns), (20 * MS, 5 * MS));
         // Its one clock sample in the span (period 1 ns here).
         assert_eq!(t.sampled_ns, 1);
+        // Created at 5 ms: it ran its 1 ms before its first switch-out,
+        // and waited the rest on a run queue.
+        p.starts.insert(7, 5 * MS);
+        let t = analyse(&p, 0).threads[&7].clone();
+        assert!(t.created);
+        assert_eq!(
+            (t.span_ns, t.on_cpu_ns, t.runq_ns),
+            (25 * MS, 6 * MS, 4 * MS)
+        );
     }
 
     #[test]

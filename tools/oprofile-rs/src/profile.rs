@@ -559,6 +559,9 @@ pub struct Profile {
     /// When threads exited, by thread id (the side-car's EXIT events): where
     /// a thread's last off-CPU block ends at the latest.
     pub exits: HashMap<u32, u64>,
+    /// When threads were created, by thread id (the side-car's FORK
+    /// events): where a thread's wall clock starts.
+    pub starts: HashMap<u32, u64>,
 }
 
 impl Profile {
@@ -852,6 +855,7 @@ impl Profile {
             .as_ref()
             .map(|roots| crate::mapevents::descendants(roots, &map_events));
         let exits = crate::off_cpu::thread_exits(&map_events);
+        let starts = crate::off_cpu::thread_starts(&map_events);
         let mut comms: HashMap<u32, Rc<str>> = HashMap::new();
         // The pid and name of each CPU's latest COMM record. The module
         // writes a COMM before a sample whenever the CPU's previous COMM
@@ -1226,6 +1230,7 @@ impl Profile {
             sidecar_dir: None,
             switches,
             exits,
+            starts,
         })
     }
 
