@@ -1017,6 +1017,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Cmd::Report(a) => {
             let p = a.input.load()?;
             if a.off_cpu.off_cpu || a.wall_clock {
+                if a.json {
+                    anyhow::bail!("report --off-cpu and --wall-clock have no JSON form yet");
+                }
                 if p.switches.is_empty() {
                     anyhow::bail!(
                         "the recording has no switch-outs: record with `record --off-cpu` \

@@ -887,3 +887,23 @@ fn recording_time_does_not_count_comm_records_from_before_the_stream() {
     // last sample (10 ms).
     assert!(out.contains("# recording: 0.01 s,"), "{out}");
 }
+
+#[test]
+fn off_cpu_views_refuse_a_recording_without_switches_and_bad_input() {
+    let (_d, file) = recording();
+    let f = file.to_str().unwrap();
+    let (ok, _, err) = run(&["report", "-i", f, "--off-cpu"]);
+    assert!(!ok && err.contains("no switch-outs"), "{err}");
+    let (ok, _, err) = run(&["report", "-i", f, "--wall-clock"]);
+    assert!(!ok && err.contains("record --off-cpu"), "{err}");
+    let (ok, _, err) = run(&["report", "-i", f, "--off-cpu", "--json"]);
+    assert!(!ok && err.contains("no JSON form"), "{err}");
+    let (ok, _, err) = run(&["report", "-i", f, "--off-cpu", "--off-cpu-thresh", "ten"]);
+    assert!(!ok && err.contains("--off-cpu-thresh"), "{err}");
+    let (ok, _, err) = run(&["folded", "-i", f, "--weight", "joules"]);
+    assert!(!ok && err.contains("--weight"), "{err}");
+    // Without switches the off-CPU folded stacks are empty, not an error.
+    let (ok, out, err) = run(&["folded", "-i", f, "--off-cpu"]);
+    assert!(ok, "{err}");
+    assert!(out.trim().is_empty(), "{out}");
+}
