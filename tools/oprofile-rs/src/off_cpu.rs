@@ -25,7 +25,7 @@ use std::rc::Rc;
 use anyhow::{bail, Result};
 use oprofile_stream::{Switch, SwitchReason};
 
-use crate::profile::{EventInfo, Profile, ResolvedSample};
+use crate::profile::{Event, EventInfo, Profile, ResolvedSample};
 
 /// The event `record --off-cpu` adds.
 pub const SWITCH_EVENT: &str = "context-switches";
@@ -322,12 +322,23 @@ pub fn analyse(p: &Profile, thresh_ns: u64) -> OffCpu {
         oc.without_stack += list.iter().filter(|w| w.sample.is_none()).count() as u64;
         // Created in the recording: from then to its first switch-out it
         // ran (its run time since it was created) or waited on a run queue
-        // (a task cannot block without switching out).
+        // (a task cannot block without switching out), if every switch-out
+        // since its creation was recorded: no configuration change and no
+        // `tracing_on` switch between the two (`record -- CMD` forks the
+        // command before it binds the module to it).
         let born = p
             .starts
             .get(&pid)
             .copied()
-            .filter(|&t| t < first.switch.time);
+            .filter(|&t| t < first.switch.time)
+            .filter(|&t| {
+                !p.events.iter().any(|e| match e {
+                    Event::Config { time, .. } | Event::Tracing { time, .. } => {
+                        (t..=first.switch.time).contains(time)
+                    }
+                    _ => false,
+                })
+            });
         if let Some(t) = born {
             let lead = first.switch.time - t;
             let ran = first.switch.exec_runtime.min(lead);
@@ -862,6 +873,17 @@ mod tests {
             (t.span_ns, t.on_cpu_ns, t.runq_ns),
             (25 * MS, 6 * MS, 4 * MS)
         );
+        // Unless recording was switched between its creation and its first
+        // switch-out recorded: switch-outs may be missing there.
+        p.events.push(Event::Tracing {
+            time: 8 * MS,
+            cpu: 0,
+            on: true,
+            segment: 1,
+        });
+        let t = analyse(&p, 0).threads[&7].clone();
+        assert!(!t.created);
+        assert_eq!(t.span_ns, 20 * MS);
     }
 
     #[test]
