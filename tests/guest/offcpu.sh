@@ -45,25 +45,25 @@ check "a stack main;nap;...;schedule" grep -qE ';main;nap;.*schedule' /tmp/oc.re
 # and the pipe's read.
 check "nap's kernel stack is a nanosleep" grep -qE ';main;nap;.*nanosleep.*;\[sleep\]' /tmp/oc.report
 check "wait_pipe's kernel stack is a pipe_read" grep -qE ';main;wait_pipe;.*pipe_read.*;\[sleep\]' /tmp/oc.report
-# The wall clock of the main thread: span = on-CPU + run queue + blocked,
-# and the span is its lifetime (the program's own measure, which starts a
-# little after its exec and ends a little before its exit).
-line=$(awk -v t="$main" '$2 == t' /tmp/oc.report)
-echo "main thread: $line"
-span=$(echo "$line" | awk '{ printf "%d", $4 }')
-parts=$(echo "$line" | awk '{ printf "%d", $5 + $7 + $9 }')
-in_range "wall clock: on-CPU + run queue + blocked is the span (% of it)" "$(pct "$parts" "$span")" 99 100
-# (The span also holds its exec and the loader's work before main.)
-in_range "wall clock: the span is the lifetime (% of $life ms)" "$(pct "$span" "$life")" 98 115
+# wall_clock NAME TID LIFE MIN MAX: thread TID's line of the wall-clock
+# view: on-CPU + run queue + blocked is its span, and the span is MIN % to
+# MAX % of LIFE ms (the thread's own measure).
+wall_clock() {
+    line=$(awk -v t="$2" '$2 == t' /tmp/oc.report)
+    echo "$1 thread: $line"
+    span=$(echo "$line" | awk '{ printf "%d", $4 }')
+    parts=$(echo "$line" | awk '{ printf "%d", $5 + $7 + $9 }')
+    in_range "wall clock, $1: on-CPU + run queue + blocked is the span (% of it)" "$(pct "$parts" "$span")" 99 100
+    in_range "wall clock, $1: the span is the lifetime (% of $3 ms)" "$(pct "$span" "$3")" "$4" "$5"
+}
+# The main thread: its span also holds its exec and the loader's work
+# before main (the program's own measure starts a little after its exec and
+# ends a little before its exit).
+wall_clock main "$main" "$life" 98 115
 # The helper thread, created and ended in the recording (the side-car's
 # FORK and EXIT): its span is its life, which its function's measure
 # nearly covers.
-line=$(awk -v t="$helper" '$2 == t' /tmp/oc.report)
-echo "helper thread: $line"
-hspan=$(echo "$line" | awk '{ printf "%d", $4 }')
-hparts=$(echo "$line" | awk '{ printf "%d", $5 + $7 + $9 }')
-in_range "wall clock, helper: on-CPU + run queue + blocked is the span (% of it)" "$(pct "$hparts" "$hspan")" 99 100
-in_range "wall clock, helper: the span is its lifetime (% of $hlife ms)" "$(pct "$hspan" "$hlife")" 99 103
+wall_clock helper "$helper" "$hlife" 99 103
 # Folded stacks weighted by time: ns.
 oprofile-rs folded -q -i /tmp/oc.bin --off-cpu >/tmp/oc.folded
 sort -k2 -n -r -t' ' /tmp/oc.folded | head -4
