@@ -84,6 +84,37 @@ check "folded --off-cpu --weight time: on-CPU and off-CPU ns together ($all)" [ 
 oprofile-rs flamegraph -q -i /tmp/oc.bin --off-cpu -o /tmp/oc.svg
 check "flamegraph --off-cpu names nap" grep -q 'nap' /tmp/oc.svg
 
+# --- a running process (-p) and a cgroup (-G): the same functions, and
+# every switch-out with its stacks (on Debian's stock kernel, record -p
+# used to keep the backlog's switch-outs without their SAMPLEs: blocks
+# with their stacks lost).
+CG=/sys/fs/cgroup
+grep -q " $CG cgroup2 " /proc/mounts || mount -t cgroup2 none $CG || fail "mount cgroup2"
+mkdir -p $CG/ocbox
+sh -c "echo \$\$ >$CG/ocbox/cgroup.procs && exec /tmp/offcpu 200" >/dev/null &
+bg=$!
+wait_for grep -q offcpu /proc/$bg/comm
+# attached SEL NAME: record --off-cpu SEL for 2.5 s; its report in /tmp/NAME.report.
+attached() {
+    # shellcheck disable=SC2086 # the selection is words
+    oprofile-rs record -q --off-cpu $1 -o /tmp/$2.bin --duration 2.5 2>/tmp/$2.err
+    check "record --off-cpu $1 ends well" [ $? -eq 0 ]
+    oprofile-rs report -q -i /tmp/$2.bin --off-cpu >/tmp/$2.report
+    head -12 /tmp/$2.report
+    grep -q '^# By function' /tmp/$2.report || fail "$2: report --off-cpu has no table by function"
+    n=$(awk '/^# By function/ { t = 1; next } /^#/ { t = 0 } t && $5 == "nap" { n += $1 } END { printf "%d\n", n }' /tmp/$2.report)
+    w=$(awk '/^# By function/ { t = 1; next } /^#/ { t = 0 } t && $5 == "wait_pipe" { n += $1 } END { printf "%d\n", n }' /tmp/$2.report)
+    echo "$2: nap $n ms, wait_pipe $w ms"
+    in_range "$2: nap:wait_pipe about 1:3 (nap's share in %)" "$(pct "$n" $((n + w)))" 12 40
+    check "$2: every switch-out with its stacks" grep -q ' 0 switches without stacks' /tmp/$2.report
+    check "$2: no block without its stack" sh -c "! grep -q 'stack lost' /tmp/$2.report"
+}
+attached "-p $bg" ocpid
+attached "-G /ocbox" occg
+kill $bg
+wait $bg 2>/dev/null
+rmdir $CG/ocbox
+
 # --- hostile: system-wide, tracing_on toggled, a task killed off its CPU,
 # the pid filter changed, rmmod while the device is read
 # (Stopped with SIGINT below: a duration ran out before the last step on

@@ -388,6 +388,9 @@ impl Scanner {
                     let backlog = kept.is_some()
                         && match &p.fields {
                             Some(Fields::Sample(s)) => s.time < start,
+                            // A switch-out goes with its SAMPLE (same time):
+                            // a SWITCH kept alone is a block without stacks.
+                            Some(Fields::Switch(sw)) => sw.time < start,
                             Some(Fields::Lost(l)) => {
                                 l.time < start
                                     || (self.reading_backlog
@@ -398,7 +401,8 @@ impl Scanner {
                     if backlog {
                         match p.fields {
                             Some(Fields::Lost(l)) => self.skipped_lost += l.count,
-                            _ => self.skipped_samples += 1,
+                            Some(Fields::Sample(_)) => self.skipped_samples += 1,
+                            _ => {}
                         }
                         pos += p.size();
                         continue;

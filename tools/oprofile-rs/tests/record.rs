@@ -1141,6 +1141,42 @@ fn scanner_leaves_out_the_backlog_fed_in_pieces() {
     assert!(s.error.is_some());
 }
 
+/// A SWITCH record of the backlog (a switch-out before the stream's
+/// opening) goes with its SAMPLE: both are left out. Keeping the SWITCH
+/// alone made `report --off-cpu` show a block with its stack lost (on
+/// Debian's stock kernel, `record --off-cpu -p PID` changes its settings
+/// seconds before it opens the stream). A SWITCH of the recording is kept.
+#[test]
+fn scanner_leaves_out_the_backlogs_switches_with_their_samples() {
+    use oprofile_stream::{Switch, SwitchReason};
+    let switch = |time| {
+        Record::Switch(Switch {
+            cpu: 0,
+            time,
+            pid: DEAD_PID,
+            tgid: DEAD_PID,
+            reason: SwitchReason::Sleep,
+            state: 1,
+            exec_runtime: 0,
+            run_delay: None,
+        })
+    };
+    let mut e = Encoder::new(&Header {
+        start_time: 100,
+        ..Header::default()
+    });
+    e.record(&switch(40)).record(&sample(DEAD_PID, true, 40));
+    e.record(&switch(140)).record(&sample(DEAD_PID, true, 140));
+    let data = e.finish();
+    let mut s = Scanner::skipping_backlog();
+    let mut out = Vec::new();
+    s.feed_into(&data, &mut out).unwrap();
+    let d = oprofile_stream::decode(&out).unwrap();
+    let kept: Vec<(u16, u64)> = d.records.iter().map(|r| (r.rtype(), r.time())).collect();
+    assert_eq!(kept, vec![(7, 140), (1, 140)]);
+    assert_eq!((s.samples, s.skipped_samples), (1, 1));
+}
+
 /// A SIGINT or SIGTERM that comes during the set-up (here: already before
 /// `record` is called) ends the recording without starting the command; it
 /// was started and killed at once before.
