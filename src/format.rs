@@ -1560,6 +1560,11 @@ pub enum SwitchReason {
     /// Any other state (parked kernel threads, frozen tasks, a code this
     /// version does not know).
     Other,
+    /// Waiting for work (`TASK_IDLE`: uninterruptible but not counted in
+    /// the load average, as `ps` shows "I"): idle kernel workers, mostly.
+    /// Code 6, since the module of 2026-11-30; before, these were
+    /// [`SwitchReason::Blocked`].
+    Idle,
 }
 
 impl SwitchReason {
@@ -1572,6 +1577,7 @@ impl SwitchReason {
             SwitchReason::Exit => 3,
             SwitchReason::Stopped => 4,
             SwitchReason::Other => 5,
+            SwitchReason::Idle => 6,
         }
     }
 
@@ -1583,6 +1589,7 @@ impl SwitchReason {
             2 => SwitchReason::Blocked,
             3 => SwitchReason::Exit,
             4 => SwitchReason::Stopped,
+            6 => SwitchReason::Idle,
             _ => SwitchReason::Other,
         }
     }
@@ -1598,6 +1605,7 @@ impl SwitchReason {
             SwitchReason::Exit => "exit",
             SwitchReason::Stopped => "stopped",
             SwitchReason::Other => "other",
+            SwitchReason::Idle => "idle",
         }
     }
 }

@@ -217,6 +217,7 @@ struct oprofile_rs_snapshot {
 #define OPROFILE_RS_SWITCH_EXIT 3
 #define OPROFILE_RS_SWITCH_STOPPED 4
 #define OPROFILE_RS_SWITCH_OTHER 5
+#define OPROFILE_RS_SWITCH_IDLE 6 /* TASK_IDLE: waiting for work, not load */
 
 /*
  * A task leaves its CPU (the context-switches event); the SAMPLE with its

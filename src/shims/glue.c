@@ -272,6 +272,8 @@ u8 oprofile_rs_current_switch(u32 *state, u64 *exec_runtime, u64 *run_delay, boo
 		reason = 0;
 	else if (s & (__TASK_STOPPED | __TASK_TRACED))
 		reason = 4;
+	else if ((s & TASK_IDLE) == TASK_IDLE)
+		reason = 6;
 	else if (s & (TASK_UNINTERRUPTIBLE | TASK_RTLOCK_WAIT))
 		reason = 2;
 	else if (s & (TASK_INTERRUPTIBLE | TASK_WAKING))

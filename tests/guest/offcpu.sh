@@ -162,6 +162,11 @@ cat /tmp/sw.err
 oprofile-rs report -q -i /tmp/sw.bin --off-cpu --top 5 >/tmp/sw.report
 head -20 /tmp/sw.report
 check "system-wide: blocks recorded" grep -q '^# Off-CPU time: [0-9.]* ms blocked in [1-9]' /tmp/sw.report
+# Idle kernel workers (TASK_IDLE: waiting for work) are idle, not blocked-D
+# (disk I/O): they were 37 % "blocked-D" of a system-wide report before.
+oprofile-rs report -q -i /tmp/sw.bin --off-cpu >/tmp/sw.full
+check "system-wide: idle workers have the reason idle" grep -qE '^ +[0-9.]+ +[0-9.]+% +[0-9]+ +idle +worker_thread' /tmp/sw.full
+check "system-wide: no worker waiting for work is blocked-D" sh -c "! grep -qE 'blocked-D +worker_thread\$' /tmp/sw.full"
 check "debugfs stats count the SWITCH records ($(stat_total switch_records))" [ "$(stat_total switch_records)" -gt 0 ]
 
 # --- the cost: a pipe ping-pong (each round trip two wakeups and two or

@@ -61,6 +61,7 @@ fn constants() -> Vec<(&'static str, u64)> {
             "OPROFILE_RS_SWITCH_OTHER",
             SwitchReason::Other.code().into(),
         ),
+        ("OPROFILE_RS_SWITCH_IDLE", SwitchReason::Idle.code().into()),
         ("OPROFILE_RS_RECORD_ALIGN", RECORD_ALIGN as u64),
         ("OPROFILE_RS_SAMPLE_FLAG_KERNEL", SAMPLE_FLAG_KERNEL.into()),
         ("OPROFILE_RS_SAMPLE_FLAG_EXT", SAMPLE_FLAG_EXT.into()),
