@@ -26,7 +26,7 @@ use fxprof_processed_profile::debugid::DebugId;
 use fxprof_processed_profile::{
     CategoryColor, CategoryPairHandle, CpuDelta, Frame, FrameFlags, FrameInfo, LibraryHandle,
     LibraryInfo, Profile, ReferenceTimestamp, SamplingInterval, Symbol, SymbolTable, ThreadHandle,
-    Timestamp,
+    Timestamp, WeightType,
 };
 
 use crate::profile::Profile as Prof;
@@ -189,6 +189,10 @@ pub fn build(p: &Prof, end_time: Option<SystemTime>) -> Profile {
         .filter(|(_, unit, _)| *unit == "nanoseconds")
         .map(|(_, _, ns)| ns);
     let placed = place_frames(&mut prof, p);
+    let off_cpu_profile = !p.event_list.is_empty()
+        && p.event_list
+            .iter()
+            .all(|e| e.name == crate::off_cpu::OFF_CPU_EVENT);
     let mut samples: Vec<&crate::profile::ResolvedSample> = p.samples.iter().collect();
     samples.sort_by_key(|s| (s.segment, s.time));
     for s in samples {
@@ -198,6 +202,11 @@ pub fn build(p: &Prof, end_time: Option<SystemTime>) -> Profile {
         let thread = *threads.entry(s.pid).or_insert_with(|| {
             let t = prof.add_thread(process, s.pid, ts(s.time), s.pid == s.tgid);
             prof.set_thread_name(t, &s.comm);
+            // Off-CPU blocks weigh their time: the call tree then says
+            // "ms", not a count of samples (µs here, ms in [`to_json`]).
+            if off_cpu_profile {
+                prof.set_thread_samples_weight_type(t, WeightType::TracingMs);
+            }
             t
         });
         let leaf_cat = *cpu_sub.entry((s.kernel, s.cpu)).or_insert_with(|| {
@@ -270,14 +279,39 @@ pub fn build(p: &Prof, end_time: Option<SystemTime>) -> Profile {
 }
 
 pub fn write(p: &Prof, end_time: Option<SystemTime>, out: &mut dyn Write) -> Result<()> {
+    let v = to_json(p, end_time)?;
+    serde_json::to_writer(&mut *out, &v)?;
+    writeln!(out)?;
+    Ok(())
+}
+
+/// The profile as the JSON [`write`] writes.
+pub fn to_json(p: &Prof, end_time: Option<SystemTime>) -> Result<serde_json::Value> {
     let mut v = serde_json::to_value(build(p, end_time))?;
+    // The weights of "tracing-ms" samples (off-CPU blocks): µs as built
+    // (the crate takes integers), fractional ms as the format says.
+    if let Some(threads) = v.get_mut("threads").and_then(|t| t.as_array_mut()) {
+        for t in threads {
+            let Some(samples) = t.get_mut("samples").and_then(|s| s.as_object_mut()) else {
+                continue;
+            };
+            if samples.get("weightType").and_then(|w| w.as_str()) != Some("tracing-ms") {
+                continue;
+            }
+            if let Some(w) = samples.get_mut("weight").and_then(|w| w.as_array_mut()) {
+                for x in w {
+                    if let Some(us) = x.as_u64() {
+                        *x = (us as f64 / 1000.0).into();
+                    }
+                }
+            }
+        }
+    }
     // `meta.stackwalk`, which the format's `ProfileMeta` requires and the
     // crate does not write: whether the samples have call stacks.
     let walked = p.samples.iter().any(|s| !s.callchain.is_empty());
     if let Some(meta) = v.get_mut("meta").and_then(|m| m.as_object_mut()) {
         meta.entry("stackwalk").or_insert(u8::from(walked).into());
     }
-    serde_json::to_writer(&mut *out, &v)?;
-    writeln!(out)?;
-    Ok(())
+    Ok(v)
 }

@@ -478,8 +478,8 @@ pub fn as_profile(p: &Profile, oc: &OffCpu) -> Profile {
 }
 
 /// The off-CPU profile `q` ([`as_profile`]) for the Firefox Profiler: its
-/// samples weigh the µs blocked (its weights are 32-bit) and stand for no
-/// CPU time (`firefox.rs` gives [`OFF_CPU_EVENT`]'s samples none).
+/// samples weigh the µs blocked (its weights are 32-bit; the JSON says ms,
+/// `firefox::to_json`) and stand for no CPU time (`firefox.rs` gives [`OFF_CPU_EVENT`]'s samples none).
 pub fn for_firefox(mut q: Profile) -> Profile {
     for s in &mut q.samples {
         s.weight = s.weight.div_ceil(1000);
@@ -801,16 +801,18 @@ mod tests {
         assert_eq!(types, [("samples", "count"), ("off-cpu", "nanoseconds")]);
         let ns: i64 = pb.sample.iter().map(|s| s.value[1]).sum();
         assert_eq!(ns, (391 * MS) as i64);
-        // Firefox: the blocks' µs as weights, no CPU time.
-        let ff = serde_json::to_value(crate::firefox::build(&for_firefox(q), None)).unwrap();
+        // Firefox: the blocks' ms as weights ("tracing-ms": the call tree
+        // shows time, not a count of samples), no CPU time.
+        let ff = crate::firefox::to_json(&for_firefox(q), None).unwrap();
         let samples = &ff["threads"][0]["samples"];
-        let weights: Vec<u64> = samples["weight"]
+        assert_eq!(samples["weightType"], "tracing-ms", "{samples}");
+        let weights: Vec<f64> = samples["weight"]
             .as_array()
             .unwrap()
             .iter()
-            .map(|w| w.as_u64().unwrap())
+            .map(|w| w.as_f64().unwrap())
             .collect();
-        assert_eq!(weights, vec![91_000, 300_000], "{samples}");
+        assert_eq!(weights, vec![91.0, 300.0], "{samples}");
         assert!(
             samples["threadCPUDelta"]
                 .as_array()
