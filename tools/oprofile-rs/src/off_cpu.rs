@@ -19,6 +19,7 @@
 //! `t1`. A thread's last block ends at its exit (a switch-out with reason
 //! `exit`) or, if it has not run again, at the end of the recording.
 
+use crate::mapevents::MapEvent;
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 
@@ -95,25 +96,31 @@ pub fn record_events(
 }
 
 /// When each thread exited (its first EXIT event), by thread id.
-pub fn thread_exits(events: &[crate::mapevents::MapEvent]) -> HashMap<u32, u64> {
-    let mut exits = HashMap::new();
-    for e in events {
-        if let crate::mapevents::MapEvent::Exit { time, tid, .. } = *e {
-            exits.entry(tid).or_insert(time);
-        }
-    }
-    exits
+pub fn thread_exits(events: &[MapEvent]) -> HashMap<u32, u64> {
+    first_by_thread(events, |e| match *e {
+        MapEvent::Exit { time, tid, .. } => Some((tid, time)),
+        _ => None,
+    })
 }
 
 /// When each thread was created (its first FORK event), by thread id.
-pub fn thread_starts(events: &[crate::mapevents::MapEvent]) -> HashMap<u32, u64> {
-    let mut starts = HashMap::new();
-    for e in events {
-        if let crate::mapevents::MapEvent::Fork { time, tid, .. } = *e {
-            starts.entry(tid).or_insert(time);
-        }
+pub fn thread_starts(events: &[MapEvent]) -> HashMap<u32, u64> {
+    first_by_thread(events, |e| match *e {
+        MapEvent::Fork { time, tid, .. } => Some((tid, time)),
+        _ => None,
+    })
+}
+
+/// The time of the first of `events` that `pick` takes, by thread id.
+fn first_by_thread(
+    events: &[MapEvent],
+    pick: impl Fn(&MapEvent) -> Option<(u32, u64)>,
+) -> HashMap<u32, u64> {
+    let mut first = HashMap::new();
+    for (tid, time) in events.iter().filter_map(pick) {
+        first.entry(tid).or_insert(time);
     }
-    starts
+    first
 }
 
 /// A SWITCH record and the SAMPLE that followed it (its stacks), if that
