@@ -260,6 +260,8 @@ pub struct Scanner {
     /// `user_since_start` (the sets are only touched when these change).
     last: Option<(u32, bool, bool)>,
     new_tgids: Vec<u32>,
+    /// tgids sampled since [`Scanner::take_sampled`].
+    sampled: HashSet<u32>,
     /// First decoding problem; scanning stops there (the bytes are still saved).
     pub error: Option<String>,
     /// Whether [`Scanner::feed_into`] leaves out the backlog: the SAMPLE and
@@ -451,6 +453,7 @@ impl Scanner {
                 if tgid != 0 && self.seen.insert(tgid) {
                     self.new_tgids.push(tgid);
                 }
+                self.sampled.insert(tgid);
                 (false, false)
             }
         };
@@ -470,6 +473,13 @@ impl Scanner {
     /// Process ids seen for the first time since the last call.
     pub fn take_new_tgids(&mut self) -> Vec<u32> {
         std::mem::take(&mut self.new_tgids)
+    }
+
+    /// Process ids sampled since the last call.
+    pub fn take_sampled(&mut self) -> HashSet<u32> {
+        // The next sample's process is noted again, whatever the last was.
+        self.last = None;
+        std::mem::take(&mut self.sampled)
     }
 
     pub fn processes(&self) -> usize {
@@ -503,6 +513,14 @@ pub struct MapsTracker {
     pub keep_maps: bool,
     /// Parent of each process read (for `-p` descendants while polling).
     pub parents: HashMap<u32, u32>,
+    /// Processes sampled since the last refresh: a refresh re-reads those
+    /// only (one that ran nothing since cannot have new maps that matter
+    /// before it runs again, and then it is sampled again).
+    sampled: HashSet<u32>,
+    /// The pid each process knows itself by (`NSpid`), read once.
+    nspids: HashMap<u32, String>,
+    /// This recorder's mount namespace, read once.
+    own_mnt_ns: Option<Option<PathBuf>>,
 }
 
 impl MapsTracker {
@@ -518,16 +536,27 @@ impl MapsTracker {
             interval,
             keep_maps: true,
             parents: HashMap::new(),
+            sampled: HashSet::new(),
+            nspids: HashMap::new(),
+            own_mnt_ns: None,
         }
     }
 
     fn read(&mut self, tgid: u32) {
         let dir = self.proc_root.join(tgid.to_string());
-        if let Some(pp) = std::fs::read_to_string(dir.join("stat"))
-            .ok()
-            .and_then(|st| parent_from_stat(&st))
-        {
-            self.parents.insert(tgid, pp);
+        // The parent, once (for `-p` descendants: the one it was born to).
+        // A kernel thread has no maps, no JIT map and no mount namespace
+        // of its own: it is never read again (a machine has hundreds).
+        if !self.parents.contains_key(&tgid) {
+            if let Ok(st) = std::fs::read_to_string(dir.join("stat")) {
+                if is_kernel_thread(&st) {
+                    self.alive.remove(&tgid);
+                    return;
+                }
+                if let Some(pp) = parent_from_stat(&st) {
+                    self.parents.insert(tgid, pp);
+                }
+            }
         }
         if !self.keep_maps {
             if dir.is_dir() {
@@ -572,21 +601,32 @@ impl MapsTracker {
     fn read_extras(&mut self, tgid: u32) {
         let dir = self.proc_root.join(tgid.to_string());
         let ns = |d: &Path| std::fs::read_link(d.join("ns/mnt")).ok();
-        if let (Some(theirs), Some(ours)) = (ns(&dir), ns(&self.proc_root.join("self"))) {
+        let ours = self
+            .own_mnt_ns
+            .get_or_insert_with(|| ns(&self.proc_root.join("self")))
+            .clone();
+        if let (Some(theirs), Some(ours)) = (ns(&dir), ours) {
             if theirs != ours {
                 self.namespaces
                     .insert(tgid, theirs.to_string_lossy().into_owned());
             }
         }
         // The pid the process knows itself by (NSpid's last field) names the file.
-        let nspid = std::fs::read_to_string(dir.join("status"))
-            .ok()
-            .and_then(|st| {
-                st.lines()
-                    .find_map(|l| l.strip_prefix("NSpid:"))
-                    .and_then(|v| v.split_whitespace().last().map(str::to_string))
-            })
-            .unwrap_or_else(|| tgid.to_string());
+        let nspid = match self.nspids.get(&tgid) {
+            Some(n) => n.clone(),
+            None => {
+                let n = std::fs::read_to_string(dir.join("status"))
+                    .ok()
+                    .and_then(|st| {
+                        st.lines()
+                            .find_map(|l| l.strip_prefix("NSpid:"))
+                            .and_then(|v| v.split_whitespace().last().map(str::to_string))
+                    })
+                    .unwrap_or_else(|| tgid.to_string());
+                self.nspids.insert(tgid, n.clone());
+                n
+            }
+        };
         if let Ok(b) = std::fs::read(dir.join(format!("root/tmp/perf-{nspid}.map"))) {
             if !b.is_empty() {
                 self.perf_maps
@@ -602,13 +642,25 @@ impl MapsTracker {
         }
     }
 
-    /// Re-reads the maps of live processes if the interval has passed.
+    /// Processes the stream sampled (see [`Scanner::take_sampled`]).
+    pub fn note_sampled(&mut self, tgids: impl IntoIterator<Item = u32>) {
+        self.sampled.extend(tgids);
+    }
+
+    /// Re-reads the maps of live processes sampled since the last refresh
+    /// if the interval has passed; with `force`, of every live process.
     pub fn refresh(&mut self, force: bool) {
         if !force && self.last_refresh.elapsed() < self.interval {
             return;
         }
         self.last_refresh = Instant::now();
-        let live: Vec<u32> = self.alive.iter().copied().collect();
+        let sampled = std::mem::take(&mut self.sampled);
+        let live: Vec<u32> = self
+            .alive
+            .iter()
+            .copied()
+            .filter(|t| force || sampled.contains(t))
+            .collect();
         for t in live {
             self.read(t);
         }
@@ -632,6 +684,16 @@ impl MapsTracker {
 pub fn parent_from_stat(stat: &str) -> Option<u32> {
     let after = &stat[stat.rfind(')')? + 1..];
     after.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Whether a `/proc/PID/stat` line is a kernel thread's (`PF_KTHREAD` in
+/// its flags, the seventh field after `(comm)`).
+pub fn is_kernel_thread(stat: &str) -> bool {
+    const PF_KTHREAD: u64 = 0x0020_0000;
+    stat.rfind(')')
+        .and_then(|i| stat[i + 1..].split_whitespace().nth(6))
+        .and_then(|f| f.parse::<u64>().ok())
+        .is_some_and(|f| f & PF_KTHREAD != 0)
 }
 
 /// Whether process `pid` runs (exists and is no zombie), through `proc_root`.
@@ -1507,6 +1569,7 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
             tracker.track(t);
             load_tables!(t);
         }
+        tracker.note_sampled(scanner.take_sampled());
         info.push(format!(
             "read before the settings: {} bytes (the event buffer had no room for the CONFIG record)",
             pre.len()
@@ -1581,6 +1644,7 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
                     tracker.track(t);
                     load_tables!(t);
                 }
+                tracker.note_sampled(scanner.take_sampled());
                 Ok(())
             })? {}
         };
@@ -1779,6 +1843,7 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
                 tracker.track(t);
                 load_tables!(t);
             }
+            tracker.note_sampled(scanner.take_sampled());
             Ok(())
         })?;
         // Sleep in poll(2) until the module reports data (the watershed, a
