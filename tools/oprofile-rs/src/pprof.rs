@@ -387,6 +387,18 @@ pub fn build(prof: &Prof) -> Profile {
     ));
     b.p.comment.push(c);
 
+    // The main binary first: pprof names the first mapping the profile's
+    // file ("File:" in `go tool pprof`). It is the mapping of the outermost
+    // user frame (`_start`, the program's own) of the first sample that
+    // has user frames; the first frame seen would be the kernel's for an
+    // off-CPU profile or one of kernel-mode samples.
+    if let Some(root) = prof.samples.iter().find_map(|s| {
+        std::iter::once(&s.pc)
+            .chain(s.callchain.iter())
+            .rfind(|f| !f.kernel && f.mapping.is_some())
+    }) {
+        b.mapping(root);
+    }
     // (locations, tgid, pid, cpu, comm) → values.
     type Key = (Vec<u64>, u32, u32, u16, i64);
     let mut agg: HashMap<Key, Vec<i64>> = HashMap::new();

@@ -323,6 +323,7 @@ fn pprof_round_trip() {
     assert_eq!(per_fn["alpha"], 10);
     assert_eq!(per_fn["beta"], 6);
     assert_eq!(per_fn["__schedule"], 3);
+
     // Kernel callchain: leaf first.
     let s = p.sample.iter().find(|s| s.location_id.len() == 3).unwrap();
     let names: Vec<&str> = s
@@ -343,6 +344,50 @@ fn pprof_round_trip() {
         .label
         .iter()
         .any(|l| l.key == comm_key && st(l.str) == "victim"));
+}
+
+/// The program's binary is the first mapping, which `go tool pprof` shows
+/// as the profile's file ("File:"), even when the first sample is a
+/// kernel-mode one (an off-CPU profile's are all): it read
+/// `[kernel.kallsyms]` there.
+#[test]
+fn pprof_names_the_program_first() {
+    use oprofile_stream::{Encoder, Header, Record, Sample};
+    use oprofile_tool::pprof;
+    let v = victim();
+    let dir = tempfile::tempdir().unwrap();
+    let mut e = Encoder::new(&Header {
+        nr_cpus: 1,
+        backtrace_depth: 4,
+        ..Header::default()
+    });
+    e.record(&Record::Comm(oprofile_stream::Comm::new(
+        0, 1, PID, PID, "victim",
+    )));
+    e.record(&Record::Sample(Sample {
+        cpu: 0,
+        kernel: true,
+        time: 10,
+        pc: 0xffff_ffff_8100_1000,
+        pid: PID,
+        tgid: PID,
+        callchain: vec![0xffff_ffff_8100_2000],
+        user_callchain: vec![sym_addr(v, "beta", 8), sym_addr(v, "alpha", 4)],
+        ..Default::default()
+    }));
+    let file = write_recording(dir.path(), &e.finish(), &fake_maps(v, &v.path));
+    let pb = dir.path().join("p.pb.gz");
+    let (ok, _, err) = run(&[
+        "pprof",
+        "-i",
+        file.to_str().unwrap(),
+        "-o",
+        pb.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    let p = pprof::read(&std::fs::read(&pb).unwrap()).unwrap();
+    let main = &p.string_table[p.mapping[0].filename as usize];
+    assert_eq!(main, &v.path.display().to_string());
 }
 
 #[test]
