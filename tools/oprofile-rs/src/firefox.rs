@@ -288,10 +288,24 @@ pub fn write(p: &Prof, end_time: Option<SystemTime>, out: &mut dyn Write) -> Res
 /// The profile as the JSON [`write`] writes.
 pub fn to_json(p: &Prof, end_time: Option<SystemTime>) -> Result<serde_json::Value> {
     let mut v = serde_json::to_value(build(p, end_time))?;
-    // The weights of "tracing-ms" samples (off-CPU blocks): µs as built
-    // (the crate takes integers), fractional ms as the format says.
+    // The weights of "tracing-ms" samples (off-CPU blocks): fractional ms
+    // as the format says, from the profile's µs (the crate takes 32-bit
+    // integers, which hold 35 minutes: a thread idle for an hour would
+    // weigh 35). Each thread's samples are in [`build`]'s order.
+    let mut by_tid: HashMap<u32, Vec<u64>> = HashMap::new();
+    let mut samples: Vec<&crate::profile::ResolvedSample> = p.samples.iter().collect();
+    samples.sort_by_key(|s| (s.segment, s.time));
+    for s in samples {
+        by_tid.entry(s.pid).or_default().push(s.weight);
+    }
     if let Some(threads) = v.get_mut("threads").and_then(|t| t.as_array_mut()) {
         for t in threads {
+            let tid = match t.get("tid") {
+                Some(serde_json::Value::Number(n)) => n.as_u64(),
+                Some(serde_json::Value::String(s)) => s.parse().ok(),
+                _ => None,
+            };
+            let exact = tid.and_then(|tid| by_tid.get(&(tid as u32)));
             let Some(samples) = t.get_mut("samples").and_then(|s| s.as_object_mut()) else {
                 continue;
             };
@@ -299,8 +313,10 @@ pub fn to_json(p: &Prof, end_time: Option<SystemTime>) -> Result<serde_json::Val
                 continue;
             }
             if let Some(w) = samples.get_mut("weight").and_then(|w| w.as_array_mut()) {
-                for x in w {
-                    if let Some(us) = x.as_u64() {
+                let exact = exact.filter(|e| e.len() == w.len());
+                for (i, x) in w.iter_mut().enumerate() {
+                    let us = exact.map(|e| e[i]).or_else(|| x.as_u64());
+                    if let Some(us) = us {
                         *x = (us as f64 / 1000.0).into();
                     }
                 }

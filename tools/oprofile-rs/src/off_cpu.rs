@@ -828,6 +828,30 @@ mod tests {
         );
     }
 
+    /// A block longer than a 32-bit count of µs (35 minutes) weighs its
+    /// whole time in the Firefox Profiler's JSON (it weighed 35 minutes).
+    #[test]
+    fn firefox_weighs_blocks_of_hours() {
+        const HOUR: u64 = 3600 * 1000 * MS;
+        let p = profile(&[
+            switch(0, 10 * MS, 7, SwitchReason::Sleep, MS),
+            sample(0, 10 * MS, 7, 0x1000),
+            switch(0, 10 * MS + 3 * HOUR + MS, 7, SwitchReason::Sleep, 2 * MS),
+            sample(0, 10 * MS + 3 * HOUR + MS, 7, 0x2000),
+            switch(0, 20 * MS + 3 * HOUR, 7, SwitchReason::Exit, 3 * MS),
+            sample(0, 20 * MS + 3 * HOUR, 7, 0x3000),
+        ]);
+        let q = as_profile(&p, &analyse(&p, 0));
+        let ff = crate::firefox::to_json(&for_firefox(q), None).unwrap();
+        let weights: Vec<f64> = ff["threads"][0]["samples"]["weight"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| w.as_f64().unwrap())
+            .collect();
+        assert_eq!(weights, vec![3.0 * 3600.0 * 1000.0, 8.0]);
+    }
+
     #[test]
     fn a_thread_off_cpu_at_the_end_is_blocked_to_the_end() {
         let p = profile(&[
