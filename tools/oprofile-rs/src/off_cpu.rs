@@ -485,8 +485,9 @@ pub fn as_profile(p: &Profile, oc: &OffCpu) -> Profile {
 }
 
 /// The off-CPU profile `q` ([`as_profile`]) for the Firefox Profiler: its
-/// samples weigh the µs blocked (its weights are 32-bit; the JSON says ms,
-/// `firefox::to_json`) and stand for no CPU time (`firefox.rs` gives [`OFF_CPU_EVENT`]'s samples none).
+/// samples weigh the µs blocked (the JSON says ms, `firefox::to_json`) and
+/// stand for no CPU time (`firefox.rs` gives [`OFF_CPU_EVENT`]'s samples
+/// none).
 pub fn for_firefox(mut q: Profile) -> Profile {
     for s in &mut q.samples {
         s.weight = s.weight.div_ceil(1000);
