@@ -19,6 +19,14 @@
  *   context-switches software event instead (fired from the scheduler with
  *   perf_fetch_caller_regs()); with MINIPERF_CALLCHAIN=N, kernel callchains
  *   (PERF_SAMPLE_CALLCHAIN, exclude_callchain_user, at most N entries).
+ *   User call stacks as oprofile-rs record's, without kernel callchains
+ *   (its default has none): MINIPERF_STACKS=fp, the user frame-pointer
+ *   chain of `perf record -g` (PERF_SAMPLE_CALLCHAIN, exclude_callchain_kernel,
+ *   at most 32 entries: `record --call-graph 0,32`); MINIPERF_STACKS=dwarf,
+ *   the user part of `perf record --call-graph dwarf`: the user registers
+ *   and 8 KiB of the user stack per sample (PERF_SAMPLE_REGS_USER|STACK_USER)
+ *   for an unwinder to read afterwards (record's default unwinds in the
+ *   kernel instead).
  *
  * miniperf chains FILE [PID...]
  *   Prints one line per sample (of the PIDs, tgid, if any) with a callchain: the
@@ -140,6 +148,7 @@ static int record(const char *file, uint64_t period, uint64_t pages)
 	sigaction(SIGTERM, &sa, NULL);
 	for (long cpu = 0; cpu < ncpu; cpu++) {
 		const char *ev = getenv("MINIPERF_EVENT"), *cc = getenv("MINIPERF_CALLCHAIN");
+		const char *st = getenv("MINIPERF_STACKS");
 		struct perf_event_attr attr = {
 			.type = PERF_TYPE_SOFTWARE,
 			.size = sizeof(attr),
@@ -162,6 +171,19 @@ static int record(const char *file, uint64_t period, uint64_t pages)
 			attr.sample_type |= PERF_SAMPLE_CALLCHAIN;
 			attr.exclude_callchain_user = 1;
 			attr.sample_max_stack = atoi(cc);
+		}
+		if (st && strcmp(st, "fp") == 0) {
+			attr.sample_type |= PERF_SAMPLE_CALLCHAIN;
+			attr.exclude_callchain_kernel = 1;
+			attr.sample_max_stack = 32;
+		} else if (st && strcmp(st, "dwarf") == 0) {
+			/* perf's x86-64 mask: the general registers, ip, flags, cs, ss. */
+			attr.sample_type |= PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
+			attr.sample_regs_user = 0xff0fff;
+			attr.sample_stack_user = 8192;
+		} else if (st && *st) {
+			fprintf(stderr, "miniperf: MINIPERF_STACKS: fp or dwarf\n");
+			return 1;
 		}
 		struct ring *r = &rings[n];
 		void *base;
@@ -214,7 +236,7 @@ static int report(const char *file, uint64_t lo, uint64_t hi, char **pidv, int n
 {
 	FILE *f = fopen(file, "rb");
 	struct perf_event_header h;
-	char body[4096];
+	char body[65536];
 	unsigned long long samples = 0, lost = 0, throttled = 0, pid_samples = 0, in_range = 0,
 			   kernel = 0;
 	long pids[256];
@@ -269,7 +291,7 @@ static int chains(const char *file, char **pidv, int npid)
 {
 	FILE *f = fopen(file, "rb");
 	struct perf_event_header h;
-	char body[4096];
+	char body[65536];
 
 	if (!f)
 		die(file);
