@@ -13,6 +13,18 @@ fn run(args: &[&str]) -> (bool, String, String) {
     run_tool_any(args)
 }
 
+/// Runs `COMMAND -i input -o output`, which must succeed.
+fn export(command: &str, input: &std::path::Path, output: &std::path::Path) {
+    let (ok, _, err) = run(&[
+        command,
+        "-i",
+        input.to_str().unwrap(),
+        "-o",
+        output.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+}
+
 fn victim_name() -> String {
     victim()
         .path
@@ -256,14 +268,7 @@ fn folded_stacks() {
 fn flamegraph_svg() {
     let (d, file) = recording();
     let svg = d.path().join("out.svg");
-    let (ok, _, err) = run(&[
-        "flamegraph",
-        "-i",
-        file.to_str().unwrap(),
-        "-o",
-        svg.to_str().unwrap(),
-    ]);
-    assert!(ok, "{err}");
+    export("flamegraph", &file, &svg);
     let s = std::fs::read_to_string(&svg).unwrap();
     assert!(s.starts_with("<?xml"));
     assert!(s.contains("alpha") && s.contains("__schedule") && s.contains("victim"));
@@ -274,14 +279,7 @@ fn pprof_round_trip() {
     use oprofile_tool::pprof;
     let (d, file) = recording();
     let pb = d.path().join("p.pb.gz");
-    let (ok, _, err) = run(&[
-        "pprof",
-        "-i",
-        file.to_str().unwrap(),
-        "-o",
-        pb.to_str().unwrap(),
-    ]);
-    assert!(ok, "{err}");
+    export("pprof", &file, &pb);
     let data = std::fs::read(&pb).unwrap();
     assert_eq!(&data[..2], &[0x1f, 0x8b], "gzipped");
     let p = pprof::read(&data).unwrap();
@@ -377,14 +375,7 @@ fn pprof_names_the_program_first() {
     }));
     let file = write_recording(dir.path(), &e.finish(), &fake_maps(v, &v.path));
     let pb = dir.path().join("p.pb.gz");
-    let (ok, _, err) = run(&[
-        "pprof",
-        "-i",
-        file.to_str().unwrap(),
-        "-o",
-        pb.to_str().unwrap(),
-    ]);
-    assert!(ok, "{err}");
+    export("pprof", &file, &pb);
     let p = pprof::read(&std::fs::read(&pb).unwrap()).unwrap();
     let main = &p.string_table[p.mapping[0].filename as usize];
     assert_eq!(main, &v.path.display().to_string());
