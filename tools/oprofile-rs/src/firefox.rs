@@ -193,9 +193,7 @@ pub fn build(p: &Prof, end_time: Option<SystemTime>) -> Profile {
         && p.event_list
             .iter()
             .all(|e| e.name == crate::off_cpu::OFF_CPU_EVENT);
-    let mut samples: Vec<&crate::profile::ResolvedSample> = p.samples.iter().collect();
-    samples.sort_by_key(|s| (s.segment, s.time));
-    for s in samples {
+    for s in in_order(p) {
         let process = *processes
             .entry(s.tgid)
             .or_insert_with(|| prof.add_process(&s.comm, s.tgid, ts(s.time)));
@@ -278,6 +276,14 @@ pub fn build(p: &Prof, end_time: Option<SystemTime>) -> Profile {
     prof
 }
 
+/// The samples in the order [`build`] adds them (each thread's in time
+/// order, segment by segment).
+fn in_order(p: &Prof) -> Vec<&crate::profile::ResolvedSample> {
+    let mut samples: Vec<&crate::profile::ResolvedSample> = p.samples.iter().collect();
+    samples.sort_by_key(|s| (s.segment, s.time));
+    samples
+}
+
 pub fn write(p: &Prof, end_time: Option<SystemTime>, out: &mut dyn Write) -> Result<()> {
     let v = to_json(p, end_time)?;
     serde_json::to_writer(&mut *out, &v)?;
@@ -291,11 +297,9 @@ pub fn to_json(p: &Prof, end_time: Option<SystemTime>) -> Result<serde_json::Val
     // The weights of "tracing-ms" samples (off-CPU blocks): fractional ms
     // as the format says, from the profile's µs (the crate takes 32-bit
     // integers, which hold 35 minutes: a thread idle for an hour would
-    // weigh 35). Each thread's samples are in [`build`]'s order.
+    // weigh 35). Each thread's samples are in [`in_order`]'s order.
     let mut by_tid: HashMap<u32, Vec<u64>> = HashMap::new();
-    let mut samples: Vec<&crate::profile::ResolvedSample> = p.samples.iter().collect();
-    samples.sort_by_key(|s| (s.segment, s.time));
-    for s in samples {
+    for s in in_order(p) {
         by_tid.entry(s.pid).or_default().push(s.weight);
     }
     if let Some(threads) = v.get_mut("threads").and_then(|t| t.as_array_mut()) {

@@ -682,16 +682,22 @@ impl MapsTracker {
 
 /// The parent pid in a `/proc/PID/stat` line (the field after `(comm) state`).
 pub fn parent_from_stat(stat: &str) -> Option<u32> {
-    let after = &stat[stat.rfind(')')? + 1..];
-    after.split_whitespace().nth(1)?.parse().ok()
+    stat_fields(stat)?.nth(1)?.parse().ok()
+}
+
+/// The fields of a `/proc/PID/stat` line after `(comm)` (which may hold
+/// spaces and parentheses): state, ppid, pgrp, session, tty_nr, tpgid,
+/// flags, ...
+fn stat_fields(stat: &str) -> Option<std::str::SplitWhitespace<'_>> {
+    Some(stat[stat.rfind(')')? + 1..].split_whitespace())
 }
 
 /// Whether a `/proc/PID/stat` line is a kernel thread's (`PF_KTHREAD` in
 /// its flags, the seventh field after `(comm)`).
 pub fn is_kernel_thread(stat: &str) -> bool {
     const PF_KTHREAD: u64 = 0x0020_0000;
-    stat.rfind(')')
-        .and_then(|i| stat[i + 1..].split_whitespace().nth(6))
+    stat_fields(stat)
+        .and_then(|mut f| f.nth(6))
         .and_then(|f| f.parse::<u64>().ok())
         .is_some_and(|f| f & PF_KTHREAD != 0)
 }
@@ -699,9 +705,8 @@ pub fn is_kernel_thread(stat: &str) -> bool {
 /// Whether process `pid` runs (exists and is no zombie), through `proc_root`.
 fn running(proc_root: &Path, pid: u32) -> bool {
     match std::fs::read_to_string(proc_root.join(pid.to_string()).join("stat")) {
-        Ok(st) => st
-            .rfind(')')
-            .and_then(|i| st[i + 1..].split_whitespace().next())
+        Ok(st) => stat_fields(&st)
+            .and_then(|mut f| f.next())
             .is_some_and(|state| state != "Z" && state != "X"),
         Err(_) => false,
     }

@@ -321,7 +321,6 @@ fn pprof_round_trip() {
     assert_eq!(per_fn["alpha"], 10);
     assert_eq!(per_fn["beta"], 6);
     assert_eq!(per_fn["__schedule"], 3);
-
     // Kernel callchain: leaf first.
     let s = p.sample.iter().find(|s| s.location_id.len() == 3).unwrap();
     let names: Vec<&str> = s
