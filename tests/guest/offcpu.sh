@@ -29,7 +29,8 @@ cat /tmp/oc.report
 grep -q '^# By function' /tmp/oc.report || fail "report --off-cpu has no table by function"
 # The rows of the table by function: Blocked ms, Share, Blocks, Reason,
 # Function.
-fn_ms() { awk -v f="$1" '/^# By function/ { t = 1; next } /^#/ { t = 0 } t && $5 == f { n += $1 } END { printf "%d\n", n }' /tmp/oc.report; }
+# fn_ms FUNCTION [REPORT]: its blocked ms in the table by function.
+fn_ms() { awk -v f="$1" '/^# By function/ { t = 1; next } /^#/ { t = 0 } t && $5 == f { n += $1 } END { printf "%d\n", n }' "${2:-/tmp/oc.report}"; }
 fn_reason() { awk -v f="$1" '/^# By function/ { t = 1; next } /^#/ { t = 0 } t && $5 == f { print $4; exit }' /tmp/oc.report; }
 nap=$(fn_ms nap)
 pipe=$(fn_ms wait_pipe)
@@ -102,8 +103,8 @@ attached() {
     oprofile-rs report -q -i /tmp/$2.bin --off-cpu >/tmp/$2.report
     head -12 /tmp/$2.report
     grep -q '^# By function' /tmp/$2.report || fail "$2: report --off-cpu has no table by function"
-    n=$(awk '/^# By function/ { t = 1; next } /^#/ { t = 0 } t && $5 == "nap" { n += $1 } END { printf "%d\n", n }' /tmp/$2.report)
-    w=$(awk '/^# By function/ { t = 1; next } /^#/ { t = 0 } t && $5 == "wait_pipe" { n += $1 } END { printf "%d\n", n }' /tmp/$2.report)
+    n=$(fn_ms nap /tmp/$2.report)
+    w=$(fn_ms wait_pipe /tmp/$2.report)
     echo "$2: nap $n ms, wait_pipe $w ms"
     in_range "$2: nap:wait_pipe about 1:3 (nap's share in %)" "$(pct "$n" $((n + w)))" 12 40
     check "$2: every switch-out with its stacks" grep -q ' 0 switches without stacks' /tmp/$2.report
