@@ -97,6 +97,7 @@ impl Endian {
     }
 
     /// The `u16` at `at` in `buf`, if `buf` holds it.
+    #[inline]
     pub fn read_u16(self, buf: &[u8], at: usize) -> Option<u16> {
         let b = array(buf, at)?;
         Some(match self {
@@ -106,6 +107,7 @@ impl Endian {
     }
 
     /// The `u32` at `at` in `buf`, if `buf` holds it.
+    #[inline]
     pub fn read_u32(self, buf: &[u8], at: usize) -> Option<u32> {
         let b = array(buf, at)?;
         Some(match self {
@@ -115,6 +117,7 @@ impl Endian {
     }
 
     /// The `u64` at `at` in `buf`, if `buf` holds it.
+    #[inline]
     pub fn read_u64(self, buf: &[u8], at: usize) -> Option<u64> {
         let b = array(buf, at)?;
         Some(match self {
@@ -555,6 +558,7 @@ pub struct Prefix {
 impl Prefix {
     /// Reads the prefix at the start of `rec`, if it holds one (no check of
     /// the fields: see [`parse`]).
+    #[inline]
     pub fn read(e: Endian, rec: &[u8]) -> Option<Prefix> {
         Some(Prefix {
             kind: e.read_u16(rec, 0)?,
@@ -1798,9 +1802,70 @@ pub enum RecordError {
     },
 }
 
-/// Checks and reads the record at the start of `buf` (which may hold more
-/// records after it).
-pub fn parse(e: Endian, buf: &[u8]) -> Result<Parsed<'_>, RecordError> {
+/// A record checked as [`parse`] checks it, its fields not decoded: for a
+/// reader that needs a few fields of most records (`record`'s scan reads a
+/// SAMPLE's time and process through [`Framed::sample_scan`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Framed<'a> {
+    /// Its prefix.
+    pub prefix: Prefix,
+    /// Its bytes (`size` of them, a multiple of 8, at least 8, at least
+    /// `needed`).
+    pub bytes: &'a [u8],
+    /// Bytes this version defines for it (`bytes.len()` for unknown types).
+    pub needed: usize,
+}
+
+/// What a recorder's scan needs of a SAMPLE ([`Framed::sample_scan`]).
+#[cfg(format_host)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SampleScan {
+    /// [`SampleHead::time`].
+    pub time: u64,
+    /// [`SampleHead::tgid`].
+    pub tgid: u32,
+    /// [`SampleHead::kernel`].
+    pub kernel: bool,
+    /// [`SampleHead::throttled`].
+    pub throttled: bool,
+    /// [`SampleHead::user_depth`].
+    pub user_depth: u8,
+    /// [`SampleHead::user_stack`].
+    pub user_stack: u16,
+}
+
+#[cfg(format_host)]
+impl Framed<'_> {
+    /// A SAMPLE's time, process and the extent of its user part, read as
+    /// [`SampleHead::read`] reads them; `None` for another type.
+    #[inline]
+    pub fn sample_scan(&self, e: Endian) -> Option<SampleScan> {
+        if self.prefix.kind != SAMPLE {
+            return None;
+        }
+        let b6 = self.prefix.b6;
+        let ext = b6 & SAMPLE_FLAG_EXT != 0;
+        let rec = self.bytes;
+        Some(SampleScan {
+            time: e.read_u64(rec, TIME_AT)?,
+            tgid: e.read_u32(rec, 28)?,
+            kernel: b6 & SAMPLE_FLAG_KERNEL != 0,
+            throttled: b6 & SAMPLE_FLAG_THROTTLED != 0,
+            user_depth: if ext { *rec.get(42)? } else { 0 },
+            user_stack: if ext && b6 & SAMPLE_FLAG_USER_STACK != 0 {
+                e.read_u16(rec, USER_STACK_AT)?
+            } else {
+                0
+            },
+        })
+    }
+}
+
+/// Checks the record at the start of `buf` as [`parse`] does (its size
+/// against its type's, and for a SAMPLE its depths), without reading its
+/// fields.
+#[inline]
+pub fn frame(e: Endian, buf: &[u8]) -> Result<Framed<'_>, RecordError> {
     let p = Prefix::read(e, buf).ok_or(RecordError::Truncated)?;
     let size = usize::from(p.size);
     if size < PREFIX_LEN || size % RECORD_ALIGN != 0 {
@@ -1834,15 +1899,31 @@ pub fn parse(e: Endian, buf: &[u8]) -> Result<Parsed<'_>, RecordError> {
         SWITCH => SWITCH_LEN,
         _ => size,
     };
-    let too_small = RecordError::TooSmall {
-        kind: p.kind,
-        size: p.size,
-        needed,
-    };
     if size < needed {
-        return Err(too_small);
+        return Err(RecordError::TooSmall {
+            kind: p.kind,
+            size: p.size,
+            needed,
+        });
     }
-    let fields = match p.kind {
+    Ok(Framed {
+        prefix: p,
+        bytes: rec,
+        needed,
+    })
+}
+
+/// Checks and reads the record at the start of `buf` (which may hold more
+/// records after it).
+pub fn parse(e: Endian, buf: &[u8]) -> Result<Parsed<'_>, RecordError> {
+    let f = frame(e, buf)?;
+    let (kind, rec) = (f.prefix.kind, f.bytes);
+    let too_small = RecordError::TooSmall {
+        kind,
+        size: f.prefix.size,
+        needed: f.needed,
+    };
+    let fields = match kind {
         SAMPLE => Some(Fields::Sample(SampleHead::read(e, rec).ok_or(too_small)?)),
         COMM => Some(Fields::Comm(Comm::read(e, rec).ok_or(too_small)?)),
         LOST => Some(Fields::Lost(Lost::read(e, rec).ok_or(too_small)?)),
@@ -1853,10 +1934,10 @@ pub fn parse(e: Endian, buf: &[u8]) -> Result<Parsed<'_>, RecordError> {
         _ => None,
     };
     Ok(Parsed {
-        kind: p.kind,
+        kind,
         bytes: rec,
         fields,
-        needed,
+        needed: f.needed,
         endian: e,
     })
 }

@@ -385,48 +385,13 @@ impl Scanner {
             .unwrap_or((oprofile_stream::Endian::native(), 0));
         while pos < buf.len() {
             let rest = &buf[pos..];
-            match format::parse(endian, rest) {
-                Ok(p) => {
-                    let backlog = kept.is_some()
-                        && match &p.fields {
-                            Some(Fields::Sample(s)) => s.time < start,
-                            // A switch-out goes with its SAMPLE (same time):
-                            // a SWITCH kept alone is a block without stacks.
-                            Some(Fields::Switch(sw)) => sw.time < start,
-                            Some(Fields::Lost(l)) => {
-                                l.time < start
-                                    || (self.reading_backlog
-                                        && self.skipped_samples + self.skipped_lost > 0)
-                            }
-                            _ => false,
-                        };
-                    if backlog {
-                        match p.fields {
-                            Some(Fields::Lost(l)) => self.skipped_lost += l.count,
-                            Some(Fields::Sample(_)) => self.skipped_samples += 1,
-                            _ => {}
-                        }
-                        pos += p.size();
-                        continue;
-                    }
-                    keep(kept, pos..pos + p.size());
-                    match p.fields {
-                        Some(Fields::Sample(s)) => {
-                            self.samples += 1;
-                            self.throttled += u64::from(s.throttled);
-                            self.user_stacks += u64::from(s.user_stack != 0);
-                            // A kernel-mode sample with a user part needs the
-                            // process's maps as a user-mode one does.
-                            let no_user_part = s.kernel && s.user_depth == 0 && s.user_stack == 0;
-                            self.sample(s.tgid, no_user_part, s.time >= start);
-                        }
-                        Some(Fields::Lost(l)) => self.lost += l.count,
-                        _ => {}
-                    }
-                    pos += p.size();
-                }
-                Err(format::RecordError::Truncated) => break,
-                Err(_) => {
+            // Checked as `parse` checks it; only a SAMPLE's few fields are
+            // read (most records: a full decode cost the recorder about 300
+            // instructions per record), the others' decoded.
+            // A record that cannot be read: scanning stops (everything from
+            // there is kept).
+            macro_rules! undecodable {
+                () => {{
                     // The stream crate's decoder words the error.
                     let why = match decode_record(rest, endian, self.offset + pos as u64) {
                         Err(e) => e.to_string(),
@@ -436,8 +401,55 @@ impl Scanner {
                     self.pending.clear();
                     keep(kept, pos..buf.len());
                     return Ok(buf.len());
-                }
+                }};
             }
+            let framed = match format::frame(endian, rest) {
+                Ok(f) => f,
+                Err(format::RecordError::Truncated) => break,
+                Err(_) => undecodable!(),
+            };
+            let size = framed.bytes.len();
+            if let Some(s) = framed.sample_scan(endian) {
+                if kept.is_some() && s.time < start {
+                    self.skipped_samples += 1;
+                } else {
+                    keep(kept, pos..pos + size);
+                    self.samples += 1;
+                    self.throttled += u64::from(s.throttled);
+                    self.user_stacks += u64::from(s.user_stack != 0);
+                    // A kernel-mode sample with a user part needs the
+                    // process's maps as a user-mode one does.
+                    let no_user_part = s.kernel && s.user_depth == 0 && s.user_stack == 0;
+                    self.sample(s.tgid, no_user_part, s.time >= start);
+                }
+                pos += size;
+                continue;
+            }
+            let fields = match format::parse(endian, rest) {
+                Ok(p) => p.fields,
+                Err(_) => undecodable!(),
+            };
+            let backlog = kept.is_some()
+                && match &fields {
+                    // A switch-out goes with its SAMPLE (same time): a
+                    // SWITCH kept alone is a block without stacks.
+                    Some(Fields::Switch(sw)) => sw.time < start,
+                    Some(Fields::Lost(l)) => {
+                        l.time < start
+                            || (self.reading_backlog
+                                && self.skipped_samples + self.skipped_lost > 0)
+                    }
+                    _ => false,
+                };
+            match fields {
+                Some(Fields::Lost(l)) if backlog => self.skipped_lost += l.count,
+                Some(Fields::Lost(l)) => self.lost += l.count,
+                _ => {}
+            }
+            if !backlog {
+                keep(kept, pos..pos + size);
+            }
+            pos += size;
         }
         self.offset += pos as u64;
         Ok(pos)
