@@ -463,14 +463,18 @@ impl<S: Deref<Target = [AtomicU64]>> Slot<'_, '_, S> {
                 return false;
             };
             let pos = self.data.wrapping_add(1).wrapping_add((off >> 3) as u64);
-            let mut b = if take == 8 {
-                [0; 8]
-            } else {
-                load_word(words, self.mask, pos).unwrap_or(0).to_ne_bytes()
+            let b = match <[u8; 8]>::try_from(chunk) {
+                // A whole word (`take` 8: `in_word` 0): its bytes as they
+                // are, not one by one (a SAMPLE's head is six such words).
+                Ok(whole) => whole,
+                Err(_) => {
+                    let mut b = load_word(words, self.mask, pos).unwrap_or(0).to_ne_bytes();
+                    for (d, s) in b.iter_mut().skip(in_word).zip(chunk) {
+                        *d = *s;
+                    }
+                    b
+                }
             };
-            for (d, s) in b.iter_mut().skip(in_word).zip(chunk) {
-                *d = *s;
-            }
             store_word(words, self.mask, pos, u64::from_ne_bytes(b));
             src = rest;
             off = off.wrapping_add(take);

@@ -61,6 +61,27 @@ fn write_word_and_bounds() {
     assert_eq!(data, want);
 }
 
+/// Bytes written at any offset, over a payload written first with other
+/// bytes, read back in place: whole words (the fast path), a word's head or
+/// tail, several words with partial ones at both ends.
+#[test]
+fn write_bytes_at_every_offset_and_length() {
+    for len in 1..=40usize {
+        for offset in 0..=(40 - len) {
+            let b = buf(256, Mode::ProducerConsumer);
+            let mut s = b.reserve(40, 7).unwrap();
+            let under = payload(3, 40);
+            assert!(s.write_bytes(0, &under));
+            let bytes = payload(9, len);
+            assert!(s.write_bytes(offset, &bytes));
+            s.commit();
+            let mut want = under.clone();
+            want[offset..offset + len].copy_from_slice(&bytes);
+            assert_eq!(read(&b), Some((7, want, 0)), "offset {offset} len {len}");
+        }
+    }
+}
+
 #[test]
 fn nested_commit_publishes_in_reservation_order() {
     let b = buf(128, Mode::ProducerConsumer);
