@@ -700,6 +700,38 @@ impl SampleHead {
         b
     }
 
+    /// [`SampleHead::encoded`] in the machine's byte order, as the six
+    /// words its bytes make (each 8 read with `u64::from_ne_bytes`): what
+    /// the module writes into its ring, word by word.
+    pub fn native_words(&self) -> [u64; SAMPLE_EXT_LEN / 8] {
+        let mut flags = SAMPLE_FLAG_EXT;
+        if self.kernel {
+            flags |= SAMPLE_FLAG_KERNEL;
+        }
+        if self.throttled {
+            flags |= SAMPLE_FLAG_THROTTLED;
+        }
+        if self.user_stack != 0 {
+            flags |= SAMPLE_FLAG_USER_STACK;
+        }
+        let size = SampleHead { ext: true, ..*self }.size();
+        let [k0, k1] = SAMPLE.to_ne_bytes();
+        let [s0, s1] = u16::try_from(size).unwrap_or(u16::MAX).to_ne_bytes();
+        let [c0, c1] = self.cpu.to_ne_bytes();
+        let [p0, p1, p2, p3] = self.pid.to_ne_bytes();
+        let [t0, t1, t2, t3] = self.tgid.to_ne_bytes();
+        let [e0, e1] = self.event.to_ne_bytes();
+        let [u0, u1] = self.user_stack.to_ne_bytes();
+        [
+            u64::from_ne_bytes([k0, k1, s0, s1, c0, c1, flags, self.depth]),
+            self.time,
+            self.pc,
+            u64::from_ne_bytes([p0, p1, p2, p3, t0, t1, t2, t3]),
+            self.period,
+            u64::from_ne_bytes([e0, e1, self.user_depth, 0, u0, u1, 0, 0]),
+        ]
+    }
+
     /// Reads the fixed part of the SAMPLE record `rec` (no check of its
     /// type or size: see [`parse`]), if `rec` holds it.
     pub fn read(e: Endian, rec: &[u8]) -> Option<SampleHead> {

@@ -525,6 +525,21 @@ impl CpuSampler {
         Ok(())
     }
 
+    /// Writes one record made of the words of each of `parts`, in order (a
+    /// SAMPLE: its head's words, [`format::SampleHead::native_words`], then
+    /// its chains and stack part).
+    fn write_words(&self, parts: &[&[u64]], ts: u64) -> core::result::Result<(), ReserveError> {
+        let words: usize = parts.iter().map(|t| t.len()).sum();
+        let mut slot = self.buffer.reserve(8 * words, ts)?;
+        let mut at = 0;
+        for t in parts {
+            slot.write_words(at, t);
+            at += t.len();
+        }
+        slot.commit();
+        Ok(())
+    }
+
     /// Counts a sample as received (and as throttled if perf throttled the
     /// counter after it).
     fn received(&self, throttled: bool) {
@@ -686,13 +701,15 @@ impl CpuSampler {
                 throttled,
                 user_stack: area as u16,
             };
-            let head = head.encoded(Endian::native());
+            // As words: no byte-by-byte encoding and copy.
+            let head = head.native_words();
             let r = match stack {
-                Some((regs, words)) => self.write(&head, &[chain, regs, words], ts),
-                None => self.write(&head, &[chain], ts),
+                Some((regs, words)) => self.write_words(&[&head, chain, regs, words], ts),
+                None => self.write_words(&[&head, chain], ts),
             };
             if r.is_ok() && rename_bytes != 0 {
-                let bytes = head.len() + 8 * chain.len() + format::user_stack_part_len(area as u16);
+                let bytes =
+                    8 * head.len() + 8 * chain.len() + format::user_stack_part_len(area as u16);
                 self.since_comm.add(bytes as u64, Relaxed);
             }
             r

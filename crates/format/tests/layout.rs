@@ -745,3 +745,46 @@ fn frame_checks_as_parse_and_sample_scan_reads_as_sample_head() {
         }
     }
 }
+
+/// The module writes a SAMPLE's head as words (`native_words`): their bytes
+/// are `encoded`'s in the machine's order, for heads with and without a user
+/// part, throttled or not, kernel or user, at the field's extremes.
+#[test]
+fn native_words_are_the_encoded_bytes() {
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    for i in 0..2_000 {
+        let r = next();
+        let h = SampleHead {
+            cpu: r as u16,
+            kernel: r & 1 != 0,
+            depth: (r >> 8) as u8 % 65,
+            time: if i == 0 { u64::MAX } else { next() },
+            pc: next(),
+            pid: (r >> 16) as u32,
+            tgid: (r >> 24) as u32,
+            period: next(),
+            event: (r >> 40) as u16,
+            user_depth: (r >> 48) as u8 % 65,
+            // `ext` is taken as set by both.
+            ext: r & 2 != 0,
+            throttled: r & 4 != 0,
+            user_stack: if r & 8 != 0 {
+                (r >> 52) as u16 & 0x1ff8
+            } else {
+                0
+            },
+        };
+        let words: Vec<u8> = h
+            .native_words()
+            .iter()
+            .flat_map(|w| w.to_ne_bytes())
+            .collect();
+        assert_eq!(words, h.encoded(Endian::native()).to_vec(), "{h:?}");
+    }
+}
