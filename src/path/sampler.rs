@@ -739,6 +739,8 @@ impl CpuSampler {
                     // The frame record at the frame pointer, as the walk
                     // read it (`fit`: it bounds the stack copy).
                     let mut first = None;
+                    // This sample's reads of the task's user memory.
+                    let mem = user_stack::UserMemory::new();
                     if let Some(start) = user.as_ref().filter(|_| user_depth > 0) {
                         let out = chain.get_mut(k..k + user_depth).unwrap_or(&mut []);
                         let (n, stop) = unwind_tables::IN_FORCE.with_current(|tables| {
@@ -761,8 +763,8 @@ impl CpuSampler {
                                             }
                                             found
                                         },
-                                        unwind_tables::read_word,
-                                        user_stack::read_frame,
+                                        |a| mem.word(a),
+                                        |fp| mem.frame(fp),
                                     );
                                 }
                                 // A process without tables yet (a new one).
@@ -773,7 +775,7 @@ impl CpuSampler {
                             }
                             // The frame pointers.
                             user_stack::walk(start, out, |fp| {
-                                let r = user_stack::read_frame(fp);
+                                let r = mem.frame(fp);
                                 if fp == start.bp && first.is_none() {
                                     first = r;
                                 }
@@ -794,7 +796,7 @@ impl CpuSampler {
                                 // Without a walk (user_depth 0) the record
                                 // is read here.
                                 if user_depth == 0 {
-                                    first = user_stack::first_frame(start);
+                                    first = user_stack::first_frame(start, &mem);
                                 }
                                 user_stack::fit_len(start, first, stack_bytes)
                             } else {

@@ -484,12 +484,6 @@ pub(crate) fn walk(
     (n, stop)
 }
 
-/// Reads the user word at `addr` of the current task, in any context (NMI
-/// included), without faulting pages in.
-pub(crate) fn read_word(addr: u64) -> Option<u64> {
-    user_stack::read_user(addr).map(|[w]| w)
-}
-
 #[cfg(oprofile_rs_kunit)]
 #[kernel::prelude::kunit_tests(oprofile_rs_unwind_tables)]
 mod tests {

@@ -23,7 +23,12 @@
 //! `.eh_frame` (perf's `--call-graph dwarf`): the way to callers of code
 //! built without frame pointers, which the walk cannot follow.
 
-use kernel::{bindings, ffi::c_void};
+use core::{cell::Cell, marker::PhantomData};
+
+use kernel::{
+    bindings,
+    ffi::{c_uint, c_void},
+};
 
 use crate::shims::{glue, perf::Regs};
 
@@ -150,42 +155,98 @@ pub(crate) fn walk(
     }
 }
 
-/// Reads the frame record at user address `fp` of the current task, in any
-/// context (NMI included), without faulting pages in.
-pub(crate) fn read_frame(fp: u64) -> Option<[u64; 2]> {
-    read_user(fp)
+/// The current task's user memory as one sample's walks read it: in any
+/// context (NMI included), without faulting pages in. A value lives for one
+/// overflow, on its handler's stack ([`UserMemory::new`] per sample).
+///
+/// The first read goes through `copy_from_user_nmi()`, which checks that the
+/// range is user space and that the current task's mm is the loaded one
+/// (`nmi_uaccess_okay()`: not so in an NMI that interrupted `switch_mm`, and
+/// not exported to modules); once one such read succeeded, the others read
+/// with `__get_user()` (the glue), as perf's own user callchain walk reads
+/// its frame records after one check: without FSRM, `copy_from_user_nmi()`
+/// copies 8 or 16 bytes with a call to `rep_movs_alternative`.
+///
+/// # Invariants
+///
+/// `checked` is set only after a read through `copy_from_user_nmi()`
+/// succeeded during this value's overflow handler: the loaded mm was the
+/// current task's then, and stays so until the handler returns (it runs
+/// with interrupts or preemption off: no `switch_mm` on this CPU
+/// meanwhile). The value is neither `Send` nor `Sync` and is made per sample.
+pub(crate) struct UserMemory {
+    checked: Cell<bool>,
+    _one_cpu: PhantomData<*const ()>,
 }
 
-/// Reads `N` words at user address `addr` of the current task, in any
-/// context (NMI included), without faulting pages in.
-pub(crate) fn read_user<const N: usize>(addr: u64) -> Option<[u64; N]> {
-    let mut words = [0u64; N];
-    // SAFETY: `words` is valid for its size in bytes of writes.
-    // copy_from_user_nmi() may be called in any context with any address:
-    // it checks that the range is user space and that the current mm is
-    // the loaded one (nmi_uaccess_okay()), and copies with page faults
-    // disabled (a fault ends the copy through the exception table, nothing
-    // sleeps).
-    let left = unsafe {
-        bindings::copy_from_user_nmi(
-            words.as_mut_ptr().cast::<c_void>(),
-            addr as usize as *const c_void,
-            core::mem::size_of_val(&words),
-        )
-    };
-    (left == 0).then_some(words)
+impl UserMemory {
+    /// The current task's memory for one sample (nothing read yet).
+    pub(crate) fn new() -> Self {
+        // INVARIANT: nothing read yet.
+        Self {
+            checked: Cell::new(false),
+            _one_cpu: PhantomData,
+        }
+    }
+
+    /// The frame record (saved frame pointer, return address) at `fp`.
+    pub(crate) fn frame(&self, fp: u64) -> Option<[u64; 2]> {
+        self.read(fp)
+    }
+
+    /// The word at `addr`.
+    pub(crate) fn word(&self, addr: u64) -> Option<u64> {
+        self.read(addr).map(|[w]| w)
+    }
+
+    /// `N` (1 or 2) words at user address `addr`.
+    fn read<const N: usize>(&self, addr: u64) -> Option<[u64; N]> {
+        const { assert!(N == 1 || N == 2) };
+        let mut words = [0u64; N];
+        if self.checked.get() {
+            // SAFETY: `words` is valid for `N` words of writes and `N` is 1
+            // or 2 (the glue reads at most 2). The glue checks that the
+            // range is user space and reads with page faults disabled (a
+            // fault ends the read through the exception table, nothing
+            // sleeps); the current task's mm is the loaded one (INVARIANT:
+            // `checked`).
+            let ok =
+                unsafe { glue::oprofile_rs_read_user_words(addr, words.as_mut_ptr(), N as c_uint) };
+            return ok.then_some(words);
+        }
+        // SAFETY: `words` is valid for its size in bytes of writes.
+        // copy_from_user_nmi() may be called in any context with any
+        // address: it checks that the range is user space and that the
+        // current mm is the loaded one (nmi_uaccess_okay()), and copies with
+        // page faults disabled (a fault ends the copy through the exception
+        // table, nothing sleeps).
+        let left = unsafe {
+            bindings::copy_from_user_nmi(
+                words.as_mut_ptr().cast::<c_void>(),
+                addr as usize as *const c_void,
+                core::mem::size_of_val(&words),
+            )
+        };
+        if left != 0 {
+            return None;
+        }
+        // INVARIANT: a read through copy_from_user_nmi() succeeded, in this
+        // value's handler (it is made per sample and never leaves it).
+        self.checked.set(true);
+        Some(words)
+    }
 }
 
 /// The frame record at the user frame pointer (`start.bp`) of the current
 /// task, if the walk would read it (8-aligned, at or above the stack
 /// pointer, inside the user address space) and it can be read; for
 /// [`fit_len`] when no walk read it.
-pub(crate) fn first_frame(start: &UserRegs) -> Option<[u64; 2]> {
+pub(crate) fn first_frame(start: &UserRegs, mem: &UserMemory) -> Option<[u64; 2]> {
     let bp = start.bp;
     let plausible =
         bp != 0 && bp % 8 == 0 && bp >= start.sp && bp <= start.limit.saturating_sub(FRAME_LEN);
     if plausible {
-        read_frame(bp)
+        mem.frame(bp)
     } else {
         None
     }
@@ -324,6 +385,24 @@ mod tests {
             limit: LIMIT,
             from_kernel: false,
         }
+    }
+
+    #[test]
+    fn kernel_memory_and_unmapped_user_memory_read_nothing() {
+        // A kernel address (this test's own stack) is no user address.
+        let x = [5u64, 6];
+        let mem = UserMemory::new();
+        assert_eq!(mem.word(x.as_ptr() as u64), None);
+        assert_eq!(mem.frame(x.as_ptr() as u64), None);
+        // The lowest page is never mapped (mmap_min_addr); in a task
+        // without user memory nothing is read either.
+        assert_eq!(mem.frame(0x1000), None);
+        assert_eq!(mem.word(8), None);
+        // Also past a check that passed (the glue's own range check).
+        mem.checked.set(true);
+        assert_eq!(mem.word(x.as_ptr() as u64), None);
+        assert_eq!(mem.frame(x.as_ptr() as u64), None);
+        assert_eq!(mem.frame(u64::MAX - 7), None);
     }
 
     #[test]

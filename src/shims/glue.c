@@ -23,6 +23,7 @@
 #include <linux/sched/signal.h>
 #include <linux/sched/task.h>
 #include <linux/string.h>
+#include <linux/uaccess.h>
 #include <asm/unwind.h>
 
 #include "glue.h"
@@ -135,6 +136,35 @@ bool oprofile_rs_user_regs(struct pt_regs *regs, u64 *ip, u64 *sp, u64 *bp, u64 
 	*bp = regs->bp;
 	*limit = TASK_SIZE_MAX;
 	return true;
+}
+
+/*
+ * Reads n (1 or 2) words at user address addr of the current task, in any
+ * context (NMI included), without faulting pages in, for a caller that made
+ * sure the current task's mm is the loaded one (src/path/user_stack.rs,
+ * UserMemory: after a copy_from_user_nmi() that succeeded in the same
+ * handler; nmi_uaccess_okay() is not exported to modules). As perf's user
+ * callchain walk reads its frame records (copy_stack_frame()): __get_user()
+ * with page faults disabled, a fault ending the read through the exception
+ * table. __get_user() and access_ok() are macros.
+ */
+bool oprofile_rs_read_user_words(u64 addr, u64 *out, unsigned int n)
+{
+	const u64 __user *p = (const u64 __user *)(unsigned long)addr;
+	unsigned int i;
+	bool ok = true;
+
+	if (n > 2 || !access_ok(p, n * sizeof(u64)))
+		return false;
+	pagefault_disable();
+	for (i = 0; i < n; i++) {
+		if (__get_user(out[i], p + i)) {
+			ok = false;
+			break;
+		}
+	}
+	pagefault_enable();
+	return ok;
 }
 
 /* instruction_pointer() and user_mode() are inline (src/shims/perf.rs, Regs). */

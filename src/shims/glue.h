@@ -33,6 +33,7 @@ int oprofile_rs_process_threads(u32 pid, struct task_struct **out, u32 max);
 void oprofile_rs_task_put(struct task_struct *task);
 /* src/path/user_stack.rs */
 bool oprofile_rs_user_regs(struct pt_regs *regs, u64 *ip, u64 *sp, u64 *bp, u64 *limit);
+bool oprofile_rs_read_user_words(u64 addr, u64 *out, unsigned int n);
 /* src/path/sampler.rs */
 u64 oprofile_rs_clock(void);
 u64 oprofile_rs_totalram_bytes(void);

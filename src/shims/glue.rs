@@ -10,7 +10,7 @@
 
 use kernel::{
     bindings,
-    ffi::{c_char, c_int, c_ulong, c_void},
+    ffi::{c_char, c_int, c_uint, c_ulong, c_void},
 };
 
 /// `struct cgroup`, opaque here (`linux/cgroup.h` is not in the bindings).
@@ -82,6 +82,11 @@ extern "C" {
         bp: *mut u64,
         limit: *mut u64,
     ) -> bool;
+    /// Reads `n` (1 or 2) words at a user address of the current task
+    /// into `out`, in any context, without faulting pages in; false if it
+    /// cannot (not user space, a page not present). The current task's mm
+    /// must be the loaded one (`user_stack::UserMemory`).
+    pub(crate) fn oprofile_rs_read_user_words(addr: u64, out: *mut u64, n: c_uint) -> bool;
     /// `local_clock()`.
     pub(crate) fn oprofile_rs_clock() -> u64;
     /// The machine's RAM in bytes (`totalram_pages()`).
