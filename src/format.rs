@@ -661,23 +661,12 @@ impl SampleHead {
         let Some(out) = out.get_mut(..self.fixed_len()) else {
             return;
         };
-        let mut flags = if self.kernel { SAMPLE_FLAG_KERNEL } else { 0 };
-        if self.ext {
-            flags |= SAMPLE_FLAG_EXT;
-        }
-        if self.throttled {
-            flags |= SAMPLE_FLAG_THROTTLED;
-        }
-        if self.ext && self.user_stack != 0 {
-            flags |= SAMPLE_FLAG_USER_STACK;
-        }
-        let size = u16::try_from(self.size()).unwrap_or(u16::MAX);
         out.fill(0);
         Prefix {
             kind: SAMPLE,
-            size,
+            size: self.size_field(),
             cpu: self.cpu,
-            b6: flags,
+            b6: self.flags(),
             b7: self.depth,
         }
         .write(e, out);
@@ -693,6 +682,27 @@ impl SampleHead {
         }
     }
 
+    /// The flags byte (byte 6) of its record.
+    const fn flags(&self) -> u8 {
+        let mut flags = if self.kernel { SAMPLE_FLAG_KERNEL } else { 0 };
+        if self.ext {
+            flags |= SAMPLE_FLAG_EXT;
+        }
+        if self.throttled {
+            flags |= SAMPLE_FLAG_THROTTLED;
+        }
+        if self.ext && self.user_stack != 0 {
+            flags |= SAMPLE_FLAG_USER_STACK;
+        }
+        flags
+    }
+
+    /// The size field of its record ([`SampleHead::size`], `u16::MAX` if
+    /// it does not fit).
+    fn size_field(&self) -> u16 {
+        u16::try_from(self.size()).unwrap_or(u16::MAX)
+    }
+
     /// The extended fixed part's bytes (`ext` is taken as set).
     pub fn encoded(&self, e: Endian) -> [u8; SAMPLE_EXT_LEN] {
         let mut b = [0u8; SAMPLE_EXT_LEN];
@@ -704,19 +714,10 @@ impl SampleHead {
     /// words its bytes make (each 8 read with `u64::from_ne_bytes`): what
     /// the module writes into its ring, word by word.
     pub fn native_words(&self) -> [u64; SAMPLE_EXT_LEN / 8] {
-        let mut flags = SAMPLE_FLAG_EXT;
-        if self.kernel {
-            flags |= SAMPLE_FLAG_KERNEL;
-        }
-        if self.throttled {
-            flags |= SAMPLE_FLAG_THROTTLED;
-        }
-        if self.user_stack != 0 {
-            flags |= SAMPLE_FLAG_USER_STACK;
-        }
-        let size = SampleHead { ext: true, ..*self }.size();
+        let ext = SampleHead { ext: true, ..*self };
+        let flags = ext.flags();
         let [k0, k1] = SAMPLE.to_ne_bytes();
-        let [s0, s1] = u16::try_from(size).unwrap_or(u16::MAX).to_ne_bytes();
+        let [s0, s1] = ext.size_field().to_ne_bytes();
         let [c0, c1] = self.cpu.to_ne_bytes();
         let [p0, p1, p2, p3] = self.pid.to_ne_bytes();
         let [t0, t1, t2, t3] = self.tgid.to_ne_bytes();
@@ -1945,30 +1946,36 @@ pub fn frame(e: Endian, buf: &[u8]) -> Result<Framed<'_>, RecordError> {
     })
 }
 
+impl Framed<'_> {
+    /// Its fields, read (`None` for a type this version does not define).
+    pub fn fields(&self, e: Endian) -> Result<Option<Fields>, RecordError> {
+        let rec = self.bytes;
+        let too_small = RecordError::TooSmall {
+            kind: self.prefix.kind,
+            size: self.prefix.size,
+            needed: self.needed,
+        };
+        Ok(match self.prefix.kind {
+            SAMPLE => Some(Fields::Sample(SampleHead::read(e, rec).ok_or(too_small)?)),
+            COMM => Some(Fields::Comm(Comm::read(e, rec).ok_or(too_small)?)),
+            LOST => Some(Fields::Lost(Lost::read(e, rec).ok_or(too_small)?)),
+            TRACING => Some(Fields::Tracing(Tracing::read(e, rec).ok_or(too_small)?)),
+            CONFIG => Some(Fields::Config(Config::read(e, rec).ok_or(too_small)?)),
+            SNAPSHOT => Some(Fields::Snapshot(Snapshot::read(e, rec).ok_or(too_small)?)),
+            SWITCH => Some(Fields::Switch(Switch::read(e, rec).ok_or(too_small)?)),
+            _ => None,
+        })
+    }
+}
+
 /// Checks and reads the record at the start of `buf` (which may hold more
 /// records after it).
 pub fn parse(e: Endian, buf: &[u8]) -> Result<Parsed<'_>, RecordError> {
     let f = frame(e, buf)?;
-    let (kind, rec) = (f.prefix.kind, f.bytes);
-    let too_small = RecordError::TooSmall {
-        kind,
-        size: f.prefix.size,
-        needed: f.needed,
-    };
-    let fields = match kind {
-        SAMPLE => Some(Fields::Sample(SampleHead::read(e, rec).ok_or(too_small)?)),
-        COMM => Some(Fields::Comm(Comm::read(e, rec).ok_or(too_small)?)),
-        LOST => Some(Fields::Lost(Lost::read(e, rec).ok_or(too_small)?)),
-        TRACING => Some(Fields::Tracing(Tracing::read(e, rec).ok_or(too_small)?)),
-        CONFIG => Some(Fields::Config(Config::read(e, rec).ok_or(too_small)?)),
-        SNAPSHOT => Some(Fields::Snapshot(Snapshot::read(e, rec).ok_or(too_small)?)),
-        SWITCH => Some(Fields::Switch(Switch::read(e, rec).ok_or(too_small)?)),
-        _ => None,
-    };
     Ok(Parsed {
-        kind,
-        bytes: rec,
-        fields,
+        kind: f.prefix.kind,
+        bytes: f.bytes,
+        fields: f.fields(e)?,
         needed: f.needed,
         endian: e,
     })

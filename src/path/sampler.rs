@@ -505,22 +505,11 @@ impl CpuSampler {
         self.last_pid.store(u64::MAX, Relaxed);
     }
 
-    /// Writes one record: the bytes of `head` (a multiple of 8 long), then
-    /// the words of each of `tails`, in order.
-    fn write(
-        &self,
-        head: &[u8],
-        tails: &[&[u64]],
-        ts: u64,
-    ) -> core::result::Result<(), ReserveError> {
-        let words: usize = tails.iter().map(|t| t.len()).sum();
-        let mut slot = self.buffer.reserve(head.len() + 8 * words, ts)?;
-        slot.write_bytes(0, head);
-        let mut at = head.len() / 8;
-        for t in tails {
-            slot.write_words(at, t);
-            at += t.len();
-        }
+    /// Writes one record of the bytes `rec` (a multiple of 8 long: a COMM,
+    /// a SWITCH).
+    fn write(&self, rec: &[u8], ts: u64) -> core::result::Result<(), ReserveError> {
+        let mut slot = self.buffer.reserve(rec.len(), ts)?;
+        slot.write_bytes(0, rec);
         slot.commit();
         Ok(())
     }
@@ -626,7 +615,7 @@ impl CpuSampler {
                 tgid,
                 comm,
             };
-            match self.write(&rec.encoded(Endian::native()), &[], ts) {
+            match self.write(&rec.encoded(Endian::native()), ts) {
                 Ok(()) => {
                     self.last_pid.store(u64::from(pid), Relaxed);
                     self.last_comm[0].store(words[0], Relaxed);
@@ -665,7 +654,7 @@ impl CpuSampler {
             // Accounted with its SAMPLE: a SWITCH the ring cannot take
             // loses the sample too (received and lost), and a SAMPLE lost
             // after it leaves it without stacks (the tool says so).
-            match self.write(&rec.encoded(Endian::native()), &[], ts) {
+            match self.write(&rec.encoded(Endian::native()), ts) {
                 Ok(()) => {
                     c.switch_records.add(1, Relaxed);
                     if rename_bytes != 0 {

@@ -385,11 +385,11 @@ impl Scanner {
             .unwrap_or((oprofile_stream::Endian::native(), 0));
         while pos < buf.len() {
             let rest = &buf[pos..];
-            // Checked as `parse` checks it; only a SAMPLE's few fields are
-            // read (most records: a full decode cost the recorder about 300
-            // instructions per record), the others' decoded.
-            // A record that cannot be read: scanning stops (everything from
-            // there is kept).
+            // Checked as `parse` checks it; of a SAMPLE (most records: a
+            // full decode cost the recorder about 300 instructions a record)
+            // only the few fields the scan needs are read, the other types
+            // are decoded. A record that cannot be read stops the scan
+            // (everything from there is kept).
             macro_rules! undecodable {
                 () => {{
                     // The stream crate's decoder words the error.
@@ -425,8 +425,8 @@ impl Scanner {
                 pos += size;
                 continue;
             }
-            let fields = match format::parse(endian, rest) {
-                Ok(p) => p.fields,
+            let fields = match framed.fields(endian) {
+                Ok(f) => f,
                 Err(_) => undecodable!(),
             };
             let backlog = kept.is_some()
