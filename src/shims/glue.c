@@ -54,6 +54,16 @@
  * sample carries the news (stream-format.md, SAMPLE flag 0x04).
  */
 #define OPROFILE_RS_MAX_INTERRUPTS (~0ULL)
+
+/*
+ * The PMUs of perf's cpu-clock and task-clock events (indexed by their
+ * PERF_COUNT_SW_ number), as the first counter of each made here found
+ * them: perf_init_event() gives such an event the type of a PMU of its own,
+ * not PERF_TYPE_SOFTWARE, so the PMU is what tells the overflow handler
+ * that an event is a clock. They are static objects of the kernel.
+ */
+static struct pmu *clock_pmus[2];
+
 static void overflow_handler(struct perf_event *event, struct perf_sample_data *data,
 			     struct pt_regs *regs)
 {
@@ -65,9 +75,25 @@ static void overflow_handler(struct perf_event *event, struct perf_sample_data *
 	bool switch_out = event->attr.type == PERF_TYPE_SOFTWARE &&
 			  event->attr.config == PERF_COUNT_SW_CONTEXT_SWITCHES;
 
+	/*
+	 * A clock event at a fixed period (cpu-clock, task-clock: perf's
+	 * hrtimer, which perf_swevent_hrtimer() forwards by hw.sample_period
+	 * after this returns) gets the interval Rust draws for it
+	 * (src/shims/clock_jitter.rs); hw.last_period, the period each sample
+	 * stands for, stays the one asked for. attr is not in the bindings,
+	 * and perf rewrites a clock event's attr.type to its own PMU's (see
+	 * clock_pmus).
+	 */
+	bool clock = !event->attr.freq && (event->pmu == READ_ONCE(clock_pmus[0]) ||
+					   event->pmu == READ_ONCE(clock_pmus[1]));
+	u64 next;
+
 	preempt_disable_notrace();
-	oprofile_rs_perf_overflow(event->overflow_handler_context, regs, data->period,
-				  event->hw.interrupts == OPROFILE_RS_MAX_INTERRUPTS, switch_out);
+	next = oprofile_rs_perf_overflow(event->overflow_handler_context, regs, data->period,
+					 event->hw.interrupts == OPROFILE_RS_MAX_INTERRUPTS, switch_out,
+					 clock ? event->attr.sample_period : 0);
+	if (next)
+		WRITE_ONCE(event->hw.sample_period, next);
 	preempt_enable_notrace();
 }
 
@@ -207,7 +233,13 @@ struct perf_event *oprofile_rs_perf_create(int cpu, struct task_struct *task, u3
 		.inherit = task != NULL,
 	};
 
-	return perf_event_create_kernel_counter(&attr, cpu, task, overflow_handler, context);
+	struct perf_event *event =
+		perf_event_create_kernel_counter(&attr, cpu, task, overflow_handler, context);
+
+	if (!IS_ERR(event) && type == PERF_TYPE_SOFTWARE &&
+	    (config == PERF_COUNT_SW_CPU_CLOCK || config == PERF_COUNT_SW_TASK_CLOCK))
+		WRITE_ONCE(clock_pmus[config], event->pmu);
+	return event;
 }
 
 /*

@@ -21,9 +21,13 @@ struct perf_event *oprofile_rs_perf_create(int cpu, struct task_struct *task, u3
 					   void *context);
 void oprofile_rs_perf_release(struct perf_event *event);
 void oprofile_rs_perf_enable(struct perf_event *event, bool on);
-/* Implemented in Rust (src/shims/perf.rs); runs in NMI, hard-IRQ or task context, preemption off. */
-void oprofile_rs_perf_overflow(void *context, struct pt_regs *regs, u64 period, bool throttled,
-			       bool switch_out);
+/*
+ * Implemented in Rust (src/shims/perf.rs); runs in NMI, hard-IRQ or task context, preemption off.
+ * clock_period: the period of a fixed-period clock event (0 for any other); returns the next
+ * interval for it (0: unchanged).
+ */
+u64 oprofile_rs_perf_overflow(void *context, struct pt_regs *regs, u64 period, bool throttled,
+			      bool switch_out, u64 clock_period);
 bool oprofile_rs_unwind_kernel(struct pt_regs *regs, bool (*frame)(void *ctx, unsigned long addr),
 			       void *ctx);
 unsigned long oprofile_rs_regs_ip(struct pt_regs *regs);

@@ -12,6 +12,7 @@
 //! |---|---|
 //! | `glue.rs`, `glue.c`, `glue.h` | inline functions and macros Rust cannot call, each saying why it exists |
 //! | `perf.rs` | in-kernel perf counters and their overflow handler (NMI, hard-IRQ or task context) |
+//! | `clock_jitter.rs` | drawn intervals for perf's clock events, which otherwise keep in step with the tick |
 //! | `task.rs` | the current task's ids and name; counted references to a process's threads |
 //! | `clock.rs` | the stream's clock, a monotonic clock for the suites, a "newest time" atomic |
 //! | `cpu.rs` | whether a CPU is online |
@@ -24,6 +25,7 @@
 //! | `ratelimit.rs` | rate-limited log lines |
 
 pub(crate) mod clock;
+pub(crate) mod clock_jitter;
 pub(crate) mod cpu;
 pub(crate) mod cpu_work;
 pub(crate) mod debugfs_files;

@@ -15,7 +15,7 @@ use kernel::{
     prelude::*,
 };
 
-use crate::shims::glue;
+use crate::shims::{clock_jitter::ClockJitter, glue};
 
 // Stable UAPI values from include/uapi/linux/perf_event.h (not in the
 // kernel crate's bindings).
@@ -331,7 +331,8 @@ unsafe extern "C" fn oprofile_rs_perf_overflow(
     period: u64,
     throttled: bool,
     switch_out: bool,
-) {
+    clock_period: u64,
+) -> u64 {
     // SAFETY: `Counter::new` stores a pointer to a `Trampoline`, valid until
     // the counter is released (the caller of `new` guarantees it).
     let t = unsafe { &*context.cast::<Trampoline>() };
@@ -348,14 +349,22 @@ unsafe extern "C" fn oprofile_rs_perf_overflow(
             switch_out,
         },
     );
+    // A clock event's next interval (0 for the others: unchanged).
+    if clock_period == 0 {
+        0
+    } else {
+        t.jitter.next(clock_period)
+    }
 }
 
 /// Type-erased handler: a data pointer, the monomorphised function for it
-/// and the tag it is called with.
+/// and the tag it is called with; the intervals of its counters when they
+/// are clock events.
 pub(crate) struct Trampoline {
     handler: *const c_void,
     call: fn(*const c_void, &Regs, Overflow),
     tag: u16,
+    jitter: ClockJitter,
 }
 
 // SAFETY: the handler is `Sync` (required by `Trampoline::new`).
@@ -372,10 +381,16 @@ impl Trampoline {
             let h = unsafe { &*h.cast::<H>() };
             h.overflow(regs, o);
         }
+        let handler: *const c_void = core::ptr::from_ref(handler).cast();
         Trampoline {
-            handler: core::ptr::from_ref(handler).cast(),
+            handler,
             call: call::<H>,
             tag,
+            // Seeded by the handler, the event and the time: counters of
+            // different CPUs, events and loads draw apart.
+            jitter: ClockJitter::new(
+                (handler as usize as u64) ^ (u64::from(tag) << 48) ^ crate::shims::clock::now(),
+            ),
         }
     }
 }
