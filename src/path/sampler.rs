@@ -33,6 +33,7 @@ use crate::{
     },
     ringbuf::{CpuBuffer, Mode, ReserveError, Switches},
     shims::{
+        cpu_work::Kick,
         perf::{Overflow, OverflowHandler, Regs},
         {
             clock::{now, store_max},
@@ -339,6 +340,13 @@ pub(crate) struct CpuSampler {
     /// Unwind tables this CPU's samples found missing, for its sync to tell
     /// the reader.
     pub(crate) tables_wanted: TablesWanted,
+    /// Bytes of records written since this CPU's last sync (approximate:
+    /// an NMI between the load and the store of a hard-IRQ handler's
+    /// update loses one); past half the ring, the sync is run now.
+    pub(crate) since_sync: Atomic<u64>,
+    /// This CPU's sync work's [`Kick`] (null until the profiler sets it;
+    /// valid while the counters that call this sampler exist).
+    kick: Atomic<*mut Kick>,
     /// Whether the CPU is between the profiler's hotplug callbacks `online`
     /// and `offline`: counters of perf's task-context software events are
     /// released only after `offline` (outside the CPU hotplug lock, see
@@ -430,6 +438,8 @@ impl CpuSampler {
             scratch,
             renames: Atomic::new(overwrite),
             since_comm: Atomic::new(0),
+            since_sync: Atomic::new(0),
+            kick: Atomic::new(core::ptr::null_mut()),
             tables_wanted: TablesWanted::new(),
             up: Atomic::new(false),
             provisioned: Atomic::new(provisioned),
@@ -511,6 +521,7 @@ impl CpuSampler {
         let mut slot = self.buffer.reserve(rec.len(), ts)?;
         slot.write_bytes(0, rec);
         slot.commit();
+        self.written(rec.len() as u64);
         Ok(())
     }
 
@@ -526,7 +537,35 @@ impl CpuSampler {
             at += t.len();
         }
         slot.commit();
+        self.written(8 * words as u64);
         Ok(())
+    }
+
+    /// After a record of `bytes`: runs the sync now ([`Kick`]) once half
+    /// the ring has been written since the last, or when the reader must
+    /// load unwind tables, instead of at the end of its period (`sync.rs`).
+    fn written(&self, bytes: u64) {
+        let n = self.since_sync.load(Relaxed).wrapping_add(bytes);
+        self.since_sync.store(n, Relaxed);
+        if n >= 4 * self.buffer.capacity_words() as u64 || self.tables_wanted.is_pending() {
+            let k = self.kick.load(Acquire);
+            // SAFETY: `kick` is null or a `Kick` of the profiler's works,
+            // which outlive every handler call (see `set_kick`).
+            if let Some(k) = unsafe { k.as_ref() } {
+                k.kick();
+            }
+        }
+    }
+
+    /// Gives the sampler its CPU's sync [`Kick`].
+    ///
+    /// # Safety
+    ///
+    /// `kick` must stay valid as long as a counter may call this sampler's
+    /// overflow handler.
+    pub(crate) unsafe fn set_kick(&self, kick: &Kick) {
+        self.kick
+            .store(core::ptr::from_ref(kick).cast_mut(), Release);
     }
 
     /// Counts a sample as received (and as throttled if perf throttled the

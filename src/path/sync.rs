@@ -5,8 +5,10 @@
 //! holds what it moves between (the CPUs' samplers, the event buffer and its
 //! readers' wait queue) and nothing else.
 //!
-//! Each online CPU has a self-rearming delayed work (every `HZ/10`, see
-//! `cpu_work.rs`) that moves that CPU's records; a CPU going offline moves
+//! Each online CPU has a self-rearming delayed work (every second, and at
+//! once when its sampler kicks it: half its ring written, or tables
+//! missing; see `cpu_work.rs` and `profiler.rs`) that moves that CPU's
+//! records; a CPU going offline moves
 //! its last ones; `flush` and `tracing_on` writes move every CPU's, one CPU
 //! after another. A CPU's moves are serialised by that CPU's [`CpuSync`]
 //! mutex (never two of them held at once), so a CPU's work touches only
@@ -223,6 +225,9 @@ fn stage_cpu(t: &Target<'_>, st: &mut CpuSync) -> bool {
 fn sync_cpu(t: &Target<'_>) -> Moved {
     let mut st = t.state.lock();
     let st = &mut *st;
+    // What the CPU writes from now on counts toward its next kick
+    // (`sampler.rs`), in overwrite mode too (else every sample would kick).
+    t.cpu.since_sync.store(0, Relaxed);
     let reserve = t.b.reserve.bytes();
     let mut moved = Moved::default();
     // Overwrite mode (a work that found consume mode just before a

@@ -377,6 +377,11 @@ impl TablesWanted {
         self.pending.store(1, Release);
     }
 
+    /// Whether a request waits for the sync (the sample path's test).
+    pub(crate) fn is_pending(&self) -> bool {
+        self.pending.load(Relaxed) != 0
+    }
+
     /// The sync: whether a request came since the last call.
     pub(crate) fn take(&self) -> bool {
         self.pending.load(Relaxed) != 0 && self.pending.xchg(0, Acquire) != 0

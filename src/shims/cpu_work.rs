@@ -8,6 +8,13 @@
 //! [`CpuWorkHandler::run`] every `interval` jiffies until
 //! [`CpuWorks::stop`], after which it is not running and does not run
 //! again. Dropping the works stops them all.
+//!
+//! [`Kick::kick`] runs a CPU's work now instead of at the end of its
+//! interval, from any context, NMI included, on that CPU: an `irq_work`
+//! (which the kernel crate has no wrapper for) raised there, whose
+//! callback, in hard-IRQ context, moves the work's timer to now
+//! (`mod_delayed_work_on`); the work's next run takes the request back.
+//! Kicks between two runs make one.
 
 use core::marker::PhantomPinned;
 use kernel::{
@@ -45,7 +52,89 @@ struct Slot<H> {
     /// Set by [`CpuWorks::stop`]: the work does not re-arm itself.
     stopping: Atomic<bool>,
     #[pin]
+    kick: Kick,
+    #[pin]
     _pin: PhantomPinned,
+}
+
+/// A request to run a CPU's work now ([`Kick::kick`]).
+///
+/// # Invariants
+///
+/// `irq_work` is initialised with [`kick_work::<H>`] as its function, and
+/// is the `kick` field of a live, pinned `Slot<H>`.
+#[pin_data]
+pub(crate) struct Kick {
+    #[pin]
+    irq_work: Opaque<bindings::irq_work>,
+    /// A kick is pending: raised, its work not run yet.
+    kicked: Atomic<bool>,
+}
+
+// SAFETY: the irq_work is only touched through its API, which any context
+// may call; `kicked` is atomic.
+unsafe impl Send for Kick {}
+// SAFETY: as above.
+unsafe impl Sync for Kick {}
+
+impl Kick {
+    fn new<H: CpuWorkHandler>() -> impl PinInit<Self> {
+        pin_init!(Self {
+            irq_work <- Opaque::ffi_init(|w: *mut bindings::irq_work| {
+                // What init_irq_work (inline) does: IRQ_WORK_INIT(func),
+                // every other field zero (no flags, no waiter).
+                // SAFETY: `w` is valid for writes of one `irq_work`.
+                unsafe {
+                    core::ptr::write_bytes(w, 0, 1);
+                    (*w).func = Some(kick_work::<H>);
+                }
+            }),
+            kicked: Atomic::new(false),
+        })
+    }
+
+    /// Runs the CPU's work as soon as it can (at most one request pending).
+    /// Any context, NMI included, on the work's CPU: the hard-IRQ callback
+    /// runs on the CPU that raised it.
+    pub(crate) fn kick(&self) {
+        if self.kicked.load(Relaxed) || self.kicked.xchg(true, Relaxed) {
+            return;
+        }
+        // SAFETY: `irq_work` is initialised and pinned (invariant);
+        // irq_work_queue() may be called from any context, and a work
+        // already queued is left as it is.
+        unsafe { bindings::irq_work_queue(self.irq_work.get()) };
+    }
+}
+
+/// The `irq_work` callback of every [`Kick`] of a [`Slot<H>`]: hard-IRQ
+/// context, on the CPU that raised it.
+///
+/// # Safety
+///
+/// `w` is the `irq_work` of the `kick` of a live `Slot<H>`.
+unsafe extern "C" fn kick_work<H: CpuWorkHandler>(w: *mut bindings::irq_work) {
+    // CAST: `Opaque<T>` is `repr(transparent)` over `T`.
+    let w = w.cast::<Opaque<bindings::irq_work>>();
+    // SAFETY: `w` is the `irq_work` field of a `Kick` (see above).
+    let kick = unsafe { kernel::container_of!(w, Kick, irq_work) };
+    // SAFETY: that `Kick` is the `kick` field of a live `Slot<H>`.
+    let slot = unsafe { &*kernel::container_of!(kick, Slot<H>, kick) };
+    // A stopped work stays stopped (`cancel` syncs with this callback
+    // after it set `stopping`).
+    if slot.stopping.load(Relaxed) {
+        return;
+    }
+    // SAFETY: `dwork` is initialised and pinned (invariant of `Slot`); a
+    // delayed work's timer may be modified from hard-IRQ context.
+    unsafe {
+        bindings::mod_delayed_work_on(
+            slot.cpu as i32,
+            bindings::system_percpu_wq,
+            slot.dwork.get(),
+            0,
+        )
+    };
 }
 
 impl<H: CpuWorkHandler> Slot<H> {
@@ -81,6 +170,7 @@ impl<H: CpuWorkHandler> Slot<H> {
             interval,
             cpu,
             stopping: Atomic::new(true),
+            kick <- Kick::new::<H>(),
             _pin: PhantomPinned,
         })
     }
@@ -107,6 +197,11 @@ impl<H> Slot<H> {
     /// returns and is not queued. Process context (it sleeps).
     fn cancel(&self) {
         self.stopping.store(true, Relaxed);
+        // A kick's callback running or pending sees `stopping` or has
+        // queued the work: then cancelled below.
+        // SAFETY: the irq_work is initialised and pinned (invariant of
+        // `Kick`); this sleeps, in process context.
+        unsafe { bindings::irq_work_sync(self.kick.irq_work.get()) };
         // SAFETY: `dwork` is initialised and pinned (invariant).
         // `cancel_delayed_work_sync` also waits for a run that re-armed the
         // work before it saw `stopping`, and cancels that.
@@ -128,6 +223,8 @@ unsafe extern "C" fn run_work<H: CpuWorkHandler>(work: *mut bindings::work_struc
     let slot = unsafe { &*kernel::container_of!(dwork, Slot<H>, dwork) };
     // SAFETY: the handler outlives every run of the work (invariant).
     let handler = unsafe { &*slot.handler };
+    // Kicks from now on ask for another run.
+    slot.kick.kicked.store(false, Relaxed);
     handler.run(slot.cpu);
     if !slot.stopping.load(Relaxed) {
         slot.queue(slot.interval);
@@ -172,9 +269,16 @@ impl<H: CpuWorkHandler> CpuWorks<H> {
     /// a high CPU number is not late).
     pub(crate) fn start(&self, cpu: u32) {
         if let Some(s) = self.slots.get(cpu as usize) {
+            s.kick.kicked.store(false, Relaxed);
             s.stopping.store(false, Relaxed);
             s.queue(s.interval + cpu as c_ulong % s.interval);
         }
+    }
+
+    /// CPU `cpu`'s [`Kick`] (`None` for no such CPU); valid as long as the
+    /// works.
+    pub(crate) fn kick(&self, cpu: u32) -> Option<&Kick> {
+        self.slots.get(cpu as usize).map(|s| &s.kick)
     }
 
     /// Stops CPU `cpu`'s work: it is not running when this returns and does
