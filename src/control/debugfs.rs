@@ -147,7 +147,7 @@ fn show_stats(p: &Arc<Profiler>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
              user_backtrace_truncated={} handler_avg_ns={} handler_max_ns={} \
              buffer_entries={} buffer_dropped_full={} buffer_read={} \
              sample_lost_snapshot={} comm_records={} buffer_committed={} buffer_overrun={} \
-             sync_records={} sync_ns={} sample_wrong_cpu={} sample_other_cgroup={} \
+             sync_records={} sync_ns={} sync_runs={} sample_wrong_cpu={} sample_other_cgroup={} \
              user_stack_short={} sample_while_off={} table_wakes={} switch_records={} \
              event_samples=",
             s.cpu,
@@ -172,6 +172,7 @@ fn show_stats(p: &Arc<Profiler>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
             rb.overrun,
             c.sync_records.load(Relaxed),
             c.sync_ns.load(Relaxed),
+            c.sync_runs.load(Relaxed),
             c.sample_wrong_cpu.load(Relaxed),
             other_cgroup,
             c.user_stack_short.load(Relaxed),

@@ -234,6 +234,8 @@ pub(crate) struct Counters {
     /// Records moved by this CPU's periodic sync, and the ns it spent.
     pub(crate) sync_records: Atomic<u64>,
     pub(crate) sync_ns: Atomic<u64>,
+    /// Runs of this CPU's sync work (each second, and each kick).
+    pub(crate) sync_runs: Atomic<u64>,
     /// Of `sample_received`: per event index of the configuration in force.
     pub(crate) event_samples: [Atomic<u64>; MAX_EVENTS],
     /// Overflows delivered on another CPU than this sampler's (dropped;
@@ -271,6 +273,7 @@ impl Counters {
             comm_records: Atomic::new(0),
             switch_records: Atomic::new(0),
             sync_records: Atomic::new(0),
+            sync_runs: Atomic::new(0),
             sync_ns: Atomic::new(0),
             event_samples: core::array::from_fn(|_| Atomic::new(0)),
             sample_wrong_cpu: Atomic::new(0),

@@ -447,6 +447,7 @@ impl Buffers {
             let c = &t.cpu.counters;
             c.sync_ns.add(now().saturating_sub(start), Relaxed);
             c.sync_records.add(moved.records as u64, Relaxed);
+            c.sync_runs.add(1, Relaxed);
             // Decided under the event buffer's lock, after the last append.
             if moved.wake {
                 self.readers.notify_all();
