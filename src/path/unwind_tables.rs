@@ -311,10 +311,11 @@ impl InForce {
 
 /// A CPU's request for tables, which its sync passes on to the reader
 /// (`sync.rs` wakes it): the sample path met an address space, or an
-/// executable address of one, that the registry has no table for. `record`
-/// loads tables when woken (a new process's, a `dlopen`ed library's), so
-/// they come within a sync period of the first sample that needs them, and
-/// nothing wakes the tool while none is missing.
+/// executable address of one, that the registry has no table for, and
+/// kicks the CPU's sync to run at once (`sampler.rs`). `record` loads
+/// tables when woken (a new process's, a `dlopen`ed library's), so they
+/// come right after the first sample that needs them, and nothing wakes
+/// the tool while none is missing.
 ///
 /// Code with no table to load (JIT code, a binary without `.eh_frame`, the
 /// tool itself) must not wake it at every sync: after a request, the next
@@ -337,7 +338,9 @@ pub(crate) struct TablesWanted {
     pub(crate) count: Atomic<u64>,
 }
 
-/// The wait after a generation's first request: a sync period (`sync.rs`).
+/// The wait after a generation's first request, 100 ms: each request kicks
+/// the sync at once, and code without a table must not kick it at every
+/// sample.
 pub(crate) const FIRST_BACKOFF: u64 = 100_000_000;
 
 /// The longest wait between two requests of one generation (`record` naps
