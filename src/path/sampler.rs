@@ -234,7 +234,8 @@ pub(crate) struct Counters {
     /// Records moved by this CPU's periodic sync, and the ns it spent.
     pub(crate) sync_records: Atomic<u64>,
     pub(crate) sync_ns: Atomic<u64>,
-    /// Runs of this CPU's sync work (each second, and each kick).
+    /// Runs of this CPU's sync work (each second, each kick, its last
+    /// drain going offline; in overwrite mode too, where they move nothing).
     pub(crate) sync_runs: Atomic<u64>,
     /// Of `sample_received`: per event index of the configuration in force.
     pub(crate) event_samples: [Atomic<u64>; MAX_EVENTS],

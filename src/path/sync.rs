@@ -226,7 +226,7 @@ fn sync_cpu(t: &Target<'_>) -> Moved {
     let mut st = t.state.lock();
     let st = &mut *st;
     // What the CPU writes from now on counts toward its next kick
-    // (`sampler.rs`), in overwrite mode too (else every sample would kick).
+    // (`sampler.rs`): a flush's move as the CPU's own work's.
     t.cpu.since_sync.store(0, Relaxed);
     let reserve = t.b.reserve.bytes();
     let mut moved = Moved::default();
@@ -437,6 +437,13 @@ impl Buffers {
     /// when it goes offline); wakes the reader past the watershed or when
     /// the event buffer is full.
     pub(crate) fn sync_one(&self, cpu: u32) {
+        // What the CPU writes from now on counts toward its next kick
+        // (`sampler.rs`); in overwrite mode too, where nothing moves: else
+        // once half a ring was written, every sample would kick a run.
+        if let Some(s) = self.cpus.get(cpu as usize) {
+            s.since_sync.store(0, Relaxed);
+            s.counters.sync_runs.add(1, Relaxed);
+        }
         // Overwrite mode: the records stay for a snapshot.
         if self.overwrite() {
             return;
@@ -447,7 +454,6 @@ impl Buffers {
             let c = &t.cpu.counters;
             c.sync_ns.add(now().saturating_sub(start), Relaxed);
             c.sync_records.add(moved.records as u64, Relaxed);
-            c.sync_runs.add(1, Relaxed);
             // Decided under the event buffer's lock, after the last append.
             if moved.wake {
                 self.readers.notify_all();
