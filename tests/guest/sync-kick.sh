@@ -11,6 +11,15 @@
 # uptime_cs: the guest's uptime in hundredths of a second.
 uptime_cs() { awk '{ sub(/\./, "", $1); print $1 + 0 }' /proc/uptime; }
 
+# window: the workload on every CPU for 3 s, with the stats before and
+# after it (/tmp/s0, /tmp/s1) and the guest seconds it took ($secs).
+window() {
+    cp $DBG/stats /tmp/s0; t0=$(uptime_cs)
+    workload_every_cpu 3
+    cp $DBG/stats /tmp/s1; t1=$(uptime_cs)
+    secs=$(((t1 - t0 + 99) / 100))
+}
+
 # runs_per_cpu BEFORE AFTER: "cpu runs records" for each CPU, between two
 # copies of the stats.
 runs_per_cpu() {
@@ -23,10 +32,7 @@ $(($(stat_of "$c" sync_records "$2") - $(stat_of "$c" sync_records "$1")))"
 check "insmod cpu-clock at 1 kHz" insmod /oprofile_rs.ko sample_period=1000000
 cat $DEV >/tmp/k1.bin & catpid=$!
 wait_for reading_device $catpid
-cp $DBG/stats /tmp/s0; t0=$(uptime_cs)
-workload_every_cpu 3
-cp $DBG/stats /tmp/s1; t1=$(uptime_cs)
-secs=$(((t1 - t0 + 99) / 100))
+window
 echo "$secs s of guest time"
 runs_per_cpu /tmp/s0 /tmp/s1 | tee /tmp/r1
 while read -r c runs recs; do
@@ -47,10 +53,7 @@ rmmod oprofile_rs
 check "insmod cpu-clock at 10 kHz, 32 KiB CPU buffers" insmod /oprofile_rs.ko sample_period=100000 cpu_buffer_size=32768
 cat $DEV >/tmp/k2.bin & catpid=$!
 wait_for reading_device $catpid
-cp $DBG/stats /tmp/s0; t0=$(uptime_cs)
-workload_every_cpu 3
-cp $DBG/stats /tmp/s1; t1=$(uptime_cs)
-secs=$(((t1 - t0 + 99) / 100))
+window
 runs_per_cpu /tmp/s0 /tmp/s1 | tee /tmp/r2
 while read -r c runs recs; do
     # The periodic runs, and a kick per half ring (about 330 records;
@@ -71,10 +74,7 @@ rmmod oprofile_rs
 # kicks that the sync never took back would otherwise come at every
 # sample past half a ring, and a run each).
 check "insmod overwrite mode at 10 kHz, 8 KiB CPU buffers" insmod /oprofile_rs.ko mode=overwrite sample_period=100000 cpu_buffer_size=8192
-cp $DBG/stats /tmp/s0; t0=$(uptime_cs)
-workload_every_cpu 3
-cp $DBG/stats /tmp/s1; t1=$(uptime_cs)
-secs=$(((t1 - t0 + 99) / 100))
+window
 for c in $(stat_cpus /tmp/s1); do
     runs=$(($(stat_of "$c" sync_runs /tmp/s1) - $(stat_of "$c" sync_runs /tmp/s0)))
     got=$(($(stat_of "$c" sample_received /tmp/s1) - $(stat_of "$c" sample_received /tmp/s0)))
