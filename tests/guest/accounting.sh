@@ -1,16 +1,18 @@
 #!/bin/sh
 # Accounting under stress with small buffers: for every CPU, samples in the
 # stream + LOST counts == sample_received - sample_invalid_eip, exactly.
-# The reader starts half a second late, so that the event buffer fills and
-# samples are lost on purpose (the sync's kicks drain 4 KiB rings in time
-# while one reads).
+# The reader starts 1.5 s late, so that the event buffer, the CPUs' 32 KiB
+# staging areas and their rings fill, and samples are lost on purpose (the
+# sync's kicks drain 4 KiB rings in time while one reads; half a second
+# late, four CPUs sampled at 1,600 a second lost none: what the event
+# buffer refused waited in the staging areas).
 # Also: tracing_on=0 stops samples (none timed after the switch) and 1
 # resumes; a signal interrupts a blocking read (SIGTERM: background jobs of a
 # non-interactive shell ignore SIGINT).
 . /tmp/lib.sh
 check "insmod small buffers, 4 kHz" insmod /oprofile_rs.ko cpu_buffer_size=4096 buffer_size=65536 sample_period=250000
-/tmp/workload 1 & /tmp/workload 1 &
-sleep 0.5
+/tmp/workload 2 & /tmp/workload 2 &
+sleep 1.5
 cat $DEV >/tmp/a.bin &
 catpid=$!
 sleep 1
