@@ -1894,6 +1894,44 @@ impl Framed<'_> {
     }
 }
 
+/// The recorder's fast path for the common record: a SAMPLE of the extended
+/// form without a user stack part, in the machine's byte order, whole in
+/// `buf`. Its size and [`Framed::sample_scan`]'s fields, exactly as
+/// [`frame`] and `sample_scan` give them; `None` for anything else (another
+/// type or form, a bad size, a record cut short), which [`frame`] then
+/// sorts out. One bounds check for the fixed part, no error values.
+#[cfg(format_host)]
+#[inline(always)]
+pub fn native_sample_scan(buf: &[u8]) -> Option<(usize, SampleScan)> {
+    let h: &[u8; SAMPLE_EXT_LEN] = buf.first_chunk()?;
+    // Fixed offsets within the fixed part: the bounds checks fold away.
+    let bytes = |at: usize| h.get(at..).and_then(|b| b.first_chunk::<8>());
+    let [k0, k1, s0, s1, _, _, b6, b7] = *bytes(0)?;
+    let kind = u16::from_ne_bytes([k0, k1]);
+    let size = usize::from(u16::from_ne_bytes([s0, s1]));
+    let user_depth = *h.get(42)?;
+    if kind != SAMPLE
+        || b6 & (SAMPLE_FLAG_EXT | SAMPLE_FLAG_USER_STACK) != SAMPLE_FLAG_EXT
+        || size % RECORD_ALIGN != 0
+        || size < sample_ext_len(b7, user_depth)
+        || size > buf.len()
+    {
+        return None;
+    }
+    let [_, _, _, _, g0, g1, g2, g3] = *bytes(24)?;
+    Some((
+        size,
+        SampleScan {
+            time: u64::from_ne_bytes(*bytes(TIME_AT)?),
+            tgid: u32::from_ne_bytes([g0, g1, g2, g3]),
+            kernel: b6 & SAMPLE_FLAG_KERNEL != 0,
+            throttled: b6 & SAMPLE_FLAG_THROTTLED != 0,
+            user_depth,
+            user_stack: 0,
+        },
+    ))
+}
+
 /// Checks the record at the start of `buf` as [`parse`] does (its size
 /// against its type's, and for a SAMPLE its depths), without reading its
 /// fields.
