@@ -34,6 +34,7 @@ use crate::{
     ringbuf::{CpuBuffer, Mode, ReserveError, Switches},
     shims::{
         cpu_work::Kick,
+        inline_atomic as atomic,
         perf::{Overflow, OverflowHandler, Regs},
         {
             clock::{now, store_max},
@@ -499,7 +500,7 @@ impl CpuSampler {
     /// eighth of the buffer's bytes, i.e. its size in 8-byte words, which
     /// follows a resize (0: never, consume mode).
     fn rename_bytes(&self) -> u64 {
-        if self.renames.load(Relaxed) {
+        if atomic::load(&self.renames) {
             self.buffer.capacity_words() as u64
         } else {
             0
@@ -549,8 +550,8 @@ impl CpuSampler {
     /// the ring has been written since the last, or when the reader must
     /// load unwind tables, instead of at the end of its period (`sync.rs`).
     fn written(&self, bytes: u64) {
-        let n = self.since_sync.load(Relaxed).wrapping_add(bytes);
-        self.since_sync.store(n, Relaxed);
+        let n = atomic::load(&self.since_sync).wrapping_add(bytes);
+        atomic::store(&self.since_sync, n);
         if n >= 4 * self.buffer.capacity_words() as u64 || self.tables_wanted.is_pending() {
             let k = self.kick.load(Acquire);
             // SAFETY: `kick` is null or a `Kick` of the profiler's works,
@@ -576,9 +577,9 @@ impl CpuSampler {
     /// counter after it).
     fn received(&self, throttled: bool) {
         let c = &self.counters;
-        c.sample_received.add(1, Relaxed);
+        atomic::add(&c.sample_received, 1);
         if throttled {
-            c.sample_throttled.add(1, Relaxed);
+            atomic::add(&c.sample_throttled, 1);
         }
     }
 
@@ -609,7 +610,9 @@ impl CpuSampler {
         throttled: bool,
         switch_out: bool,
     ) {
-        let gen = PAUSE_GEN.load(Acquire);
+        // The kernel's atomics without calls (`inline_atomic.rs`): about 20
+        // accesses per sample.
+        let gen = atomic::load_acquire(&PAUSE_GEN);
         // A task outside the cgroup filter: never recorded, so neither
         // received nor lost, also while a snapshot's pause would refuse it;
         // counted as such while recording is on.
@@ -634,10 +637,10 @@ impl CpuSampler {
             return self.refused(gen, throttled);
         }
         // Read once: a runtime change (recording off) cannot tear a sample.
-        let depth = (self.depth.load(Relaxed) as usize).min(MAX_DEPTH);
-        let user_depth = (self.user_depth.load(Relaxed) as usize).min(MAX_USER_DEPTH);
-        let stack_bytes = (self.user_stack.load(Relaxed) as usize).min(format::MAX_USER_STACK);
-        let fit = stack_bytes > 0 && self.user_stack_fit.load(Relaxed);
+        let depth = (atomic::load(&self.depth) as usize).min(MAX_DEPTH);
+        let user_depth = (atomic::load(&self.user_depth) as usize).min(MAX_USER_DEPTH);
+        let stack_bytes = (atomic::load(&self.user_stack) as usize).min(format::MAX_USER_STACK);
+        let fit = stack_bytes > 0 && atomic::load(&self.user_stack_fit);
         let pc = regs.ip();
         let kernel_mode = !regs.user_mode();
         let ts = now();
@@ -646,10 +649,10 @@ impl CpuSampler {
         let c = &self.counters;
         let words = comm_words(&comm);
         let rename_bytes = self.rename_bytes();
-        let named = self.last_pid.load(Relaxed) == u64::from(pid)
-            && self.last_comm[0].load(Relaxed) == words[0]
-            && self.last_comm[1].load(Relaxed) == words[1]
-            && (rename_bytes == 0 || self.since_comm.load(Relaxed) < rename_bytes);
+        let named = atomic::load(&self.last_pid) == u64::from(pid)
+            && atomic::load(&self.last_comm[0]) == words[0]
+            && atomic::load(&self.last_comm[1]) == words[1]
+            && (rename_bytes == 0 || atomic::load(&self.since_comm) < rename_bytes);
         if !named {
             let rec = format::Comm {
                 cpu,
@@ -742,7 +745,7 @@ impl CpuSampler {
             if r.is_ok() && rename_bytes != 0 {
                 let bytes =
                     8 * head.len() + 8 * chain.len() + format::user_stack_part_len(area as u16);
-                self.since_comm.add(bytes as u64, Relaxed);
+                atomic::add(&self.since_comm, bytes as u64);
             }
             r
         };
@@ -918,12 +921,12 @@ impl OverflowHandler for CpuSampler {
         // task) either finished before or sees it cleared.
         // Acquire: pairs with `provide` (before `up` was first set), so the
         // buffers this reaches are the CPU's own, not placeholders.
-        if !self.up.load(Acquire) {
+        if !atomic::load_acquire(&self.up) {
             return;
         }
         let c = &self.counters;
-        let seen = c.handler_seen.load(Relaxed);
-        c.handler_seen.store(seen.wrapping_add(1), Relaxed);
+        let seen = atomic::load(&c.handler_seen);
+        atomic::store(&c.handler_seen, seen.wrapping_add(1));
         if seen % TIMED_EVERY != 0 {
             return self.log_sample(regs, o.tag, o.period, o.throttled, o.switch_out);
         }

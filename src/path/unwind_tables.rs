@@ -40,7 +40,10 @@ use kernel::{
 use crate::{
     format::unwind::{self, Row, CHAIN_CUT},
     path::user_stack::{self, Stop, UserRegs},
-    shims::mm::{self, MmRef},
+    shims::{
+        inline_atomic as atomic,
+        mm::{self, MmRef},
+    },
 };
 
 /// A loaded table: its bytes, head and rows, as the ioctl took them.
@@ -382,7 +385,8 @@ impl TablesWanted {
 
     /// Whether a request waits for the sync (the sample path's test).
     pub(crate) fn is_pending(&self) -> bool {
-        self.pending.load(Relaxed) != 0
+        // Without a call: asked after every record (`inline_atomic.rs`).
+        atomic::load(&self.pending) != 0
     }
 
     /// The sync: whether a request came since the last call.

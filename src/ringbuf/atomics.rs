@@ -72,6 +72,10 @@ pub use nesting::{set_interrupt_hook, AtomicBool, AtomicU32, AtomicU64};
 #[allow(unused_imports)]
 pub use loom::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
 
+/// The x86-64 instructions of the kernel's atomics on an `Atomic<T>`, also
+/// for the module's sample path (`shims/inline_atomic.rs`).
+#[cfg(all(not(ringbuf_host), target_arch = "x86_64", not(ringbuf_kernel_atomics)))]
+pub(crate) use lkmm::x86;
 #[cfg(not(ringbuf_host))]
 pub use lkmm::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
 

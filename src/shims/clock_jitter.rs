@@ -23,7 +23,9 @@
 //! The overflow handler runs in the hrtimer's hard-IRQ context; the draw is
 //! one atomic add and a mix (SplitMix64), no lock and no allocation.
 
-use kernel::sync::atomic::{Atomic, Relaxed};
+use kernel::sync::atomic::Atomic;
+
+use crate::shims::inline_atomic as atomic;
 
 /// Periods below this (ns) are not jittered: perf does not fire a clock
 /// event sooner than every 10 µs (`perf_swevent_hrtimer()`), which would
@@ -57,7 +59,7 @@ impl ClockJitter {
         if period < MIN_JITTERED {
             return period;
         }
-        let s = self.state.fetch_add(GOLDEN, Relaxed).wrapping_add(GOLDEN);
+        let s = atomic::fetch_add(&self.state, GOLDEN).wrapping_add(GOLDEN);
         jittered(period, mix(s))
     }
 }

@@ -14,6 +14,7 @@
 //! | `perf.rs` | in-kernel perf counters and their overflow handler (NMI, hard-IRQ or task context) |
 //! | `clock_jitter.rs` | drawn intervals for perf's clock events, which otherwise keep in step with the tick |
 //! | `task.rs` | the current task's ids and name; counted references to a process's threads |
+//! | `inline_atomic.rs` | the kernel's atomics without a call, for the sample path |
 //! | `clock.rs` | the stream's clock, a monotonic clock for the suites, a "newest time" atomic |
 //! | `cpu.rs` | whether a CPU is online |
 //! | `mm.rs` | counted references to address spaces, the current one's identity |
@@ -31,6 +32,7 @@ pub(crate) mod cpu_work;
 pub(crate) mod debugfs_files;
 pub(crate) mod glue;
 pub(crate) mod hotplug;
+pub(crate) mod inline_atomic;
 pub(crate) mod mm;
 pub(crate) mod perf;
 pub(crate) mod poll_misc;
