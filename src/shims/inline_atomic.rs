@@ -33,31 +33,34 @@ pub(crate) trait Plain: AtomicType {
     fn store(a: &Atomic<Self>, v: Self);
 }
 
+/// `$x86` with the ring core's x86-64 instructions, `$kernel` (the kernel's
+/// atomics) elsewhere and with `ringbuf_kernel_atomics`.
+macro_rules! either {
+    ($x86:expr, $kernel:expr) => {{
+        #[cfg(all(target_arch = "x86_64", not(ringbuf_kernel_atomics)))]
+        let r = $x86;
+        #[cfg(not(all(target_arch = "x86_64", not(ringbuf_kernel_atomics))))]
+        let r = $kernel;
+        r
+    }};
+}
+
 macro_rules! plain {
     ($($t:ty),*) => {$(
         impl Plain for $t {
             #[inline(always)]
             fn load(a: &Atomic<Self>) -> Self {
-                #[cfg(all(target_arch = "x86_64", not(ringbuf_kernel_atomics)))]
-                return x86::load_once(a);
-                #[cfg(not(all(target_arch = "x86_64", not(ringbuf_kernel_atomics))))]
-                return a.load(Relaxed);
+                either!(x86::load_once(a), a.load(Relaxed))
             }
 
             #[inline(always)]
             fn load_acquire(a: &Atomic<Self>) -> Self {
-                #[cfg(all(target_arch = "x86_64", not(ringbuf_kernel_atomics)))]
-                return x86::load_acquire(a);
-                #[cfg(not(all(target_arch = "x86_64", not(ringbuf_kernel_atomics))))]
-                return a.load(Acquire);
+                either!(x86::load_acquire(a), a.load(Acquire))
             }
 
             #[inline(always)]
             fn store(a: &Atomic<Self>, v: Self) {
-                #[cfg(all(target_arch = "x86_64", not(ringbuf_kernel_atomics)))]
-                x86::store_once(a, v);
-                #[cfg(not(all(target_arch = "x86_64", not(ringbuf_kernel_atomics))))]
-                a.store(v, Relaxed);
+                either!(x86::store_once(a, v), a.store(v, Relaxed))
             }
         }
     )*};
@@ -87,10 +90,7 @@ pub(crate) fn store<T: Plain>(a: &Atomic<T>, v: T) {
 /// `lock xadd`: fully ordered, more than asked): the value before.
 #[inline(always)]
 pub(crate) fn fetch_add(a: &Atomic<u64>, v: u64) -> u64 {
-    #[cfg(all(target_arch = "x86_64", not(ringbuf_kernel_atomics)))]
-    return x86::fetch_add(a, v);
-    #[cfg(not(all(target_arch = "x86_64", not(ringbuf_kernel_atomics))))]
-    return a.fetch_add(v, Relaxed);
+    either!(x86::fetch_add(a, v), a.fetch_add(v, Relaxed))
 }
 
 /// `a.add(v, Relaxed)` (wrapping), without a call.
