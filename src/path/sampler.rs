@@ -138,7 +138,8 @@ impl Scratch {
         &self,
         f: impl FnOnce(&mut [u64; CHAIN_LEN], &mut [u64], Option<&mut unwind_tables::LookupCache>) -> R,
     ) -> Option<R> {
-        if self.busy.xchg(true, Acquire) {
+        // Without calls, as the rest of the sample path (`inline_atomic.rs`).
+        if atomic::swap_acquire(&self.busy, true) {
             return None;
         }
         // SAFETY: `busy` was clear and is now ours: no other reference to
@@ -149,7 +150,7 @@ impl Scratch {
         // SAFETY: as for `chain`: no other reference to `lookups` exists.
         let lookups = unsafe { &mut *self.lookups.get() };
         let r = f(chain, stack.as_mut_slice(), lookups.as_deref_mut());
-        self.busy.store(false, Release);
+        atomic::store_release(&self.busy, false);
         Some(r)
     }
 }

@@ -2,7 +2,8 @@
 
 //! The sample path's accesses to the kernel's `Atomic<T>` (`u64`, `u32`,
 //! `bool`) without a call: relaxed loads and stores (`READ_ONCE()`,
-//! `WRITE_ONCE()`), acquire loads (`smp_load_acquire()`) and adds.
+//! `WRITE_ONCE()`), acquire loads and release stores, an acquire exchange
+//! and adds.
 //!
 //! Without `CONFIG_RUST_INLINE_HELPERS` (every GCC-built kernel: Debian's,
 //! the test kernels) each `kernel::sync::atomic` operation is a call into a
@@ -21,7 +22,7 @@ use kernel::sync::atomic::{Atomic, AtomicType};
 #[cfg(all(target_arch = "x86_64", not(ringbuf_kernel_atomics)))]
 use crate::ringbuf::atomics::x86;
 #[cfg(not(all(target_arch = "x86_64", not(ringbuf_kernel_atomics))))]
-use kernel::sync::atomic::{Acquire, Relaxed};
+use kernel::sync::atomic::{Acquire, Relaxed, Release};
 
 /// The value types accessed here.
 pub(crate) trait Plain: AtomicType {
@@ -31,6 +32,10 @@ pub(crate) trait Plain: AtomicType {
     fn load_acquire(a: &Atomic<Self>) -> Self;
     /// `WRITE_ONCE()`.
     fn store(a: &Atomic<Self>, v: Self);
+    /// `smp_store_release()`.
+    fn store_release(a: &Atomic<Self>, v: Self);
+    /// `xchg_acquire()` (on x86-64 `xchg`: fully ordered).
+    fn swap_acquire(a: &Atomic<Self>, v: Self) -> Self;
 }
 
 /// `$x86` with the ring core's x86-64 instructions, `$kernel` (the kernel's
@@ -62,6 +67,16 @@ macro_rules! plain {
             fn store(a: &Atomic<Self>, v: Self) {
                 either!(x86::store_once(a, v), a.store(v, Relaxed))
             }
+
+            #[inline(always)]
+            fn store_release(a: &Atomic<Self>, v: Self) {
+                either!(x86::store_release(a, v), a.store(v, Release))
+            }
+
+            #[inline(always)]
+            fn swap_acquire(a: &Atomic<Self>, v: Self) -> Self {
+                either!(x86::xchg(a, v), a.xchg(v, Acquire))
+            }
         }
     )*};
 }
@@ -84,6 +99,18 @@ pub(crate) fn load_acquire<T: Plain>(a: &Atomic<T>) -> T {
 #[inline(always)]
 pub(crate) fn store<T: Plain>(a: &Atomic<T>, v: T) {
     T::store(a, v)
+}
+
+/// `a.store(v, Release)`, without a call.
+#[inline(always)]
+pub(crate) fn store_release<T: Plain>(a: &Atomic<T>, v: T) {
+    T::store_release(a, v)
+}
+
+/// `a.xchg(v, Acquire)`, without a call: the value before.
+#[inline(always)]
+pub(crate) fn swap_acquire<T: Plain>(a: &Atomic<T>, v: T) -> T {
+    T::swap_acquire(a, v)
 }
 
 /// `a.fetch_add(v, Relaxed)` (wrapping), without a call (on x86-64 a
