@@ -961,12 +961,13 @@ impl Comm {
 }
 
 /// A LOST record: `count` samples of `cpu` its ring buffer could not take,
-/// noticed at `time`.
+/// the latest taken at `time`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Lost {
     /// The CPU.
     pub cpu: u16,
-    /// When the sync noticed the loss.
+    /// The time of the latest sample lost (of the drop, for samples
+    /// dropped at `tracing_on=0`).
     pub time: u64,
     /// Samples lost.
     pub count: u64,

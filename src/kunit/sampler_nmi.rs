@@ -13,7 +13,9 @@
 //! interrupted task, then kernel-mode SAMPLEs of it with the interrupted PC,
 //! the event index and period given, and a kernel callchain from the NMI's
 //! registers no deeper than the depth; with a buffer too small
-//! on purpose, SAMPLE records + lost == received exactly. Every third NMI
+//! on purpose, SAMPLE records + lost == received exactly, and the time of
+//! the latest sample lost (the LOST record's) is that of one of the run's
+//! NMIs, after every SAMPLE kept. Every third NMI
 //! says perf throttled the counter after it: exactly those SAMPLEs carry
 //! the THROTTLED flag, and `sample_throttled` counts them (lost ones too).
 //! And a handler that
@@ -116,6 +118,12 @@ struct Outcome {
     /// SAMPLEs whose flag is not what their NMI said (meaningful only when
     /// none was lost: the i-th SAMPLE is then the i-th NMI's).
     throttled_mismatch: u64,
+    /// The clock before the first NMI and after the last; the sampler's
+    /// `last_lost_time`; the newest SAMPLE's time.
+    started: u64,
+    ended: u64,
+    last_lost_time: u64,
+    newest_sample: u64,
 }
 
 /// A sampler of `bytes` (overwrite mode or not) with callchains up to
@@ -156,13 +164,17 @@ fn run(bytes: usize, depth: u32, n: u32) -> Result<Outcome> {
     WRONG_CONTEXT.store(0, Relaxed);
     SEQ.store(0, Relaxed);
     ACTIVE.store(core::ptr::from_ref(&*sampler).cast_mut(), Release);
-    let mut out = Outcome::default();
+    let mut out = Outcome {
+        started: crate::shims::clock::now(),
+        ..Outcome::default()
+    };
     for _ in 0..n {
         if !nmi_sample() {
             out.timed_out = true;
             break;
         }
     }
+    out.ended = crate::shims::clock::now();
     ACTIVE.store(null_mut(), Release);
     PENDING.store(0, Release);
     drop(reg);
@@ -179,6 +191,7 @@ fn read_back(sampler: &CpuSampler, depth: u32, out: &mut Outcome) -> Result {
     out.invalid = c.sample_invalid_eip.load(kernel::sync::atomic::Relaxed);
     out.aborted = c.backtrace_aborted.load(kernel::sync::atomic::Relaxed);
     out.throttled_count = c.sample_throttled.load(Relaxed);
+    out.last_lost_time = c.last_lost_time.load(Relaxed);
     let (me, _, _) = crate::shims::task::current_task();
     let mut named = false;
     let mut buf = KVec::from_elem(0u8, format::MAX_RECORD, GFP_KERNEL)?;
@@ -202,6 +215,7 @@ fn read_back(sampler: &CpuSampler, depth: u32, out: &mut Outcome) -> Result {
                             }
                             out.throttled_flags += u64::from(s.throttled);
                             out.samples += 1;
+                            out.newest_sample = out.newest_sample.max(s.time);
                             if !named {
                                 out.before_comm += 1;
                             }
@@ -320,6 +334,7 @@ mod tests {
             assert_eq!(r.wrong_context, 0);
             assert_eq!(r.received, 100);
             assert_eq!((r.lost, r.invalid, r.aborted), (0, 0, 0));
+            assert_eq!(r.last_lost_time, 0);
             assert_eq!(r.samples, 100);
             assert!(r.comms >= 1);
             assert_eq!(r.before_comm, 0);
@@ -354,6 +369,10 @@ mod tests {
             assert!(r.throttled_flags <= r.throttled_count && r.throttled_flags <= r.samples);
             // With no reader, the SAMPLEs that fit are the first NMIs'.
             assert_eq!(r.throttled_mismatch, 0);
+            // The time of the latest sample lost (the LOST record's,
+            // `sync.rs`): during the run, after every SAMPLE kept.
+            assert!(r.started <= r.last_lost_time && r.last_lost_time <= r.ended);
+            assert!(r.newest_sample < r.last_lost_time);
         }
     }
 

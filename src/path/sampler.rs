@@ -192,6 +192,11 @@ pub(crate) struct Counters {
     /// Samples lost because this CPU's buffer was full, or dropped from it
     /// at `tracing_on=0` because the event buffer was full.
     pub(crate) sample_lost_overflow: Atomic<u64>,
+    /// The time of the latest sample lost because this CPU's buffer was
+    /// full (0: none yet): the time of the CPU's next LOST record. Stored
+    /// before `sample_lost_overflow` counts it (release), read after
+    /// (acquire).
+    pub(crate) last_lost_time: Atomic<u64>,
     /// Samples with no usable PC.
     pub(crate) sample_invalid_eip: Atomic<u64>,
     /// Of `sample_received`: overflows after which perf throttled the
@@ -263,6 +268,7 @@ impl Counters {
         Self {
             sample_received: Atomic::new(0),
             sample_lost_overflow: Atomic::new(0),
+            last_lost_time: Atomic::new(0),
             sample_invalid_eip: Atomic::new(0),
             sample_throttled: Atomic::new(0),
             backtrace_aborted: Atomic::new(0),
@@ -584,6 +590,18 @@ impl CpuSampler {
         }
     }
 
+    /// Counts a sample taken at `ts` as received and lost (its buffer was
+    /// full). The time goes first: a sync that sees the count sees this
+    /// time or a later one, and stamps the CPU's LOST record with it
+    /// (`sync.rs`), so that a reader can tell losses that all happened
+    /// before it opened the stream (`record` leaves that backlog out).
+    fn lost(&self, ts: u64, throttled: bool) {
+        let c = &self.counters;
+        self.received(throttled);
+        atomic::store(&c.last_lost_time, ts);
+        c.sample_lost_overflow.fetch_add(1, Release);
+    }
+
     /// A reserve refused as `Disabled` with [`PAUSE_GEN`] at `gen` before it:
     /// if a snapshot's pause refused it, counts the sample as received and
     /// lost.
@@ -671,11 +689,7 @@ impl CpuSampler {
                     c.comm_records.add(1, Relaxed);
                 }
                 Err(ReserveError::Disabled) => return self.refused(gen, throttled),
-                Err(_) => {
-                    self.received(throttled);
-                    c.sample_lost_overflow.add(1, Relaxed);
-                    return;
-                }
+                Err(_) => return self.lost(ts, throttled),
             }
         }
         // KUnit: a snapshot's pause may end here (`kunit/sampler_nmi.rs`).
@@ -709,11 +723,7 @@ impl CpuSampler {
                     }
                 }
                 Err(ReserveError::Disabled) => return self.refused(gen, throttled),
-                Err(_) => {
-                    self.received(throttled);
-                    c.sample_lost_overflow.add(1, Relaxed);
-                    return;
-                }
+                Err(_) => return self.lost(ts, throttled),
             }
         }
         // The SAMPLE record with `chain` after it: `kernel` kernel entries
@@ -892,10 +902,7 @@ impl CpuSampler {
                 }
             }
             Err(ReserveError::Disabled) => self.refused(gen, throttled),
-            Err(_) => {
-                self.received(throttled);
-                c.sample_lost_overflow.add(1, Relaxed);
-            }
+            Err(_) => self.lost(ts, throttled),
         }
     }
 }

@@ -30,7 +30,7 @@ use kernel::{
     new_mutex, new_poll_condvar,
     prelude::*,
     sync::{
-        atomic::{Atomic, Relaxed},
+        atomic::{Acquire, Atomic, Relaxed},
         poll::PollCondVar,
         Mutex,
     },
@@ -153,11 +153,11 @@ fn write_pending_on(eb: &mut EventBuffer, pending_on: &Atomic<u64>, reserve: Res
     }
 }
 
-/// A LOST record of `count` samples of `t.cpu`, noticed now.
-fn lost_record(t: &Target<'_>, count: u64) -> [u8; format::LOST_LEN] {
+/// A LOST record of `count` samples of `t.cpu`, the latest lost at `time`.
+fn lost_record(t: &Target<'_>, count: u64, time: u64) -> [u8; format::LOST_LEN] {
     format::Lost {
         cpu: t.cpu.cpu as u16,
-        time: now(),
+        time,
         count,
     }
     .encoded(Endian::native())
@@ -172,9 +172,20 @@ fn stage_cpu(t: &Target<'_>, st: &mut CpuSync) -> bool {
     if !st.stage.has_room() {
         return true;
     }
-    let lost = t.cpu.counters.sample_lost_overflow.load(Relaxed);
-    if lost > st.lost_reported && st.stage.push(&lost_record(t, lost - st.lost_reported)) {
-        st.lost_reported = lost;
+    // The LOST record's time: that of the latest sample it counts (the
+    // handler stores it before counting, `sampler.rs`), not when the sync
+    // noticed: the losses of a module nobody read for a while are older
+    // than a stream opened since, and `record` leaves them out so.
+    let c = &t.cpu.counters;
+    let lost = c.sample_lost_overflow.load(Acquire);
+    if lost > st.lost_reported {
+        let at = match c.last_lost_time.load(Relaxed) {
+            0 => now(),
+            at => at,
+        };
+        if st.stage.push(&lost_record(t, lost - st.lost_reported, at)) {
+            st.lost_reported = lost;
+        }
     }
     let (mut more, mut max_ts) = (false, None);
     let stage = &mut st.stage;
@@ -297,7 +308,8 @@ fn discard_cpu(t: &Target<'_>) {
     }
     let lost = t.cpu.counters.sample_lost_overflow.load(Relaxed);
     if lost > st.lost_reported {
-        let rec = lost_record(t, lost - st.lost_reported);
+        // Dropped now (or lost before and not reported yet): now.
+        let rec = lost_record(t, lost - st.lost_reported, now());
         // Into the reserve, less the TRACING record's part.
         if t.b.events.lock().push_keeping(&rec, format::TRACING_LEN) {
             st.lost_reported = lost;

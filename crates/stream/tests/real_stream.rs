@@ -186,9 +186,11 @@ fn callchains_respect_depth_and_mode() {
     assert!(samples(&d).any(|s| !s.kernel), "no user-mode sample");
 }
 
-/// Per CPU, records come in time order, except that a LOST record carries the
-/// time the sync noticed the loss: it is never earlier than anything before it
-/// on its CPU, but the (older) records of the sync batch it heads may follow it.
+/// Per CPU, records come in time order, except that a LOST record carries a
+/// later time than the (older) records of the sync batch it heads, which
+/// follow it: the fixture's module stamped the time the sync noticed the
+/// loss (today's stamps the latest sample lost), never earlier than
+/// anything before it on its CPU.
 #[test]
 fn per_cpu_record_times_are_ordered() {
     let (_, d) = decoded();
