@@ -624,7 +624,8 @@ impl Profile {
 
     /// How long recording was on, in ns: from [`Profile::first_time`] to the
     /// last record, less the spans between a TRACING off and the next TRACING on
-    /// (a first marker that turns recording on means it was off before).
+    /// (a first marker that turns recording on means it was off before; a
+    /// marker older than the span's start counts as at its start).
     pub fn recording_ns(&self) -> u64 {
         let mut on_ns = 0u64;
         let mut on_since = None;
@@ -633,6 +634,7 @@ impl Profile {
             let Event::Tracing { time, on, .. } = *e else {
                 continue;
             };
+            let time = time.max(self.first_time);
             if first && !on {
                 on_since = Some(self.first_time);
             }
@@ -904,10 +906,18 @@ impl Profile {
             // A COMM record names a task the module saw, maybe long before
             // the stream (the backlog `record` leaves out keeps its COMM
             // records), and a CONFIG record says when a setting changed:
-            // neither is time recorded.
-            if !matches!(r, Record::Comm(_) | Record::Config(_)) {
-                first_time = first_time.min(r.time());
-                last_time = last_time.max(r.time());
+            // neither is time recorded. Nor does a TRACING record start
+            // the span: `record` keeps the backlog's (the state they say
+            // holds at the opening), and a `tracing_on` switch a minute
+            // before the recording made its report say "recording: 60 s"
+            // ([`Profile::recording_ns`] counts them from the span's start).
+            match r {
+                Record::Comm(_) | Record::Config(_) => {}
+                Record::Tracing(_) => last_time = last_time.max(r.time()),
+                _ => {
+                    first_time = first_time.min(r.time());
+                    last_time = last_time.max(r.time());
+                }
             }
             match r {
                 Record::Comm(c) => {
@@ -1377,6 +1387,25 @@ mod tests {
         assert_eq!(p.recording_ns(), 1000);
         // An empty stream recorded nothing.
         assert_eq!(profile(1000, &[]).recording_ns(), 0);
+        // Markers older than the stream's opening (`record` keeps the
+        // backlog's TRACING records, not its samples): the span starts at
+        // the opening all the same (it was 3500: from the switch at 100).
+        let p = profile(
+            1000,
+            &[
+                tracing(50, false),
+                tracing(100, true),
+                sample(2000),
+                sample(3000),
+            ],
+        );
+        assert_eq!((p.first_time, p.recording_ns()), (1000, 2000));
+        // An old off with no on after it: off from the start.
+        let p = profile(
+            1000,
+            &[tracing(100, false), tracing(2500, true), sample(3000)],
+        );
+        assert_eq!(p.recording_ns(), 500);
     }
 
     #[test]
