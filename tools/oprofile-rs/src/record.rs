@@ -1462,6 +1462,30 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
     // every process alive from then on is covered by the snapshot or the
     // kernel's records (a process that started and exited between the
     // opening and the map tracking's start would have neither).
+    // The unwind tables for the module's walk of the recorded processes'
+    // stacks (`unwind_load.rs`): loaded as processes are seen, dropped when
+    // the loader's control file closes at the end. System-wide, the
+    // tables of the binaries running processes map are loaded first,
+    // before the stream is opened: their loads (the C library's, the
+    // loader's, a shell's, read and copied into the module) no longer fall
+    // in the recording, where they cost the workload about a point of
+    // its throughput (Documentation/benchmarks.md, issue 30).
+    let mut tables = if opts.unwind_tables {
+        match crate::unwind_load::TableLoader::open(&opts.device) {
+            Ok(mut l) => {
+                if opts.system_wide || (opts.command.is_empty() && opts.pids.len() != 1) {
+                    l.prefetch(&opts.proc_root);
+                }
+                Some(l)
+            }
+            Err(e) => {
+                info.push(format!("unwind-tables: none ({e})"));
+                None
+            }
+        }
+    } else {
+        None
+    };
     // The settings applied below (`-e`, `-c`, ...): declared before the
     // device so that, on an error path, they are put back after the
     // reader's file is closed.
@@ -1623,20 +1647,6 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
         ),
         None => "profiled: every task (system-wide)".into(),
     });
-    // The unwind tables for the module's walk of the recorded processes'
-    // stacks (`unwind_load.rs`): loaded as processes are seen, dropped when
-    // the loader's control file closes at the end.
-    let mut tables = if opts.unwind_tables {
-        match crate::unwind_load::TableLoader::open(&opts.device) {
-            Ok(l) => Some(l),
-            Err(e) => {
-                info.push(format!("unwind-tables: none ({e})"));
-                None
-            }
-        }
-    } else {
-        None
-    };
     if let (Some(l), Some(c)) = (tables.as_mut(), opts.command.first()) {
         l.prepare(c);
     }
@@ -2048,7 +2058,7 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
     if let Some(l) = tables.take() {
         let st = &l.stats;
         info.push(format!(
-            "unwind-tables: {} processes, {} mappings, {} tables ({} bytes, {} from the cache), {} binaries without, {} mappings refused{}",
+            "unwind-tables: {} processes, {} mappings, {} tables ({} bytes, {} from the cache), {} binaries without, {} mappings refused; before the recording: {} tables of the binaries processes mapped, {} running processes{}",
             st.processes,
             st.maps,
             st.tables,
@@ -2056,6 +2066,8 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
             st.cached,
             st.no_table,
             st.refused,
+            st.prefetched,
+            st.prefetched_processes,
             st.disabled.as_deref().map(|d| format!("; stopped: {d}")).unwrap_or_default()
         ));
     }

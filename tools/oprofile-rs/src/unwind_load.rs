@@ -43,6 +43,11 @@ pub struct LoadStats {
     pub no_table: u64,
     /// Tables read from the cache instead of built.
     pub cached: u64,
+    /// Of `tables`: loaded at the start for the binaries running processes
+    /// mapped ([`TableLoader::prefetch`]).
+    pub prefetched: u64,
+    /// Of `processes`: those loaded then (running, state R).
+    pub prefetched_processes: u64,
     /// Mappings the module refused (changed or gone in between, ...).
     pub refused: u64,
     /// Why loading stopped altogether, if it did (the module has no such
@@ -116,6 +121,49 @@ impl TableLoader {
                 self.tables.insert(key, b);
             }
         }
+    }
+
+    /// Builds and loads, ahead of their mappings, the tables of the
+    /// binaries the processes running now map executable (the vDSO
+    /// included), those most processes map first (the C library, the
+    /// loader, a shell), at most [`PREFETCH_TABLES`] tables and
+    /// [`PREFETCH_BYTES`] bytes: a system-wide recording then loads them
+    /// before its window, and a process first sampled in it only has its
+    /// mappings to load. Its maps are read, nothing is mapped (the
+    /// processes are loaded as they are sampled, as before). Stops after
+    /// [`PREFETCH_TIME`] (tables not in the cache yet take a while to
+    /// build). Returns the tables it loaded.
+    pub fn prefetch(&mut self, proc_root: &Path) -> u64 {
+        let t = std::time::Instant::now();
+        let (tables0, bytes0) = (self.stats.tables, self.stats.table_bytes);
+        let (order, running) = prefetch_order(proc_root, std::process::id());
+        for (key, _, source) in order {
+            if !self.active()
+                || self.stats.tables - tables0 >= PREFETCH_TABLES
+                || self.stats.table_bytes - bytes0 >= PREFETCH_BYTES
+                || t.elapsed() >= PREFETCH_TIME
+            {
+                break;
+            }
+            if !self.tables.contains_key(&key) {
+                let b = self.load_table(source);
+                self.tables.insert(key, b);
+            }
+        }
+        self.stats.prefetched += self.stats.tables - tables0;
+        // The processes running now (state R), whose samples come first:
+        // their mappings too, so that they are unwound from their first
+        // sample, whenever `record` gets to read it (on a loaded machine,
+        // a second of a running program's samples was walked by frame
+        // pointers before it did).
+        for pid in running.into_iter().take(PREFETCH_PROCESSES) {
+            if !self.active() || t.elapsed() >= PREFETCH_TIME {
+                break;
+            }
+            self.load_process(proc_root, pid);
+        }
+        self.stats.prefetched_processes = self.stats.processes;
+        self.stats.tables - tables0
     }
 
     /// Whether it still loads tables.
@@ -270,6 +318,84 @@ impl TableLoader {
         }
         Ok(i64::from(r))
     }
+}
+
+/// At most this many tables, and about this many bytes of them (the last
+/// one may pass it), are loaded by [`TableLoader::prefetch`]: a quarter of
+/// what the module holds (`unwind::MAX_TOTAL_BYTES`), so that the
+/// processes sampled later still find room for theirs.
+pub const PREFETCH_TABLES: u64 = 64;
+pub const PREFETCH_BYTES: u64 = (unwind::MAX_TOTAL_BYTES / 4) as u64;
+
+/// [`TableLoader::prefetch`] stops loading after this long.
+pub const PREFETCH_TIME: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// At most this many running processes are loaded by
+/// [`TableLoader::prefetch`] (each mapping loaded republishes the module's
+/// registry of them: a cost that grows with the mappings already there).
+pub const PREFETCH_PROCESSES: usize = 64;
+
+/// What [`TableLoader::prefetch`] loads: the binaries the processes under
+/// `proc_root` but `me` map executable (the vDSO included), with how many
+/// processes map each and where to read it (through the first such
+/// process's root), most-mapped first, then by inode and path; and the
+/// processes that run now (state R), by pid.
+type Prefetch = (Vec<((u64, String), u32, Source)>, Vec<u32>);
+
+/// See [`Prefetch`].
+fn prefetch_order(proc_root: &Path, me: u32) -> Prefetch {
+    let Ok(dir) = std::fs::read_dir(proc_root) else {
+        return (Vec::new(), Vec::new());
+    };
+    let mut seen: HashMap<(u64, String), (u32, Source)> = HashMap::new();
+    let mut running = Vec::new();
+    for e in dir.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        let Ok(text) = std::fs::read_to_string(proc_root.join(format!("{pid}/maps"))) else {
+            continue;
+        };
+        // The state follows the command's closing parenthesis (which the
+        // command itself may hold).
+        let stat = std::fs::read_to_string(proc_root.join(format!("{pid}/stat")));
+        if stat
+            .as_deref()
+            .ok()
+            .and_then(|s| s.rsplit_once(')'))
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('R'))
+        {
+            running.push(pid);
+        }
+        let mut mine = HashSet::new();
+        for m in parse_maps(&text) {
+            let vdso = m.path == "[vdso]";
+            if !m.perms.contains('x') || !((m.is_file() && m.inode != 0) || vdso) {
+                continue;
+            }
+            let key = (m.inode, m.path.clone());
+            if !mine.insert(key.clone()) {
+                continue;
+            }
+            seen.entry(key)
+                .or_insert_with(|| {
+                    let source = if vdso {
+                        Source::Vdso
+                    } else {
+                        Source::File(proc_root.join(format!("{pid}/root{}", m.path)))
+                    };
+                    (0, source)
+                })
+                .0 += 1;
+        }
+    }
+    let mut order: Vec<_> = seen.into_iter().map(|(k, (n, s))| (k, n, s)).collect();
+    order.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    running.sort_unstable();
+    (order, running)
 }
 
 /// Where a binary's bytes come from.
@@ -482,6 +608,72 @@ mod tests {
         std::fs::write(&f, &v).unwrap();
         assert!(read_cached(&f).is_none());
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn prefetch_takes_the_binaries_most_processes_map_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let maps = |pid: u32, text: &str| {
+            std::fs::create_dir_all(dir.path().join(pid.to_string())).unwrap();
+            std::fs::write(dir.path().join(format!("{pid}/maps")), text).unwrap();
+        };
+        let libc = "7f0000000000-7f0000100000 r-xp 00028000 08:01 200 /usr/lib/libc.so.6\n";
+        let vdso = "7ffd00000000-7ffd00002000 r-xp 00000000 00:00 0 [vdso]\n";
+        // Two processes of two programs share the C library and the vDSO;
+        // a data mapping, an anonymous executable one and a second
+        // mapping of the same file count for nothing more.
+        maps(
+            10,
+            &format!(
+                "00400000-00401000 r-xp 00000000 08:01 100 /usr/bin/a\n\
+                 00401000-00402000 rw-p 00001000 08:01 101 /usr/bin/data\n\
+                 7e0000000000-7e0000001000 rwxp 00000000 00:00 0 \n{libc}{libc}{vdso}"
+            ),
+        );
+        maps(
+            11,
+            &format!("00400000-00401000 r-xp 00000000 08:01 300 /usr/bin/b\n{libc}{vdso}"),
+        );
+        // The recorder's own maps and a directory that is no process: not
+        // read.
+        maps(
+            12,
+            "00400000-00401000 r-xp 00000000 08:01 900 /usr/bin/me\n",
+        );
+        std::fs::create_dir_all(dir.path().join("self")).unwrap();
+        // 11 and the recorder run; 10 sleeps (a command with a ") R " in
+        // its name fools no one).
+        let stat = |pid: u32, text: &str| {
+            std::fs::write(dir.path().join(format!("{pid}/stat")), text).unwrap();
+        };
+        stat(10, "10 (a) R (x) S 1 10 10 0 -1");
+        stat(11, "11 (b) R 1 11 11 0 -1");
+        stat(12, "12 (me) R 1 12 12 0 -1");
+        let (order, running) = prefetch_order(dir.path(), 12);
+        assert_eq!(running, vec![11]);
+        let got: Vec<(u64, String, u32)> =
+            order.into_iter().map(|((i, p), n, _)| (i, p, n)).collect();
+        assert_eq!(
+            got,
+            vec![
+                (0, "[vdso]".to_string(), 2),
+                (200, "/usr/lib/libc.so.6".to_string(), 2),
+                (100, "/usr/bin/a".to_string(), 1),
+                (300, "/usr/bin/b".to_string(), 1),
+            ]
+        );
+        // Read through the root of a process that maps it.
+        let (first, _) = prefetch_order(dir.path(), 12);
+        match &first[1].2 {
+            Source::File(f) => assert!(
+                f.ends_with("10/root/usr/lib/libc.so.6")
+                    || f.ends_with("11/root/usr/lib/libc.so.6"),
+                "{f:?}"
+            ),
+            s => panic!("{s:?}"),
+        }
+        let (none, running) = prefetch_order(&dir.path().join("none"), 12);
+        assert!(none.is_empty() && running.is_empty());
     }
 
     #[test]
