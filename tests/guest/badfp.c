@@ -27,7 +27,8 @@
  * The walk must stay bounded (at most the depth), record no more than the
  * records it can read (see tests/guest/ustack.sh), and never oops. Prints the
  * address rbp holds and the number of user frames a walk can find (-1: as
- * many as the depth allows).
+ * many as the depth allows), and the addresses of the rbp loop
+ * ([start, end), zero-padded hex as `oprofile-rs script` prints a PC).
  */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -37,20 +38,31 @@
 #include <time.h>
 
 
+/* Where spin's loop starts and ends ([lo, hi)): spin sets them. */
+static unsigned long loop_lo, loop_hi;
+
 /*
  * Spins with rbp = fp until n reaches 0; rbp restored after. Not inlined:
- * ustack.sh tells the samples of the loop by this name.
+ * ustack.sh tells the samples of the loop by its addresses (local labels:
+ * a global one would name them instead of spin), which main prints. A
+ * sample at spin's first instructions, before rbp is set, walks the
+ * program's own frames (one in about a thousand in the guest: CI runs
+ * counted such samples as the loop's).
  */
 __attribute__((noinline)) void spin(unsigned long fp, unsigned long n)
 {
-	__asm__ volatile("mov %%rbp, %%r12\n\t"
-			 "mov %1, %%rbp\n\t"
+	__asm__ volatile("lea 1f(%%rip), %%rax\n\t"
+			 "mov %%rax, %1\n\t"
+			 "lea 2f(%%rip), %%rax\n\t"
+			 "mov %%rax, %2\n\t"
+			 "mov %%rbp, %%r12\n\t"
+			 "mov %3, %%rbp\n\t"
 			 "1: dec %0\n\t"
 			 "jnz 1b\n\t"
-			 "mov %%r12, %%rbp"
-			 : "+S"(n)
+			 "2: mov %%r12, %%rbp"
+			 : "+S"(n), "=m"(loop_lo), "=m"(loop_hi)
 			 : "D"(fp)
-			 : "r12", "cc", "memory");
+			 : "rax", "r12", "cc", "memory");
 }
 
 /*
@@ -162,7 +174,9 @@ int main(int argc, char **argv)
 	}
 	/* The loop with the garbage in rsp (the sp- modes) or in rbp. */
 	void (*loop)(unsigned long, unsigned long) = sp ? spin_sp : spin;
-	printf("badfp %s: %s=%#lx frames=%d\n", mode, sp ? "rsp" : "rbp", sp ? sp : fp, frames);
+	spin(0, 1); /* sets loop_lo and loop_hi */
+	printf("badfp %s: %s=%#lx frames=%d loop=%016lx-%016lx\n", mode, sp ? "rsp" : "rbp",
+	       sp ? sp : fp, frames, loop_lo, loop_hi);
 	fflush(stdout);
 	clock_gettime(CLOCK_MONOTONIC, &start);
 	do {

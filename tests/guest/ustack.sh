@@ -139,30 +139,29 @@ for mode in self loop2 down kernel kchain unmapped notpresent misaligned deep; d
     tr0=$(stat_total user_backtrace_truncated)
     out=$(oprofile-rs record -q --call-graph 0,64 -o /tmp/h.bin -- /tmp/badfp $mode 1 2>&1)
     echo "$out" | grep '^badfp'
-    frames=$(echo "$out" | sed -n 's/.* frames=\(-*[0-9]*\)$/\1/p')
+    frames=$(echo "$out" | sed -n 's/.* frames=\(-*[0-9]*\) .*/\1/p')
     [ "$frames" = -1 ] && frames=64
+    # The loop's addresses, [lo, hi): zero-padded hex as script prints a
+    # PC, compared as strings. (A sample at spin's first instructions,
+    # before rbp holds the garbage, walks the program's own frames: one in
+    # about a thousand; CI runs counted such samples as the loop's, with
+    # one frame where none or two were readable.)
+    lo=$(echo "$out" | sed -n 's/.* loop=\([0-9a-f]*\)-\([0-9a-f]*\)$/\1/p')
+    hi=$(echo "$out" | sed -n 's/.* loop=\([0-9a-f]*\)-\([0-9a-f]*\)$/\2/p')
     ab=$(($(stat_total user_backtrace_aborted) - ab0))
     tr=$(($(stat_total user_backtrace_truncated) - tr0))
-    # User frames below each sample of the loop (spin): their count, most
-    # and fewest.
-    oprofile-rs script -i /tmp/h.bin --callchain 2>/dev/null | awk '
+    # User frames below each sample of the loop: their count, most and
+    # fewest.
+    oprofile-rs script -i /tmp/h.bin --callchain 2>/dev/null | awk -v lo="$lo" -v hi="$hi" '
         /^\t/ { if (s && $1 !~ /^ffff/) u++; next }
-        { if (s) print u; s = / spin /; u = 0 }
+        { if (s) print u; s = / spin / && $5 >= lo && $5 < hi; u = 0 }
         END { if (s) print u }' | sort -n | uniq -c >/tmp/h.counts
     n=$(awk '{ n += $1 } END { print n + 0 }' /tmp/h.counts)
     most=$(awk '{ m = $2 } END { print m + 0 }' /tmp/h.counts)
     fewest=$(awk 'NR == 1 { print $2 + 0 }' /tmp/h.counts)
-    exact=$(awk -v f="$frames" '$2 == f { n += $1 } END { print n + 0 }' /tmp/h.counts)
-    echo "$mode: $n samples in the loop, user frames $fewest..$most ($exact with $frames); aborted +$ab, truncated +$tr"
+    echo "$mode: $n samples in the loop ($lo-$hi), user frames $fewest..$most; aborted +$ab, truncated +$tr"
     check "$mode: samples in the loop" [ "$n" -gt 0 ]
-    # Never a frame above the garbage; nearly always every readable one. In
-    # a CI run on the debug kernel one loop2 sample of 1,031 had one frame
-    # fewer (cause not found: none in 71,000 samples of the same runs
-    # alone; a read fails where a page is not present at that moment, and
-    # the handler does not fault pages in): at most 1 % may.
-    expect_eq "$mode: no loop sample has more than the $frames readable user frames" "$most" "$frames"
-    check "$mode: the loop samples have exactly the $frames readable user frames ($exact of $n)" \
-        [ $((exact * 100)) -ge $((n * 99)) ]
+    expect_eq "$mode: every loop sample has exactly the $frames readable user frames" "$fewest $most" "$frames $frames"
     if [ $mode = deep ]; then
         check "$mode: chains cut at the depth are counted truncated" [ "$tr" -ge "$n" ]
     else
