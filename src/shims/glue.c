@@ -169,28 +169,40 @@ bool oprofile_rs_user_regs(struct pt_regs *regs, u64 *ip, u64 *sp, u64 *bp, u64 
  * context (NMI included), without faulting pages in, for a caller that made
  * sure the current task's mm is the loaded one (src/path/user_stack.rs,
  * UserMemory: after a copy_from_user_nmi() that succeeded in the same
- * handler; nmi_uaccess_okay() is not exported to modules). As perf's user
- * callchain walk reads its frame records (copy_stack_frame()): __get_user()
- * with page faults disabled, a fault ending the read through the exception
- * table. __get_user() and access_ok() are macros.
+ * handler; nmi_uaccess_okay() is not exported to modules). With page
+ * faults disabled, a fault ending the read through the exception table, as
+ * perf's user callchain walk reads its frame records (copy_stack_frame()),
+ * but inline: one user access window (user_read_access_begin(): the range
+ * check and STAC) for both words, each read by unsafe_get_user() (a load
+ * with its exception-table entry), where __get_user() called
+ * __get_user_nocheck_8 per word (the table walk reads one or two words per
+ * frame: 28 instructions a sample in those calls, scripts/icount-profile).
+ * The macros are why this is C.
  */
 bool oprofile_rs_read_user_words(u64 addr, u64 *out, unsigned int n)
 {
 	const u64 __user *p = (const u64 __user *)(unsigned long)addr;
-	unsigned int i;
-	bool ok = true;
+	u64 a, b = 0;
 
-	if (n > 2 || !access_ok(p, n * sizeof(u64)))
+	if (n < 1 || n > 2)
 		return false;
 	pagefault_disable();
-	for (i = 0; i < n; i++) {
-		if (__get_user(out[i], p + i)) {
-			ok = false;
-			break;
-		}
-	}
+	if (!user_read_access_begin(p, n * sizeof(u64)))
+		goto refused;
+	unsafe_get_user(a, p, fault);
+	if (n == 2)
+		unsafe_get_user(b, p + 1, fault);
+	user_read_access_end();
 	pagefault_enable();
-	return ok;
+	out[0] = a;
+	if (n == 2)
+		out[1] = b;
+	return true;
+fault:
+	user_read_access_end();
+refused:
+	pagefault_enable();
+	return false;
 }
 
 /* instruction_pointer() and user_mode() are inline (src/shims/perf.rs, Regs). */
