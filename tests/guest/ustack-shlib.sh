@@ -89,6 +89,26 @@ shlib_stacks shlib /tmp/w.folded
 check "system-wide, shlib running before: whole stacks through the library ($((x + y)) of $all)" \
     [ "$all" -gt 200 -a "$(pct $((x + y)) "$all")" -ge 90 ]
 
+# --- system-wide, the program started after the recording, nothing running
+# before: record has loaded tables (the binaries processes map) but mapped
+# no process, and the module asks for the new process's tables at its first
+# sample all the same (table_wakes), not a second later when record would
+# have read the stream anyway (the first second of the program's samples
+# were walked by frame pointers before)
+wakes0=$(stat_total table_wakes)
+oprofile-rs record -q -o /tmp/i.bin --duration 4 & rp=$!
+wait_for reading_device $rp
+/tmp/shlib 1.5 >/dev/null
+wait $rp
+wakes=$(($(stat_total table_wakes) - wakes0))
+grep -h '^unwind-tables' /tmp/i.bin.meta/*
+oprofile-rs folded -i /tmp/i.bin --comm shlib >/tmp/i.folded 2>/dev/null
+show /tmp/i.folded
+shlib_stacks shlib /tmp/i.folded
+check "system-wide, shlib started after: the module asked for its tables ($wakes table_wakes)" [ "$wakes" -ge 1 ]
+check "system-wide, shlib started after: whole stacks through the library ($((x + y)) of $all)" \
+    [ "$all" -gt 200 -a "$(pct $((x + y)) "$all")" -ge 85 ]
+
 # --- -g: frame pointers alone, for comparison (printed, not checked)
 oprofile-rs record -q -g -o /tmp/g.bin -- /tmp/shlib 1
 oprofile-rs folded -i /tmp/g.bin >/tmp/g.folded 2>/dev/null
