@@ -1470,13 +1470,21 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
     // loader's, a shell's, read and copied into the module) no longer fall
     // in the recording, where they cost the workload about a point of
     // its throughput (Documentation/benchmarks.md, issue 30).
+    // (A FIFO as the device, no reader yet: `ENXIO`, opened again once
+    // the reader is, below.)
+    let system_wide = opts.system_wide || (opts.command.is_empty() && opts.pids.len() != 1);
+    let mut tables_later = false;
     let mut tables = if opts.unwind_tables {
-        match crate::unwind_load::TableLoader::open(&opts.device) {
+        match crate::unwind_load::TableLoader::open_nonblocking(&opts.device) {
             Ok(mut l) => {
-                if opts.system_wide || (opts.command.is_empty() && opts.pids.len() != 1) {
+                if system_wide {
                     l.prefetch(&opts.proc_root);
                 }
                 Some(l)
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {
+                tables_later = true;
+                None
             }
             Err(e) => {
                 info.push(format!("unwind-tables: none ({e})"));
@@ -1647,6 +1655,20 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
         ),
         None => "profiled: every task (system-wide)".into(),
     });
+    if tables_later {
+        tables = match crate::unwind_load::TableLoader::open(&opts.device) {
+            Ok(mut l) => {
+                if system_wide {
+                    l.prefetch(&opts.proc_root);
+                }
+                Some(l)
+            }
+            Err(e) => {
+                info.push(format!("unwind-tables: none ({e})"));
+                None
+            }
+        };
+    }
     if let (Some(l), Some(c)) = (tables.as_mut(), opts.command.first()) {
         l.prepare(c);
     }

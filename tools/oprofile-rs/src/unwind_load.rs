@@ -82,7 +82,22 @@ impl TableLoader {
     /// A loader with a control file of `device` of its own (`O_WRONLY`:
     /// no reader slot).
     pub fn open(device: &Path) -> std::io::Result<TableLoader> {
-        let ctl = std::fs::OpenOptions::new().write(true).open(device)?;
+        Self::open_flags(device, 0)
+    }
+
+    /// [`TableLoader::open`] without waiting: a FIFO as the device (the
+    /// tests') has no reader before `record` opens it, and a plain open
+    /// for writing would wait for one (`ENXIO` instead).
+    pub fn open_nonblocking(device: &Path) -> std::io::Result<TableLoader> {
+        Self::open_flags(device, libc::O_NONBLOCK)
+    }
+
+    fn open_flags(device: &Path, flags: i32) -> std::io::Result<TableLoader> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let ctl = std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(flags)
+            .open(device)?;
         Ok(TableLoader {
             ctl,
             tables: HashMap::new(),
