@@ -264,6 +264,14 @@ pub(crate) struct Counters {
 }
 
 impl Counters {
+    /// Counts `n` samples lost at `time` (the latest of them): the time
+    /// first, so that a sync that sees the count sees this time or a later
+    /// one (`sync.rs` stamps the CPU's LOST record with it).
+    pub(crate) fn lose(&self, n: u64, time: u64) {
+        atomic::store(&self.last_lost_time, time);
+        self.sample_lost_overflow.fetch_add(n, Release);
+    }
+
     fn new() -> Self {
         Self {
             sample_received: Atomic::new(0),
@@ -596,10 +604,8 @@ impl CpuSampler {
     /// (`sync.rs`), so that a reader can tell losses that all happened
     /// before it opened the stream (`record` leaves that backlog out).
     fn lost(&self, ts: u64, throttled: bool) {
-        let c = &self.counters;
         self.received(throttled);
-        atomic::store(&c.last_lost_time, ts);
-        c.sample_lost_overflow.fetch_add(1, Release);
+        self.counters.lose(1, ts);
     }
 
     /// A reserve refused as `Disabled` with [`PAUSE_GEN`] at `gen` before it:

@@ -199,7 +199,7 @@ fn stage_cpu(t: &Target<'_>, st: &mut CpuSync) -> bool {
                 // module writes whole records. Counted all the same.
                 let kind = format::Prefix::read(Endian::native(), payload).map(|p| p.kind);
                 if kind == Some(format::SAMPLE) {
-                    t.cpu.counters.sample_lost_overflow.add(1, Relaxed);
+                    t.cpu.counters.lose(1, now());
                 }
                 pr_ratelimited!(
                     pr_warn,
@@ -304,7 +304,9 @@ fn discard_cpu(t: &Target<'_>) {
         t.cpu.forget_comm();
     }
     if dropped > 0 {
-        t.cpu.counters.sample_lost_overflow.add(dropped, Relaxed);
+        // Dropped now: a LOST record that does not fit below is made
+        // later, with this time or a later loss's.
+        t.cpu.counters.lose(dropped, now());
     }
     let lost = t.cpu.counters.sample_lost_overflow.load(Relaxed);
     if lost > st.lost_reported {
