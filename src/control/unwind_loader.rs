@@ -113,19 +113,23 @@ impl UnwindLoader {
         })?;
         let table = Arc::new(table, GFP_KERNEL)?;
         // (A kernel thread has no address space: none to keep quiet.)
+        let mut new_loader = false;
         if !self.loaders.iter().any(|(o, _)| *o == owner) {
             if let Ok(mm) = MmRef::of_current() {
                 self.loaders
                     .push((owner, Arc::new(mm, GFP_KERNEL)?), GFP_KERNEL)?;
+                new_loader = true;
             }
         }
         self.tables.push(Loaded { owner, id, table }, GFP_KERNEL)?;
         self.bytes += len;
         self.next_id = next;
-        // The first tables, no mapping yet: a registry all the same (no
-        // mappings, its loaders), so that the samples of every process ask
-        // for theirs ([`Self::publish`]).
-        if self.maps.is_empty() {
+        // A registry from the first table on, mappings or not, so that the
+        // samples of every process ask for theirs ([`Self::publish`]); and
+        // a new one when a loader comes, whose own samples must not ask.
+        // Not at every table: each registry is a new generation, which
+        // makes the CPUs ask again at once.
+        if new_loader || self.tables.len() == 1 {
             self.publish();
         }
         Ok(id)
