@@ -1458,42 +1458,48 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
             opts.maps_interval.as_secs_f64()
         )),
     }
-    // The device last: the stream may hold samples from its opening on, and
-    // every process alive from then on is covered by the snapshot or the
-    // kernel's records (a process that started and exited between the
-    // opening and the map tracking's start would have neither).
     // The unwind tables for the module's walk of the recorded processes'
     // stacks (`unwind_load.rs`): loaded as processes are seen, dropped when
-    // the loader's control file closes at the end. System-wide, the
-    // tables of the binaries running processes map are loaded first,
-    // before the stream is opened: their loads (the C library's, the
-    // loader's, a shell's, read and copied into the module) no longer fall
-    // in the recording, where they cost the workload about a point of
-    // its throughput (Documentation/benchmarks.md, issue 30).
-    // (A FIFO as the device, no reader yet: `ENXIO`, opened again once
-    // the reader is, below.)
+    // the loader's control file closes at the end. System-wide, those of
+    // the binaries the processes map and of the processes running are
+    // loaded before the stream is opened (`TableLoader::prefetch`): a
+    // program running at the start is unwound from its first sample, and
+    // those loads are not in the recording. A FIFO as the device has no
+    // reader yet (`ENXIO` without waiting): opened, and the tables loaded,
+    // once the reader is, below.
     let system_wide = opts.system_wide || (opts.command.is_empty() && opts.pids.len() != 1);
-    let mut tables_later = false;
-    let mut tables = if opts.unwind_tables {
-        match crate::unwind_load::TableLoader::open_nonblocking(&opts.device) {
+    let open_tables = |info: &mut Vec<String>, nonblocking: bool| {
+        use crate::unwind_load::TableLoader;
+        let opened = if nonblocking {
+            TableLoader::open_nonblocking(&opts.device)
+        } else {
+            TableLoader::open(&opts.device)
+        };
+        match opened {
             Ok(mut l) => {
                 if system_wide {
                     l.prefetch(&opts.proc_root);
                 }
-                Some(l)
+                Ok(Some(l))
             }
-            Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {
-                tables_later = true;
-                None
-            }
+            Err(e) if nonblocking && e.raw_os_error() == Some(libc::ENXIO) => Err(()),
             Err(e) => {
                 info.push(format!("unwind-tables: none ({e})"));
-                None
+                Ok(None)
             }
         }
-    } else {
-        None
     };
+    let (mut tables, tables_later) = match opts.unwind_tables {
+        false => (None, false),
+        true => match open_tables(&mut info, true) {
+            Ok(t) => (t, false),
+            Err(()) => (None, true),
+        },
+    };
+    // The device last: the stream may hold samples from its opening on, and
+    // every process alive from then on is covered by the snapshot or the
+    // kernel's records (a process that started and exited between the
+    // opening and the map tracking's start would have neither).
     // The settings applied below (`-e`, `-c`, ...): declared before the
     // device so that, on an error path, they are put back after the
     // reader's file is closed.
@@ -1656,18 +1662,7 @@ pub fn record(opts: &RecordOptions, stop: Arc<AtomicBool>) -> Result<RecordSumma
         None => "profiled: every task (system-wide)".into(),
     });
     if tables_later {
-        tables = match crate::unwind_load::TableLoader::open(&opts.device) {
-            Ok(mut l) => {
-                if system_wide {
-                    l.prefetch(&opts.proc_root);
-                }
-                Some(l)
-            }
-            Err(e) => {
-                info.push(format!("unwind-tables: none ({e})"));
-                None
-            }
-        };
+        tables = open_tables(&mut info, false).unwrap_or(None);
     }
     if let (Some(l), Some(c)) = (tables.as_mut(), opts.command.first()) {
         l.prepare(c);

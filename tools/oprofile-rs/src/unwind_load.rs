@@ -147,10 +147,11 @@ impl TableLoader {
     /// mappings to load. Its maps are read, nothing is mapped (the
     /// processes are loaded as they are sampled, as before). Stops after
     /// [`PREFETCH_TIME`] (tables not in the cache yet take a while to
-    /// build). Returns the tables it loaded.
-    pub fn prefetch(&mut self, proc_root: &Path) -> u64 {
+    /// build).
+    pub fn prefetch(&mut self, proc_root: &Path) {
         let t = std::time::Instant::now();
         let (tables0, bytes0) = (self.stats.tables, self.stats.table_bytes);
+        let processes0 = self.stats.processes;
         let (order, running) = prefetch_order(proc_root, std::process::id());
         for (key, _, source) in order {
             if !self.active()
@@ -177,8 +178,7 @@ impl TableLoader {
             }
             self.load_process(proc_root, pid);
         }
-        self.stats.prefetched_processes = self.stats.processes;
-        self.stats.tables - tables0
+        self.stats.prefetched_processes += self.stats.processes - processes0;
     }
 
     /// Whether it still loads tables.
@@ -204,9 +204,7 @@ impl TableLoader {
         };
         let first = !self.done.contains_key(&pid);
         let maps = parse_maps(&text);
-        for m in maps.iter().filter(|m| {
-            m.perms.contains('x') && ((m.is_file() && m.inode != 0) || m.path == "[vdso]")
-        }) {
+        for m in maps.iter().filter(|m| unwound(m)) {
             if !self.done.entry(pid).or_default().insert((m.start, m.end)) {
                 continue;
             }
@@ -223,15 +221,7 @@ impl TableLoader {
     fn load_map(&mut self, proc_root: &Path, pid: u32, m: &MapEntry) {
         let key = (m.inode, m.path.clone());
         if !self.tables.contains_key(&key) {
-            // The binary as the process sees it (its mount namespace); the
-            // vDSO is the kernel's, the same image in every process: this
-            // one's.
-            let source = if m.path == "[vdso]" {
-                Source::Vdso
-            } else {
-                Source::File(proc_root.join(format!("{pid}/root{}", m.path)))
-            };
-            let b = self.load_table(source);
+            let b = self.load_table(Source::of(proc_root, pid, m));
             self.tables.insert(key.clone(), b);
         }
         let Some(Some(b)) = self.tables.get(&key) else {
@@ -386,31 +376,25 @@ fn prefetch_order(proc_root: &Path, me: u32) -> Prefetch {
             running.push(pid);
         }
         let mut mine = HashSet::new();
-        for m in parse_maps(&text) {
-            let vdso = m.path == "[vdso]";
-            if !m.perms.contains('x') || !((m.is_file() && m.inode != 0) || vdso) {
-                continue;
-            }
+        for m in parse_maps(&text).iter().filter(|m| unwound(m)) {
             let key = (m.inode, m.path.clone());
-            if !mine.insert(key.clone()) {
-                continue;
+            if mine.insert(key.clone()) {
+                seen.entry(key)
+                    .or_insert_with(|| (0, Source::of(proc_root, pid, m)))
+                    .0 += 1;
             }
-            seen.entry(key)
-                .or_insert_with(|| {
-                    let source = if vdso {
-                        Source::Vdso
-                    } else {
-                        Source::File(proc_root.join(format!("{pid}/root{}", m.path)))
-                    };
-                    (0, source)
-                })
-                .0 += 1;
         }
     }
     let mut order: Vec<_> = seen.into_iter().map(|(k, (n, s))| (k, n, s)).collect();
     order.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     running.sort_unstable();
     (order, running)
+}
+
+/// Whether mapping `m` is one the loader gives a table: executable, of a
+/// file (with an inode) or the vDSO.
+fn unwound(m: &MapEntry) -> bool {
+    m.perms.contains('x') && ((m.is_file() && m.inode != 0) || m.path == "[vdso]")
 }
 
 /// Where a binary's bytes come from.
@@ -424,6 +408,17 @@ enum Source {
 }
 
 impl Source {
+    /// The binary of process `pid`'s mapping `m` as the process sees it
+    /// (its mount namespace); the vDSO is the kernel's, the same image in
+    /// every process: this one's.
+    fn of(proc_root: &Path, pid: u32, m: &MapEntry) -> Source {
+        if m.path == "[vdso]" {
+            Source::Vdso
+        } else {
+            Source::File(proc_root.join(format!("{pid}/root{}", m.path)))
+        }
+    }
+
     fn bytes(&self) -> Result<Vec<u8>, String> {
         match self {
             Source::File(f) => std::fs::read(f).map_err(|e| e.to_string()),
