@@ -75,7 +75,8 @@ check "shlib_dlopen: the library's frames named (hot_a/hot_b in $hot of $all)" [
 # recording, and shlib is unwound from its first sample, however late
 # record gets to read it (with the tables alone, a guest on a loaded host
 # walked a second of it by frame pointers: 1,011 of 1,719 samples cut)
-/tmp/shlib 5 >/dev/null & sp=$!
+# (Long enough to outlive a slow start: it is killed after the recording.)
+/tmp/shlib 60 >/dev/null & sp=$!
 sleep 0.5
 oprofile-rs record -q -o /tmp/w.bin --duration 2
 kill $sp 2>/dev/null; wait $sp 2>/dev/null
